@@ -1,0 +1,28 @@
+"""arabert-pipeline: the AraBERT recipe end to end.
+
+`import arabert_pipeline` stays fast: torch and Farasa load only when a stage needs them.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+__version__ = "0.1.0"
+__all__ = ["Preprocessor", "Pipeline", "ArabertPipelineError", "__version__"]
+
+from .errors import ArabertPipelineError
+
+if TYPE_CHECKING:
+    from .pipeline import Pipeline
+    from .preprocess import Preprocessor
+
+
+def __getattr__(name: str):
+    if name == "Preprocessor":
+        from .preprocess import Preprocessor
+
+        return Preprocessor
+    if name == "Pipeline":
+        from .pipeline import Pipeline
+
+        return Pipeline
+    raise AttributeError(f"module 'arabert_pipeline' has no attribute {name!r}")

@@ -1,0 +1,53 @@
+"""`arabert-pipeline VERB ...`: one verb per stage, in data-flow order."""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from .errors import ArabertPipelineError
+
+# Stage CLI modules in data-flow order. Each exposes `register(subparsers)`, which adds its verb(s) and sets
+# `run(args) -> int | None` as the parser default. They import torch & co. inside `run`, so `--help` stays instant.
+STAGE_CLIS = [
+    "arabert_pipeline.preprocess.cli",
+    "arabert_pipeline.tokenizer.cli",
+    "arabert_pipeline.pretrain.cli",
+    "arabert_pipeline.qa.cli",
+    "arabert_pipeline.evaluate.cli",
+    "arabert_pipeline.pipeline.cli",
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from . import __version__
+
+    parser = argparse.ArgumentParser(prog="arabert-pipeline", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    subparsers = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
+    for name in STAGE_CLIS:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:  # TODO(bootstrap): remove once every stage has its cli module
+            if exc.name != name:
+                raise
+            continue
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        code = args.run(args)
+    except ArabertPipelineError as exc:
+        print(f"arabert-pipeline {args.verb}: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"arabert-pipeline {args.verb}: interrupted", file=sys.stderr)
+        return 130
+    return int(code or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
