@@ -1,0 +1,120 @@
+"""AraBERT v0.2 / v2 normalization, byte-identical to `arabert.preprocess.ArabertPreprocessor("bert-base-arabertv02")`.
+
+The reference runs a dozen `re.sub` calls on every line. The same result comes from fewer, cheaper passes:
+
+1. `html.unescape`, then delete tashkeel (the eight marks pyarabic strips, not the dagger alef) and tatweel;
+2. only when the line can contain one (`_URL_GATE`): the reference's URL regexes, then its e-mail regexes, then
+   `@\\w+` mentions, each in the reference's order, replaced by ` [رابط] `, ` [بريد] `, ` [مستخدم] `;
+3. only when the line has a `<`: `<br />` and any `</?[^>]+>` tag become a space;
+4. any non-digit character repeated 3+ times is cut to two (digits are `\\d` in Unicode, so Hindi digits too);
+5. one `str.translate` does the rest of the per-character work: Hindi digits become ASCII digits, the characters the
+   reference keeps untouched (Arabic letters, digits, Latin letters, `[`, `]`) stay, every other whitelisted
+   character gets a space on each side (`/` turns into ` - `), everything else becomes a space;
+6. a space between an ASCII digit and an Arabic letter, in both orders;
+7. whitespace collapse.
+
+Each rule and quirk (URLs before e-mails, so `a@b.org` becomes `[رابط]`; the squeeze before the spacing; the
+whitelist) is pinned by golden files generated with the reference (tests/golden/).
+
+`normalize_with_offsets` runs the same steps one at a time while carrying, for every character, the span of the
+original text it comes from (see its docstring).
+"""
+from __future__ import annotations
+
+import html
+import re
+
+URL_PLACEHOLDER = "[رابط]"
+EMAIL_PLACEHOLDER = "[بريد]"
+MENTION_PLACEHOLDER = "[مستخدم]"
+PLACEHOLDERS = (URL_PLACEHOLDER, EMAIL_PLACEHOLDER, MENTION_PLACEHOLDER)
+
+TASHKEEL = "\u064b\u064c\u064d\u064e\u064f\u0650\u0651\u0652"  # tanween x3, fatha, damma, kasra, shadda, sukun
+TATWEEL = "\u0640"
+HINDI_DIGITS = "٠١٢٣٤٥٦٧٨٩"
+
+# The reference's URL regexes, in its order. It also runs a PHP-style pattern ending in `$@iS` that can never match
+# (nothing can follow the end of the string) but can backtrack exponentially; it is left out: same output.
+_URL_PATTERNS = [
+    r"(http(s)?:\/\/.)?(www\.)?[-a-zA-Z0-9@:%._\+~#=]{2,256}\.[a-z]{2,6}\b([-a-zA-Z0-9@:%_\+.~#?&//=]*)",
+    r"http[s]?://[a-zA-Z0-9_\-./~\?=%&]+",
+    r"www[a-zA-Z0-9_\-?=%&/.~]+",
+    r"[a-zA-Z]+\.com",
+    r"(?=http)[^\s]+",
+    r"(?=www)[^\s]+",
+    r"://",
+]
+_EMAIL_PATTERNS = [r"[\w-]+@([\w-]+\.)+[\w-]+", r"\S+@\S+"]
+_MENTION_PATTERN = r"@[\w\d]+"
+_PLACEHOLDER_PASSES = [
+    *((re.compile(p), f" {URL_PLACEHOLDER} ") for p in _URL_PATTERNS),
+    *((re.compile(p), f" {EMAIL_PLACEHOLDER} ") for p in _EMAIL_PATTERNS),
+    (re.compile(_MENTION_PATTERN), f" {MENTION_PLACEHOLDER} "),
+]
+# Every pattern above needs one of these, and the placeholders contain none, so a line without them skips all ten.
+_URL_GATE = re.compile(r"\.[a-z]|@|://|www|http")
+_BR = re.compile("<br />")
+_TAG = re.compile("</?[^>]+>")
+_REPEATED = re.compile(r"(\D)\1{2,}", re.DOTALL)
+
+_ARABIC_LETTERS = "\u0621-\u063a\u0641-\u064a"
+# Kept as they are by the spacing step (the reference puts spaces around every other character).
+_WORD_CHARS = re.compile(f"[0-9{_ARABIC_LETTERS}\u0660-\u0669a-zA-Z\\[\\]]")
+# The reference's whitelist: any other character becomes a space. `\s` is kept too (then collapsed).
+_KEPT_CHARS = re.compile(
+    "[0-9\u0621-\u063a\u0640-\u066c\u0671-\u0674a-zA-Z\\[\\]"
+    "!\"#$%'()*+,.:;\\-<=·>?@\\\\^_`{|}~—٪’،؟୍“؛”ۚ»«–…‘\\s]"
+)
+_DIGIT_LETTER = re.compile(f"(?<=[0-9])(?=[{_ARABIC_LETTERS}])|(?<=[{_ARABIC_LETTERS}])(?=[0-9])")
+
+
+def char_class(ch: str) -> str:
+    """How the spacing and whitelist steps treat one character (after Hindi digits became ASCII and `/` became `-`).
+
+    "word": kept, glued to its neighbours; "punct": kept as a token of its own; "space": whitespace or rejected.
+    """
+    if _WORD_CHARS.match(ch):
+        return "word"
+    if ch.isspace() or not _KEPT_CHARS.match(ch):
+        return "space"
+    return "punct"
+
+
+class _SpacingTable(dict):
+    """`str.translate` table for step 5, filled on first sight of each character (there are 1.1 M code points)."""
+
+    def __missing__(self, code: int) -> str:
+        ch = chr(code)
+        if ch in HINDI_DIGITS:
+            out = str(HINDI_DIGITS.index(ch))
+        elif ch == "/":
+            out = " - "
+        else:
+            kind = char_class(ch)
+            out = ch if kind == "word" else " " if kind == "space" else f" {ch} "
+        self[code] = out
+        return out
+
+
+_STRIP_TABLE = dict.fromkeys(map(ord, TASHKEEL + TATWEEL))
+_SPACING_TABLE = _SpacingTable()
+
+
+def replace_urls_emails_mentions(text: str) -> str:
+    """Step 2 alone: the reference's URL, e-mail and mention regexes, in its order."""
+    if _URL_GATE.search(text) is None:
+        return text
+    for pattern, placeholder in _PLACEHOLDER_PASSES:
+        text = pattern.sub(placeholder, text)
+    return text
+
+
+def normalize(text: str) -> str:
+    """AraBERT v0.2 normalization of one line (also the first half of v2)."""
+    text = html.unescape(text).translate(_STRIP_TABLE)
+    text = replace_urls_emails_mentions(text)
+    if "<" in text:
+        text = _TAG.sub(" ", _BR.sub(" ", text))
+    text = _REPEATED.sub(r"\1\1", text)
+    text = _DIGIT_LETTER.sub(" ", text.translate(_SPACING_TABLE))
+    return " ".join(text.split())

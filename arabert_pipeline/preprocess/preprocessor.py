@@ -1,0 +1,96 @@
+"""`Preprocessor(name)`: the preprocessing a tokenizer or model was trained with, by name.
+
+    p = Preprocessor("arabertv2")
+    p.preprocess("وسيكتبونها")          # 'و+ س+ يكتب +ون +ها'
+    p.unpreprocess('و+ س+ يكتب +ون +ها')  # 'وسيكتبونها'
+
+Names: "arabertv02" (normalization, = ArabertPreprocessor("bert-base-arabertv02")), "arabertv2" (the same plus Farasa
+segmentation marked the AraBERT way, = ArabertPreprocessor("bert-base-arabertv2") given the same Farasa output) and
+"none" (identity, for vocabularies trained on raw text such as mBERT's).
+"""
+from __future__ import annotations
+
+import os
+import re
+
+from ..errors import ConfigError
+from .normalize import normalize
+from .segment import CachedSegmenter, default_segmenter, desegment, mark_tokens
+
+PREPROCESSING_NAMES = ("arabertv02", "arabertv2", "none")
+SEGMENTED_NAMES = ("arabertv2",)
+# A literal `+` is AraBERT v2's segment marker: Farasa gives it no segment and the reference drops it from the line.
+SEGMENT_MARKER = "+"
+
+# ArabertPreprocessor.unpreprocess, in its order. Its replacement strings for backquotes and em dashes are "\`" and
+# "\—", which keep the backslash: reproduced.
+_UNPREPROCESS_QUOTES = [
+    (re.compile(r'"\s+([^"]+)\s+"'), r'"\1"'),
+    (re.compile(r"'\s+([^']+)\s+'"), r"'\1'"),
+    (re.compile(r"`\s+([^`]+)\s+`"), r"\\`\1\\`"),
+    (re.compile(r"—\s+([^—]+)\s+—"), r"\\—\1\\—"),
+]
+_DECIMALS = [(re.compile(r"(\d+) \. (\d+)"), r"\1.\2"), (re.compile(r"(\d+) \, (\d+)"), r"\1,\2")]
+_UNSPACE = [
+    (re.compile(r" ([+\-<=>@\\^_|–]) "), r"\1"),
+    (re.compile(r" ([\]!#$%),.:;?}٪’،؟”؛…»·])"), r"\1"),
+    (re.compile(r"([\[({“«‘*~]) "), r"\1"),
+]
+
+
+def _check_name(name: str) -> None:
+    if name not in PREPROCESSING_NAMES:
+        raise ConfigError(f"unknown preprocessing {name!r}; choose one of {', '.join(PREPROCESSING_NAMES)}")
+
+
+def segmenter_backend(name: str, farasa_jar: str | os.PathLike | None = None) -> str | None:
+    """The name of the segmenter `Preprocessor(name, farasa_jar=...)` uses, or None when it does not segment."""
+    _check_name(name)
+    return default_segmenter(farasa_jar).name if name in SEGMENTED_NAMES else None
+
+
+class Preprocessor:
+    """Preprocess text the way a named AraBERT model expects, and undo it for display."""
+
+    def __init__(self, name: str, *, farasa_jar: str | os.PathLike | None = None,
+                 segmenter: CachedSegmenter | None = None):
+        _check_name(name)
+        self.name = name
+        self.segments = name in SEGMENTED_NAMES
+        self.segmenter = (segmenter or default_segmenter(farasa_jar)) if self.segments else None
+
+    def __repr__(self) -> str:
+        backend = f", segmenter={self.segmenter.name!r}" if self.segmenter is not None else ""
+        return f"Preprocessor({self.name!r}{backend})"
+
+    def preprocess(self, text: str) -> str:
+        return self.preprocess_batch([text])[0]
+
+    def preprocess_batch(self, texts: list[str]) -> list[str]:
+        """Preprocess many lines; with segmentation, each distinct word of the batch is segmented once."""
+        if self.name == "none":
+            return list(texts)
+        normalized = [normalize(t) for t in texts]
+        if not self.segments:
+            return normalized
+        lines = [[w for w in line.split(" ") if w != SEGMENT_MARKER] if line else [] for line in normalized]
+        words = list(dict.fromkeys(w for line in lines for w in line))
+        tokens = dict(zip(words, self.segmenter.segment_words(words)))
+        return [" ".join(mark_tokens([t for w in line for t in tokens[w]])) for line in lines]
+
+    def desegment(self, text: str) -> str:
+        """Remove AraBERT v2 segmentation markers (identity for names that do not segment)."""
+        return desegment(text) if self.segments else text
+
+    def unpreprocess(self, text: str) -> str:
+        """Readable text from preprocessed text, as ArabertPreprocessor.unpreprocess: desegment, then reattach
+        punctuation, quotes and decimals."""
+        if self.name == "none":
+            return text
+        text = self.desegment(text)
+        for pattern, replacement in _UNPREPROCESS_QUOTES:
+            text = pattern.sub(replacement, text)
+        text = " ".join(text.replace(".", " . ").split())
+        for pattern, replacement in _DECIMALS + _UNSPACE:
+            text = pattern.sub(replacement, text)
+        return text

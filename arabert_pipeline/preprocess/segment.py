@@ -1,0 +1,301 @@
+"""Farasa segmentation and AraBERT's `+` marking.
+
+Backends implement the `Segmenter` protocol: `segment_words(words) -> list[list[str]]` gives, for each word, the
+Farasa tokens it becomes, each in Farasa notation (`و+س+يكتب+ون+ها`). A word is usually one token, but Farasa splits
+some (`[رابط]` → `[`, `رابط`, `]`). Two backends:
+
+- `FarasaPySegmenter`: the pure-Python Farasa port (`farasa==0.0.1`), offline, no Java. Imported on first use
+  (its pickles take about a second to load).
+- `FarasaJarSegmenter(jar_path)`: QCRI's official `FarasaSegmenterJar.jar`, one long-lived `java -jar` process fed
+  one word per line in batches. Chosen by `Preprocessor("arabertv2", farasa_jar=...)` or the environment variable
+  ARABERT_PIPELINE_FARASA_JAR.
+
+Both derive from `CachedSegmenter`: each distinct word reaches the backend once, and the word cache (bounded,
+oldest entries dropped first) can be shared between processes and runs:
+
+- `cache_items() -> dict[str, str]`: every cached word → its Farasa output as one string, the tokens joined by a
+  space (words never contain whitespace after normalization, and `+` never survives it);
+- `drain_new() -> dict[str, str]`: the same, for the words the backend segmented since the previous call;
+- `preload(entries)`: add such entries (from another process, or a file of a previous run);
+- `lookups` / `hits`: words asked for / answered without the backend (counters a caller may reset).
+- `name`: names the backend; cached segmentations are only valid for the same name.
+
+No backend may return an empty segmentation for a non-empty word: that raises `BackendError`.
+
+`mark_tokens` turns a line's Farasa tokens into AraBERT v2 text exactly as `ArabertPreprocessor._farasa_segment`
+does; `desegment` undoes it like `ArabertPreprocessor.desegment`.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import subprocess
+import tempfile
+import threading
+import warnings
+from pathlib import Path
+from typing import Mapping, Protocol
+
+from ..errors import BackendError
+
+PREFIXES = frozenset(["ال", "و", "ف", "ب", "ك", "ل", "لل", "س"])
+SUFFIXES = frozenset(["ه", "ها", "ك", "ي", "هما", "كما", "نا", "كم", "هم", "هن", "كن", "ا", "ان", "ين", "ون", "وا",
+                      "ات", "ت", "ن", "ة"])
+KAF = "ك"
+PLACEHOLDER_WORDS = frozenset(["رابط", "بريد", "مستخدم"])
+BRACKETS = frozenset(["[", "]"])
+JAR_ENV = "ARABERT_PIPELINE_FARASA_JAR"
+DEFAULT_CACHE_SIZE = 2_000_000
+
+
+class Segmenter(Protocol):
+    name: str
+
+    def segment_words(self, words: list[str]) -> list[list[str]]:
+        """For each word, its Farasa tokens (`+` between the segments of a token)."""
+
+
+class CachedSegmenter:
+    """Word cache and statistics shared by the backends; a backend implements `_segment_new(words) -> list[str]`."""
+
+    name = "segmenter"
+
+    def __init__(self, cache_size: int = DEFAULT_CACHE_SIZE):
+        self.cache_size = cache_size
+        self._cache: dict[str, list[str]] = {}
+        self._new: dict[str, list[str]] = {}
+        self.lookups = 0
+        self.hits = 0
+
+    def segment_words(self, words: list[str]) -> list[list[str]]:
+        cache = self._cache
+        missing = list(dict.fromkeys(w for w in words if w not in cache))
+        self.lookups += len(words)
+        self.hits += len(words) - len(missing)
+        if missing:
+            fresh = {}
+            for word, output in zip(missing, self._segment_new(missing), strict=True):
+                tokens = output.split()
+                if not tokens:
+                    raise BackendError(f"{self.name} returned an empty segmentation for the word {word!r}")
+                fresh[word] = tokens
+            self._store(fresh)
+            self._new.update(fresh)
+            # Read from `fresh` too: storing may have evicted words of this very batch when the cache is small.
+            return [cache.get(w) or fresh[w] for w in words]
+        return [cache[w] for w in words]
+
+    def _segment_new(self, words: list[str]) -> list[str]:
+        raise NotImplementedError
+
+    def _store(self, entries: Mapping[str, list[str]]) -> None:
+        self._cache.update(entries)
+        excess = len(self._cache) - self.cache_size
+        if excess > 0:
+            # Drop the oldest tenth at once, so eviction is not paid on every new word.
+            drop = max(excess, self.cache_size // 10)
+            for word in list(itertools.islice(self._cache, drop)):
+                del self._cache[word]
+
+    def cache_items(self) -> dict[str, str]:
+        return {w: " ".join(t) for w, t in self._cache.items()}
+
+    def drain_new(self) -> dict[str, str]:
+        new, self._new = self._new, {}
+        return {w: " ".join(t) for w, t in new.items()}
+
+    def preload(self, entries: Mapping[str, str]) -> None:
+        parsed = {}
+        for word, output in entries.items():
+            tokens = output.split()
+            if not tokens:
+                raise BackendError(f"empty cached segmentation for the word {word!r}")
+            parsed[word] = tokens
+        self._store(parsed)
+
+
+class FarasaPySegmenter(CachedSegmenter):
+    """The pure-Python Farasa port (PyPI `farasa==0.0.1`, import name `farasa`)."""
+
+    name = "farasa-py-0.0.1"
+
+    def _segment_new(self, words: list[str]) -> list[str]:
+        try:
+            with warnings.catch_warnings():  # the port's pickle loading uses deprecated importlib.resources calls
+                warnings.simplefilter("ignore", DeprecationWarning)
+                from farasa import segmentation
+                from farasa.arabic_utils import utilities
+        except ImportError as error:
+            raise BackendError(
+                "the offline Farasa port is not importable: `pip install farasa==0.0.1` (and uninstall farasapy, "
+                f"which uses the same import name `farasa`): {error}"
+            ) from error
+        seen = segmentation.hmSeenBefore
+        outputs = []
+        for word in words:
+            # The port memoizes every word it meets in a module dict that never shrinks; our cache is the bounded
+            # one, so forget the port's new entries again.
+            new_keys = [t for t in utilities.tokenize(word) if t not in seen]
+            outputs.append(" ".join(segmentation.segmentLine(word)))
+            for key in new_keys:
+                seen.pop(key, None)
+        return outputs
+
+
+class FarasaJarSegmenter(CachedSegmenter):
+    """QCRI's FarasaSegmenterJar as one long-lived process: one word per input line, one output line per word.
+
+    `command` replaces `java -Dfile.encoding=UTF-8 -jar JAR` (tests use a stand-in script). Words are written from a
+    thread while the answers are read, so a large batch cannot deadlock on full pipes.
+    """
+
+    WARM_UP_WORD = "اختبار"
+
+    def __init__(self, jar_path: str | os.PathLike | None = None, *, command: list[str] | None = None,
+                 cache_size: int = DEFAULT_CACHE_SIZE):
+        super().__init__(cache_size)
+        if command is None:
+            if jar_path is None:
+                raise BackendError(f"no Farasa jar given (pass its path or set {JAR_ENV})")
+            jar = Path(jar_path)
+            if not jar.is_file():
+                raise BackendError(f"Farasa jar not found: {jar} (from the jar option or {JAR_ENV})")
+            java = shutil.which("java")
+            if java is None:
+                raise BackendError("the Farasa jar needs Java (`java` is not on PATH); install a JRE >= 7, "
+                                   "or use the offline port by leaving the jar unset")
+            command = [java, "-Dfile.encoding=UTF-8", "-jar", str(jar)]
+            self.name = f"farasa-jar:{jar.resolve()}"
+        else:
+            self.name = f"farasa-jar:{' '.join(command)}"
+        self.command = command
+        self._process: subprocess.Popen | None = None
+        self._stderr = tempfile.TemporaryFile()
+
+    def _start(self) -> subprocess.Popen:
+        try:
+            self._process = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                             stderr=self._stderr)
+        except OSError as error:
+            raise BackendError(f"cannot start the Farasa jar ({' '.join(self.command)}): {error}") from error
+        self._exchange([self.WARM_UP_WORD])
+        return self._process
+
+    def _segment_new(self, words: list[str]) -> list[str]:
+        if self._process is None:
+            self._start()
+        return self._exchange(words)
+
+    def _exchange(self, words: list[str]) -> list[str]:
+        process = self._process
+        for word in words:
+            if not word or any(ch.isspace() for ch in word):
+                raise BackendError(f"the Farasa jar takes single words, not {word!r}")
+        payload = "".join(w + "\n" for w in words).encode("utf-8")
+
+        def write() -> None:
+            try:
+                process.stdin.write(payload)
+                process.stdin.flush()
+            except (BrokenPipeError, OSError):
+                pass  # the reader below sees the closed stdout and reports it with the jar's stderr
+
+        writer = threading.Thread(target=write, daemon=True)
+        writer.start()
+        outputs = []
+        for word in words:
+            line = process.stdout.readline()
+            if not line:
+                writer.join()
+                raise BackendError(f"the Farasa jar stopped before segmenting {word!r}" + self._stderr_tail())
+            output = line.decode("utf-8").strip()
+            if not output:
+                raise BackendError(f"the Farasa jar returned an empty line for the word {word!r}")
+            outputs.append(output)
+        writer.join()
+        return outputs
+
+    def _stderr_tail(self) -> str:
+        returncode = self._process.poll()
+        self._stderr.seek(0)
+        tail = self._stderr.read()[-2000:].decode("utf-8", "replace").strip()
+        self.close()
+        return (f" (exit code {returncode})" if returncode is not None else "") + (f": {tail}" if tail else "")
+
+    def close(self) -> None:
+        """Stop the jar process; the next call starts a new one."""
+        if self._process is not None:
+            process, self._process = self._process, None
+            for stream in (process.stdin, process.stdout):
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+    def __del__(self):
+        self.close()
+
+
+def default_segmenter(farasa_jar: str | os.PathLike | None = None) -> CachedSegmenter:
+    """The jar backend when a jar is given (argument, else ARABERT_PIPELINE_FARASA_JAR), else the offline port."""
+    jar = farasa_jar or os.environ.get(JAR_ENV) or None
+    return FarasaJarSegmenter(jar) if jar else FarasaPySegmenter()
+
+
+def _mark_token(token: str) -> list[str]:
+    """One Farasa token → AraBERT pieces: prefixes `X+`, suffixes `+X`, stems bare (ArabertPreprocessor's rules)."""
+    pieces = token.split("+")
+    marked: list[str] = []
+    for i, piece in enumerate(pieces[:-1]):
+        if piece == KAF:
+            # Kaf is a prefix first in the word or right after a prefix, otherwise a suffix.
+            marked.append(piece + "+" if i == 0 or marked[-1].endswith("+") else "+" + piece)
+        elif piece in PREFIXES:
+            marked.append(piece + "+")
+        elif piece in SUFFIXES:
+            marked.append("+" + piece)
+        else:
+            marked.append(piece)
+    last = pieces[-1]
+    if last:
+        marked.append("+" + last if last in SUFFIXES else last)
+    return marked
+
+
+def mark_tokens(tokens: list[str]) -> list[str]:
+    """A line's Farasa tokens → its AraBERT v2 pieces; `" ".join` of the result is the segmented line.
+
+    As in the reference, `[` and `]` tokens are dropped, and a placeholder word right after a bracket token (for the
+    line's first token: after the line's last token) is written as the placeholder `[رابط]`.
+    """
+    out: list[str] = []
+    for i, token in enumerate(tokens):
+        if token in BRACKETS:
+            continue
+        if token in PLACEHOLDER_WORDS and tokens[i - 1] in BRACKETS:
+            out.append(f"[{token}]")
+        elif "+" not in token:
+            out.append(token)
+        else:
+            out.extend(_mark_token(token))
+    return out
+
+
+def desegment_word(word: str) -> str:
+    """Undo Farasa's `لل` → `ل+ال` and remove the `+` markers of one word."""
+    joined = word.replace("ل+ال+", "لل")
+    if "ال+ال" not in word:
+        joined = joined.replace("ل+ال", "لل")
+    return joined.replace("+", "").replace("للل", "لل")
+
+
+def desegment(text: str) -> str:
+    """AraBERT v2 text → plain words: `و+ س+ يكتب +ون +ها` → `وسيكتبونها`, `ل+ ال+ كتاب` → `للكتاب`."""
+    text = text.replace("+ ", "+").replace(" +", "+")
+    return " ".join(desegment_word(w) for w in text.split(" "))
