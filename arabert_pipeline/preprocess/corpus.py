@@ -1,0 +1,596 @@
+"""Preprocess whole corpus files: streaming, parallel, order-preserving, atomic and resumable.
+
+    preprocess_corpus(["a.txt.xz", "b.txt"], "out.txt", config="arabertv2", workers=2)
+
+reads UTF-8 text (.txt, .txt.gz, .txt.xz: one paragraph per line, a blank line between documents) and writes exactly
+one output line per input line, in input order, so blank lines and document boundaries survive; several inputs are
+concatenated in the order given. The output (.txt, .gz or .xz by suffix) is built as OUT.part next to a checkpoint
+OUT.part.json and renamed to OUT only when complete; then OUT.arabert_pipeline.json records the preprocessing, which
+pretraining checks. `resume=True` continues an interrupted run from its last checkpoint.
+"""
+from __future__ import annotations
+
+import collections
+import contextlib
+import dataclasses
+import gzip
+import json
+import lzma
+import multiprocessing
+import os
+import signal
+import sys
+import time
+import zlib
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from ..artifacts import atomic_write
+from ..errors import ConfigError, InputError
+
+SIDECAR_SUFFIX = ".arabert_pipeline.json"
+PART_SUFFIX = ".part"
+CHECKPOINT_SUFFIX = ".part.json"
+WORD_CACHE_SUFFIX = ".words.tsv"
+ERROR_POLICIES = ("strict", "replace")
+CHECKPOINT_VERSION = 1
+
+
+@dataclasses.dataclass
+class CorpusConfig:
+    """Options of `preprocess_corpus`; the fields mirror the flags of `arabert-pipeline preprocess`."""
+
+    inputs: list[str]
+    output: str
+    config: str = "arabertv2"  # preprocessing name: arabertv2, arabertv02, none, ...
+    workers: int = 1
+    errors: str = "strict"  # invalid UTF-8: "strict" stops with InputError, "replace" writes U+FFFD and counts it
+    resume: bool = False
+    word_cache: str | None = None  # word -> segmentation cache file; default OUT.words.tsv
+    farasa_jar: str | None = None  # QCRI's FarasaSegmenterJar instead of the offline port (or $ARABERT_PIPELINE_FARASA_JAR)
+    chunk_lines: int = 1000  # lines per task sent to a worker
+    checkpoint_chunks: int = 20  # chunks between checkpoints
+    progress: bool = True
+
+
+@dataclasses.dataclass
+class CorpusReport:
+    """What a run did; the counters cover the whole output, including the part written before a resume."""
+
+    output: str
+    preprocessing: str
+    lines: int = 0
+    words: int = 0  # whitespace-separated words read
+    input_bytes: int = 0  # uncompressed UTF-8 bytes read
+    replacements: int = 0  # invalid UTF-8 sequences replaced by U+FFFD (errors="replace")
+    segmented_words: int = 0  # distinct words this run sent to the segmenter (new to the word cache)
+    cache_lookups: int = 0  # words the segmenter was asked for
+    cache_hits: int = 0  # ... of which were answered from a cache
+    seconds: float = 0.0
+    resumed_at_line: int = 0
+
+    @property
+    def cache_hit_rate(self) -> float:
+        return self.cache_hits / self.cache_lookups if self.cache_lookups else 0.0
+
+    def summary(self) -> str:
+        text = (
+            f"{self.output}: {self.lines:,} lines, {self.words:,} words, {self.input_bytes / 1e6:,.1f} MB "
+            f"in {self.seconds:,.1f} s ({self.lines / max(self.seconds, 1e-9):,.0f} lines/s, "
+            f"{self.input_bytes / 1e6 / max(self.seconds, 1e-9):,.2f} MB/s)"
+        )
+        if self.cache_lookups:
+            text += (
+                f"; segmenter: {self.segmented_words:,} new distinct words, "
+                f"cache hit rate {100 * self.cache_hit_rate:.2f}% of {self.cache_lookups:,} lookups"
+            )
+        if self.replacements:
+            text += f"; {self.replacements:,} invalid UTF-8 sequences replaced by U+FFFD"
+        if self.resumed_at_line:
+            text += f"; resumed at line {self.resumed_at_line + 1:,}"
+        return text
+
+
+def preprocess_corpus(inputs: Iterable[str | os.PathLike], output: str | os.PathLike, **options) -> CorpusReport:
+    """Preprocess `inputs` (concatenated in order) into `output`; `options` are the other `CorpusConfig` fields."""
+    return run_corpus(CorpusConfig(inputs=[str(p) for p in inputs], output=str(output), **options))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Reading
+
+
+def _compression(path: Path) -> str:
+    return {".gz": "gz", ".xz": "xz"}.get(path.suffix, "txt")
+
+
+@contextlib.contextmanager
+def _open_input(path: Path) -> Iterator[tuple[object, object]]:
+    """(raw file, binary line stream): the raw file's position is how far the progress bar has got."""
+    raw = open(path, "rb", buffering=1 << 20)
+    try:
+        kind = _compression(path)
+        if kind == "gz":
+            stream = gzip.GzipFile(fileobj=raw, mode="rb")
+        elif kind == "xz":
+            stream = lzma.LZMAFile(raw, "rb")
+        else:
+            stream = raw
+        yield raw, stream
+    finally:
+        raw.close()
+
+
+_READ_ERRORS = (OSError, EOFError, lzma.LZMAError, zlib.error)
+
+
+def check_inputs(paths: list[Path]) -> None:
+    """Fail before any work on a missing, unreadable, undecompressable or empty input."""
+    if not paths:
+        raise ConfigError("no input files given")
+    for path in paths:
+        if not path.exists():
+            raise InputError("no such file", path=path)
+        if not path.is_file():
+            raise InputError("not a regular file", path=path)
+        try:
+            with _open_input(path) as (_, stream):
+                if not any(line.strip() for line in stream):
+                    raise InputError("contains no text (the file is empty or has only blank lines)", path=path)
+        except _READ_ERRORS as exc:
+            raise InputError(f"cannot read: {exc}", path=path) from exc
+
+
+def _decode_replacing(data: bytes) -> tuple[str, int]:
+    """`data.decode("utf-8", "replace")` and how many invalid sequences it replaced by U+FFFD."""
+    parts, count, start = [], 0, 0
+    while True:
+        try:
+            parts.append(data[start:].decode("utf-8"))
+            return "".join(parts), count
+        except UnicodeDecodeError as exc:
+            parts.append(data[start:start + exc.start].decode("utf-8"))
+            parts.append("\ufffd")
+            count += 1
+            start += exc.end
+
+
+@dataclasses.dataclass
+class _InputFile:
+    path: str
+    lines: int = 0
+    bytes: int = 0
+    replacements: int = 0
+
+
+def _read_lines(paths: list[Path], errors: str, files: list[_InputFile], disk_done: list[int]
+                ) -> Iterator[tuple[str, int]]:
+    """Every input line without its line ending, decoded, with its size in bytes (ending included).
+
+    `files` receives per-file counts; `disk_done[0]` the compressed bytes consumed so far, for the progress bar.
+    """
+    disk_before = 0
+    for path in paths:
+        record = _InputFile(str(path))
+        files.append(record)
+        number = 0
+        with _open_input(path) as (raw, stream):
+            try:
+                for number, data in enumerate(stream, 1):
+                    size = len(data)
+                    if data.endswith(b"\n"):
+                        data = data[:-2] if data.endswith(b"\r\n") else data[:-1]
+                    try:
+                        text = data.decode("utf-8")
+                    except UnicodeDecodeError as exc:
+                        if errors == "strict":
+                            raise InputError(
+                                f"invalid UTF-8 at byte {exc.start + 1} of the line ({exc.reason}); fix the file, "
+                                "or pass --errors replace (with --resume to continue this run)",
+                                path=path, line=number,
+                            ) from None
+                        text, count = _decode_replacing(data)
+                        record.replacements += count
+                    record.lines += 1
+                    record.bytes += size
+                    disk_done[0] = disk_before + raw.tell()
+                    yield text, size
+            except _READ_ERRORS as exc:
+                raise InputError(f"cannot read: {exc}", path=path, line=number + 1) from exc
+        disk_before += path.stat().st_size
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Writing
+
+
+class _PartWriter:
+    """Appends lines to OUT.part and makes them durable at each checkpoint.
+
+    For .gz/.xz outputs every checkpoint closes a compressed member, so that a resumed run can cut the file back to
+    the last checkpoint and append a new member: gzip and xz readers decode concatenated members as one stream.
+    """
+
+    def __init__(self, path: Path, kind: str, keep_bytes: int):
+        self.kind = kind
+        self.raw = open(path, "r+b" if keep_bytes else "wb", buffering=1 << 20)
+        self.raw.truncate(keep_bytes)
+        self.raw.seek(keep_bytes)
+        self.stream = None
+
+    def write(self, lines: list[str]) -> None:
+        if self.stream is None:
+            if self.kind == "gz":  # no file name or time in the header: reruns give identical bytes
+                self.stream = gzip.GzipFile(fileobj=self.raw, mode="wb", filename="", mtime=0)
+            elif self.kind == "xz":
+                self.stream = lzma.LZMAFile(self.raw, "wb")
+            else:
+                self.stream = self.raw
+        self.stream.write(("\n".join(lines) + "\n").encode("utf-8"))
+
+    def commit(self) -> int:
+        """Flush everything written so far to disk; returns the file size to record in the checkpoint."""
+        if self.stream is not None and self.stream is not self.raw:
+            self.stream.close()
+            self.stream = None
+        self.raw.flush()
+        os.fsync(self.raw.fileno())
+        return self.raw.tell()
+
+    def close(self) -> None:
+        self.raw.close()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The word cache shared by workers, resumed runs and later runs
+
+
+class WordCache:
+    """A file of `word<TAB>segmentation` lines, written by the main process and read by every worker.
+
+    Farasa costs about 1 ms per word it has not seen while a corpus repeats its words endlessly, so each distinct
+    word should be segmented once. Workers are separate processes with separate caches; the main process appends
+    the words each worker segmented to this file, and every worker reads the file's new lines before each chunk, so
+    a word segmented by one worker is soon known to all. The file stays beside the output: a resumed run, or a later
+    run over overlapping text, preloads it and skips Farasa for every word already in it. Only lines ending in a
+    newline are read, so a torn last line from a killed run is ignored.
+    """
+
+    HEADER = "#arabert_pipeline word cache"
+
+    def __init__(self, path: Path, backend: str):
+        self.path = path
+        self.header = f"{self.HEADER}\t{backend}\n".encode("utf-8")
+        self.words: set[str] = set()
+        if path.exists() and self._read_header() != self.header:
+            raise ConfigError(
+                f"{path} is not a word cache of this segmenter ({backend}): its segmentations would be wrong here. "
+                "Remove it or choose another word cache file."
+            )
+        if not path.exists():
+            with atomic_write(path, "wb") as f:
+                f.write(self.header)
+        self.offset = len(self.header)
+        self.file = open(path, "r+b")
+        new, self.offset = read_new_entries(self.file, self.offset)
+        self.words.update(new)
+        self.file.seek(self.offset)
+        self.file.truncate()  # drop a torn last line so appends start on a line of their own
+
+    def _read_header(self) -> bytes:
+        with open(self.path, "rb") as f:
+            return f.readline()
+
+    def add(self, entries: dict[str, str]) -> int:
+        """Append the entries not yet in the file; returns how many were new. Visible to workers once flushed."""
+        new = [(w, s) for w, s in entries.items() if w not in self.words and _storable(w) and _storable(s)]
+        if new:
+            self.words.update(w for w, _ in new)
+            self.file.write("".join(f"{w}\t{s}\n" for w, s in new).encode("utf-8"))
+        return len(new)
+
+    def flush(self) -> None:
+        self.file.flush()
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def _storable(text: str) -> bool:
+    return bool(text) and "\t" not in text and "\n" not in text
+
+
+def read_new_entries(file, offset: int) -> tuple[dict[str, str], int]:
+    """The complete `word<TAB>segmentation` lines after `offset`, and the offset just past the last of them."""
+    file.seek(offset)
+    data = file.read()
+    end = data.rfind(b"\n") + 1
+    entries = dict(line.split("\t") for line in data[:end].decode("utf-8").split("\n")[:-1])
+    return entries, offset + end
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Workers: one Preprocessor per process
+
+
+class _Worker:
+    """The per-process state: a Preprocessor, and how far this process has read the shared word cache."""
+
+    def __init__(self, name: str, farasa_jar: str | None, cache_path: str | None):
+        from .preprocessor import Preprocessor
+
+        self.preprocessor = Preprocessor(name, farasa_jar=farasa_jar)
+        self.segmenter = self.preprocessor.segmenter
+        self.cache_path = cache_path if self.segmenter is not None else None
+        self.cache_offset = 0
+
+    def process(self, lines: list[str]) -> tuple[list[str], int, int, int, dict[str, str]]:
+        """(output lines, words read, segmenter lookups, cache hits, words newly segmented)."""
+        if self.cache_path is not None:
+            with open(self.cache_path, "rb") as f:
+                if not self.cache_offset:
+                    self.cache_offset = len(f.readline())
+                known, self.cache_offset = read_new_entries(f, self.cache_offset)
+            if known:
+                self.segmenter.preload(known)
+        out = self.preprocessor.preprocess_batch(lines)
+        words = sum(len(line.split()) for line in lines)
+        segmenter = self.segmenter
+        if segmenter is None:
+            return out, words, 0, 0, {}
+        lookups, hits = segmenter.lookups, segmenter.hits
+        segmenter.lookups = segmenter.hits = 0
+        return out, words, lookups, hits, segmenter.drain_new()
+
+
+_worker: _Worker | BaseException | None = None
+
+
+def _init_worker(name: str, farasa_jar: str | None, cache_path: str | None) -> None:
+    global _worker
+    # Ctrl-C reaches the whole process group: let the main process alone handle it and stop the pool.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        _worker = _Worker(name, farasa_jar, cache_path)
+    except BaseException as exc:  # raised with the first chunk: a Pool would restart a failing initializer forever
+        _worker = exc
+
+
+def _process_chunk(lines: list[str]):
+    if isinstance(_worker, BaseException):
+        raise _worker
+    return _worker.process(lines)
+
+
+def _map_ordered(chunks: Iterator[list[str]], workers: int, initargs: tuple) -> Iterator[tuple]:
+    """`_Worker.process` over `chunks`, results in input order, with at most a few chunks in flight.
+
+    Not `Pool.imap`: its feeder thread drains the whole input iterator into the task queue, which would hold the
+    entire corpus in memory, since the workers are always slower than reading.
+    """
+    if workers == 1:
+        worker = _Worker(*initargs)
+        for chunk in chunks:
+            yield worker.process(chunk)
+        return
+    # spawn, not fork: workers build their own Preprocessor and must not inherit the progress bar's thread or locks.
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(workers, _init_worker, initargs) as pool:
+        pending: collections.deque = collections.deque()
+        for chunk in chunks:
+            pending.append(pool.apply_async(_process_chunk, (chunk,)))
+            if len(pending) >= 2 * workers:
+                yield pending.popleft().get()
+        while pending:
+            yield pending.popleft().get()
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The run
+
+
+def _fingerprint(cfg: CorpusConfig, paths: list[Path], backend: str | None) -> dict:
+    """What must not change between an interrupted run and its resumption."""
+    return {
+        "version": CHECKPOINT_VERSION,
+        "preprocessing": cfg.config,
+        "segmenter": backend,
+        "output": Path(cfg.output).name,
+        "inputs": [{"path": str(p.resolve()), "size": p.stat().st_size, "mtime_ns": p.stat().st_mtime_ns}
+                   for p in paths],
+    }
+
+
+def _validate(cfg: CorpusConfig, paths: list[Path], output: Path) -> str | None:
+    """Check the options; returns the segmenter's name (None when the preprocessing does not segment)."""
+    from .preprocessor import segmenter_backend
+
+    backend = segmenter_backend(cfg.config, cfg.farasa_jar)
+    if cfg.workers < 1:
+        raise ConfigError(f"workers must be at least 1, not {cfg.workers}")
+    if cfg.errors not in ERROR_POLICIES:
+        raise ConfigError(f"errors must be one of {', '.join(ERROR_POLICIES)}, not {cfg.errors!r}")
+    if cfg.chunk_lines < 1 or cfg.checkpoint_chunks < 1:
+        raise ConfigError("chunk_lines and checkpoint_chunks must be at least 1")
+    resolved = output.resolve()
+    for path in paths:
+        if path.resolve() == resolved:
+            raise ConfigError(f"the output {output} is also an input")
+    if output.is_dir():
+        raise ConfigError(f"the output {output} is a directory; give a file name")
+    return backend
+
+
+def _start(cfg: CorpusConfig, part: Path, checkpoint: Path, fingerprint: dict, report: CorpusReport) -> dict:
+    """The checkpoint to continue from (all zeros for a fresh run); fills `report` with the counters so far."""
+    fresh = {"lines": 0, "input_bytes": 0, "part_bytes": 0}
+    if not part.exists():
+        return fresh
+    if not cfg.resume:
+        raise ConfigError(
+            f"{part} exists: an earlier run was interrupted. Pass --resume (resume=True) to continue it, "
+            f"or remove {part} to start again."
+        )
+    if not checkpoint.exists():  # killed before its first checkpoint
+        return fresh
+    try:
+        state = json.loads(checkpoint.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"{checkpoint}: unreadable checkpoint ({exc}); remove {part} to start again") from exc
+    if state.get("fingerprint") != fingerprint:
+        raise ConfigError(
+            f"{part} was written with other inputs or another preprocessing than this run (or an input changed "
+            f"since); remove {part} to start again."
+        )
+    if part.stat().st_size < state["part_bytes"]:
+        raise ConfigError(f"{part} is shorter than its checkpoint says; remove it to start again")
+    for field in ("lines", "words", "input_bytes", "segmented_words", "cache_lookups", "cache_hits", "seconds"):
+        setattr(report, field, state["report"][field])
+    report.resumed_at_line = state["lines"]
+    return state
+
+
+def _save_checkpoint(path: Path, fingerprint: dict, report: CorpusReport, part_bytes: int) -> None:
+    state = {
+        "fingerprint": fingerprint,
+        "lines": report.lines,
+        "input_bytes": report.input_bytes,
+        "part_bytes": part_bytes,
+        "report": dataclasses.asdict(report),
+    }
+    with atomic_write(path) as f:
+        json.dump(state, f, ensure_ascii=False)
+
+
+def _chunks(lines: Iterator[tuple[str, int]], size: int, skip: int, skip_bytes: int) -> Iterator[tuple[list[str], int]]:
+    """(lines, bytes) chunks after the first `skip` lines, which a resumed run has written already."""
+    skipped = skipped_bytes = 0
+    chunk: list[str] = []
+    chunk_bytes = 0
+    for text, nbytes in lines:
+        if skipped < skip:
+            skipped += 1
+            skipped_bytes += nbytes
+            if skipped == skip and skipped_bytes != skip_bytes:
+                break
+            continue
+        chunk.append(text)
+        chunk_bytes += nbytes
+        if len(chunk) == size:
+            yield chunk, chunk_bytes
+            chunk, chunk_bytes = [], 0
+    if skipped < skip or skipped_bytes != skip_bytes:
+        raise InputError(f"the inputs no longer match the checkpoint at line {skip:,}; remove the .part file "
+                         "and start again")
+    if chunk:
+        yield chunk, chunk_bytes
+
+
+def run_corpus(cfg: CorpusConfig) -> CorpusReport:
+    """The run behind `preprocess_corpus` and the CLI verb."""
+    started = time.monotonic()
+    paths = [Path(p) for p in cfg.inputs]
+    output = Path(cfg.output)
+    backend = _validate(cfg, paths, output)
+    check_inputs(paths)
+
+    part = output.with_name(output.name + PART_SUFFIX)
+    checkpoint = output.with_name(output.name + CHECKPOINT_SUFFIX)
+    sidecar = output.with_name(output.name + SIDECAR_SUFFIX)
+    fingerprint = _fingerprint(cfg, paths, backend)
+    report = CorpusReport(output=str(output), preprocessing=cfg.config)
+    state = _start(cfg, part, checkpoint, fingerprint, report)
+    seconds_before = report.seconds
+
+    cache = None
+    if backend is not None:
+        cache_path = Path(cfg.word_cache) if cfg.word_cache else output.with_name(output.name + WORD_CACHE_SUFFIX)
+        cache = WordCache(cache_path, backend)
+
+    output.parent.mkdir(parents=True, exist_ok=True)
+    writer = _PartWriter(part, _compression(output), state["part_bytes"])
+    _save_checkpoint(checkpoint, fingerprint, report, state["part_bytes"])
+    files: list[_InputFile] = []
+    disk_done = [0]
+    lines = _read_lines(paths, cfg.errors, files, disk_done)
+    chunks = _chunks(lines, cfg.chunk_lines, state["lines"], state["input_bytes"])
+    chunk_bytes: collections.deque[int] = collections.deque()
+
+    def texts() -> Iterator[list[str]]:
+        for chunk, nbytes in chunks:
+            chunk_bytes.append(nbytes)
+            yield chunk
+
+    session_bytes = 0
+    bar = _progress_bar(cfg, output, paths)
+    results = _map_ordered(texts(), cfg.workers, (cfg.config, cfg.farasa_jar, str(cache.path) if cache else None))
+    try:
+        for done, (out, words, lookups, hits, new) in enumerate(results, 1):
+            writer.write(out)
+            nbytes = chunk_bytes.popleft()
+            session_bytes += nbytes
+            report.lines += len(out)
+            report.words += words
+            report.input_bytes += nbytes
+            report.cache_lookups += lookups
+            report.cache_hits += hits
+            if cache is not None:
+                report.segmented_words += cache.add(new)
+                cache.flush()
+            report.seconds = seconds_before + time.monotonic() - started
+            if done % cfg.checkpoint_chunks == 0:
+                _save_checkpoint(checkpoint, fingerprint, report, writer.commit())
+            bar.set_postfix_str(f"{report.lines:,} lines, {session_bytes / 1e6 / (time.monotonic() - started):.2f} "
+                                "MB/s", refresh=False)
+            bar.update(disk_done[0] - bar.n)
+        report.replacements = sum(f.replacements for f in files)  # files were re-read from the start on resume
+        _save_checkpoint(checkpoint, fingerprint, report, writer.commit())
+    finally:
+        results.close()  # stops the worker pool now, also when a chunk failed
+        bar.close()
+        writer.close()
+        if cache is not None:
+            cache.close()
+
+    # The sidecar is what marks the output complete: remove the old one first, so that a crash between the two
+    # renames leaves an output without a sidecar (downstream refuses it) rather than one with a stale sidecar.
+    sidecar.unlink(missing_ok=True)
+    os.replace(part, output)
+    _write_sidecar(sidecar, report, files, cfg, backend)
+    checkpoint.unlink(missing_ok=True)
+    return report
+
+
+def _write_sidecar(path: Path, report: CorpusReport, files: list[_InputFile], cfg: CorpusConfig,
+                   backend: str | None) -> None:
+    from .. import __version__
+
+    fields = {
+        "preprocessing": report.preprocessing,
+        "lines": report.lines,
+        "words": report.words,
+        "input_bytes": report.input_bytes,
+        "inputs": [dataclasses.asdict(f) for f in files],
+        "errors": cfg.errors,
+        "replacements": report.replacements,
+        "segmenter": backend,
+        "segmented_words": report.segmented_words,
+        "cache_lookups": report.cache_lookups,
+        "cache_hit_rate": round(report.cache_hit_rate, 6),
+        "seconds": round(report.seconds, 3),
+        "arabert_pipeline_version": __version__,
+    }
+    with atomic_write(path) as f:
+        json.dump(fields, f, ensure_ascii=False, indent=2)
+        f.write("\n")
+
+
+def _progress_bar(cfg: CorpusConfig, output: Path, paths: list[Path]):
+    """Progress over the input files' bytes on disk (known in advance, so it gives an ETA); lines and text MB/s."""
+    from tqdm.auto import tqdm
+
+    return tqdm(
+        total=sum(p.stat().st_size for p in paths), unit="B", unit_scale=True, desc=output.name,
+        bar_format="{desc}: {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}{postfix}]",
+        disable=not cfg.progress, file=sys.stderr, mininterval=1.0,
+    )
