@@ -1,16 +1,19 @@
 """AraBERT v0.2 / v2 normalization, byte-identical to `arabert.preprocess.ArabertPreprocessor("bert-base-arabertv02")`.
 
-The reference runs a dozen `re.sub` calls on every line. The same result comes from fewer, cheaper passes:
+The reference runs a dozen `re.sub` calls on every line. The same result comes from fewer, cheaper passes, most of
+them skipped when a cheap test shows they cannot change the line:
 
 1. `html.unescape`, then delete tashkeel (the eight marks pyarabic strips, not the dagger alef) and tatweel;
 2. only when the line can contain one (`_URL_GATE`): the reference's URL regexes, then its e-mail regexes, then
    `@\\w+` mentions, each in the reference's order, replaced by ` [رابط] `, ` [بريد] `, ` [مستخدم] `;
 3. only when the line has a `<`: `<br />` and any `</?[^>]+>` tag become a space;
-4. any non-digit character repeated 3+ times is cut to two (digits are `\\d` in Unicode, so Hindi digits too);
-5. one `str.translate` does the rest of the per-character work: Hindi digits become ASCII digits, the characters the
-   reference keeps untouched (Arabic letters, digits, Latin letters, `[`, `]`) stay, every other whitelisted
-   character gets a space on each side (`/` turns into ` - `), everything else becomes a space;
-6. a space between an ASCII digit and an Arabic letter, in both orders;
+4. only when some character occurs 3 times in a row: any non-digit character repeated 3+ times is cut to two
+   (digits are `\\d` in Unicode, so Hindi digits are never cut);
+5. one regex pass over the characters that are not Arabic letters, ASCII letters or digits, `[`, `]` or a space,
+   each replaced through a per-character table: Hindi digits become ASCII digits, every whitelisted character gets
+   a space on each side (`/` turns into ` - `), everything else (emoji, Persian letters, dagger alef, other
+   whitespace) becomes a space;
+6. only when an ASCII digit touches an Arabic letter: the reference's two digit/letter substitutions;
 7. whitespace collapse.
 
 Each rule and quirk (URLs before e-mails, so `a@b.org` becomes `[رابط]`; the squeeze before the spacing; the
@@ -56,16 +59,25 @@ _URL_GATE = re.compile(r"\.[a-z]|@|://|www|http")
 _BR = re.compile("<br />")
 _TAG = re.compile("</?[^>]+>")
 _REPEATED = re.compile(r"(\D)\1{2,}", re.DOTALL)
+_STRIPPED = TASHKEEL + TATWEEL
 
 _ARABIC_LETTERS = "\u0621-\u063a\u0641-\u064a"
+_WORD_CLASS = f"0-9{_ARABIC_LETTERS}\u0660-\u0669a-zA-Z\\[\\]"
 # Kept as they are by the spacing step (the reference puts spaces around every other character).
-_WORD_CHARS = re.compile(f"[0-9{_ARABIC_LETTERS}\u0660-\u0669a-zA-Z\\[\\]]")
+_WORD_CHAR = re.compile(f"[{_WORD_CLASS}]")
 # The reference's whitelist: any other character becomes a space. `\s` is kept too (then collapsed).
-_KEPT_CHARS = re.compile(
+_KEPT_CHAR = re.compile(
     "[0-9\u0621-\u063a\u0640-\u066c\u0671-\u0674a-zA-Z\\[\\]"
     "!\"#$%'()*+,.:;\\-<=·>?@\\\\^_`{|}~—٪’،؟୍“؛”ۚ»«–…‘\\s]"
 )
-_DIGIT_LETTER = re.compile(f"(?<=[0-9])(?=[{_ARABIC_LETTERS}])|(?<=[{_ARABIC_LETTERS}])(?=[0-9])")
+# What step 5 must look at: everything but plain word characters and the ASCII space (Hindi digits included).
+_NOT_WORD_OR_SPACE = re.compile(f"[^0-9{_ARABIC_LETTERS}a-zA-Z\\[\\] ]")
+_TRIPLE = re.compile(r"(.)\1\1", re.DOTALL)
+# The reference's digit/letter spacing is two substitutions, each padding the whole match with spaces: `C2و`
+# becomes `C 2 و`, not `C2 و`. Kept as they are, behind a gate that finds whether either can match.
+_DIGITS_LETTERS = re.compile(f"([0-9]+)([{_ARABIC_LETTERS}]+)")
+_LETTERS_DIGITS = re.compile(f"([{_ARABIC_LETTERS}]+)([0-9]+)")
+_DIGIT_LETTER_GATE = re.compile(f"[0-9][{_ARABIC_LETTERS}]|[{_ARABIC_LETTERS}][0-9]")
 
 
 def char_class(ch: str) -> str:
@@ -73,18 +85,17 @@ def char_class(ch: str) -> str:
 
     "word": kept, glued to its neighbours; "punct": kept as a token of its own; "space": whitespace or rejected.
     """
-    if _WORD_CHARS.match(ch):
+    if _WORD_CHAR.match(ch):
         return "word"
-    if ch.isspace() or not _KEPT_CHARS.match(ch):
+    if ch.isspace() or not _KEPT_CHAR.match(ch):
         return "space"
     return "punct"
 
 
 class _SpacingTable(dict):
-    """`str.translate` table for step 5, filled on first sight of each character (there are 1.1 M code points)."""
+    """Step 5 for one character, computed on first sight of each character (there are 1.1 M code points)."""
 
-    def __missing__(self, code: int) -> str:
-        ch = chr(code)
+    def __missing__(self, ch: str) -> str:
         if ch in HINDI_DIGITS:
             out = str(HINDI_DIGITS.index(ch))
         elif ch == "/":
@@ -92,12 +103,15 @@ class _SpacingTable(dict):
         else:
             kind = char_class(ch)
             out = ch if kind == "word" else " " if kind == "space" else f" {ch} "
-        self[code] = out
+        self[ch] = out
         return out
 
 
-_STRIP_TABLE = dict.fromkeys(map(ord, TASHKEEL + TATWEEL))
-_SPACING_TABLE = _SpacingTable()
+_SPACING = _SpacingTable()
+
+
+def _spacing(match: re.Match) -> str:
+    return _SPACING[match[0]]
 
 
 def replace_urls_emails_mentions(text: str) -> str:
@@ -111,10 +125,16 @@ def replace_urls_emails_mentions(text: str) -> str:
 
 def normalize(text: str) -> str:
     """AraBERT v0.2 normalization of one line (also the first half of v2)."""
-    text = html.unescape(text).translate(_STRIP_TABLE)
+    text = html.unescape(text)
+    for ch in _STRIPPED:
+        if ch in text:  # `in` + `replace` beat `translate`, which pays a dict lookup per character
+            text = text.replace(ch, "")
     text = replace_urls_emails_mentions(text)
     if "<" in text:
         text = _TAG.sub(" ", _BR.sub(" ", text))
-    text = _REPEATED.sub(r"\1\1", text)
-    text = _DIGIT_LETTER.sub(" ", text.translate(_SPACING_TABLE))
+    if _TRIPLE.search(text):
+        text = _REPEATED.sub(r"\1\1", text)
+    text = _NOT_WORD_OR_SPACE.sub(_spacing, text)
+    if _DIGIT_LETTER_GATE.search(text):
+        text = _LETTERS_DIGITS.sub(r" \1 \2 ", _DIGITS_LETTERS.sub(r" \1 \2 ", text))
     return " ".join(text.split())

@@ -45,6 +45,7 @@ SUFFIXES = frozenset(["ه", "ها", "ك", "ي", "هما", "كما", "نا", "ك�
 KAF = "ك"
 PLACEHOLDER_WORDS = frozenset(["رابط", "بريد", "مستخدم"])
 BRACKETS = frozenset(["[", "]"])
+FARASA_SEPARATOR = ";"
 JAR_ENV = "ARABERT_PIPELINE_FARASA_JAR"
 DEFAULT_CACHE_SIZE = 2_000_000
 
@@ -134,6 +135,10 @@ class FarasaPySegmenter(CachedSegmenter):
         seen = segmentation.hmSeenBefore
         outputs = []
         for word in words:
+            if word == FARASA_SEPARATOR:
+                # The port deletes `;` from its output (its own internal separator) where the jar keeps it.
+                outputs.append(word)
+                continue
             # The port memoizes every word it meets in a module dict that never shrinks; our cache is the bounded
             # one, so forget the port's new entries again.
             new_keys = [t for t in utilities.tokenize(word) if t not in seen]
