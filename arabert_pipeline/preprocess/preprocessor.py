@@ -74,9 +74,8 @@ class Preprocessor:
         if not self.segments:
             return normalized
         lines = [[w for w in line.split(" ") if w != SEGMENT_MARKER] if line else [] for line in normalized]
-        words = list(dict.fromkeys(w for line in lines for w in line))
-        tokens = dict(zip(words, self.segmenter.segment_words(words)))
-        return [" ".join(mark_tokens([t for w in line for t in tokens[w]])) for line in lines]
+        tokens = iter(self.segmenter.segment_words([w for line in lines for w in line]))
+        return [" ".join(mark_tokens([t for _ in line for t in next(tokens)])) for line in lines]
 
     def desegment(self, text: str) -> str:
         """Remove AraBERT v2 segmentation markers (identity for names that do not segment)."""
