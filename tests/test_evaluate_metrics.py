@@ -110,8 +110,9 @@ def test_punkt_rules():
 
 
 def test_arabic_split_on_newlines_and_arabic_stops():
-    text = "سطر أول\nسطر ثان۔ ثالث… رابع «قال.» خامس 3.5"
-    assert sentences(text, m.arabic_sentence_spans) == ["سطر أول", "سطر ثان۔", "ثالث…", "رابع «قال.»", "خامس 3.5"]
+    text = "سطر أول\nسطر ثان۔ ثالث… رابع «قال.» خامس 3.5 بالمئة.[1][2] سادس"
+    assert sentences(text, m.arabic_sentence_spans) == [
+        "سطر أول", "سطر ثان۔", "ثالث…", "رابع «قال.»", "خامس 3.5 بالمئة.[1][2]", "سادس"]
 
 
 def test_punkt_matches_nltk_on_every_shared_context(shared_data):
@@ -192,3 +193,9 @@ def test_paired_bootstrap_detects_planted_difference():
     assert m.mcnemar_exact(better, worse) < 1e-6
     assert m.mcnemar_exact([1, 1, 1, 1, 1, 0], [0, 0, 0, 0, 0, 0]) == pytest.approx(2 / 32)
     assert m.mcnemar_exact(better, better) == 1.0
+
+
+def test_arabic_sm_ignores_edge_whitespace_of_the_prediction():
+    context = " جملة أولى فيها الجواب. جملة ثانية."
+    answers = {"text": ["الجواب"], "answer_start": [context.index("الجواب")]}
+    assert m.arabic_sentence_match(context, " جملة أولى فيها الجواب. ", answers, prediction_start=0) == 1.0

@@ -24,8 +24,8 @@ numbers of the AraBERT paper (Table 6), reimplemented exactly:
   for answer matching than rejecting "القاهرة" vs "القاهره"); collapse whitespace.
   Examples: "قال الرجل" → "قال رجل"; "الرجل،" → "رجل" == "الرجل"; "مُحَمَّد" == "محمد"; "والكتاب" → "كتاب".
 - EM / F1 as SQuAD, except that two answers that both normalize to "" score 1 (SQuAD v2's rule) rather than F1 0.
-- SM (`arabic_sentence_match`): sentences end after . ! ? ؟ ۔ … ؞ ⸮ (optionally followed by closing quotes or brackets)
-  when whitespace or the end of text follows, and at every newline. A hit means the prediction lies inside the
+- SM (`arabic_sentence_match`): sentences end after . ! ? ؟ ۔ … ؞ ⸮ (optionally followed by closing quotes, brackets
+  or citation marks such as "[1]") when whitespace or the end of text follows, and at every newline. A hit means the prediction lies inside the
   sentence(s) holding ANY gold answer, located at its `answer_start` (not by searching its text, so a repeated phrase
   is not mistaken for the answer); a gold answer crossing a boundary covers both sentences. With the prediction's
   start offset (our QAModel gives it) the check is exact; with text only, any occurrence inside the gold sentence
@@ -244,8 +244,9 @@ def arabic_normalize(text: str) -> str:
 
 
 # . ! ? ؟ (Arabic question mark) ۔ (Arabic full stop) … ؞ (Arabic triple dot) ⸮ (reversed question mark), then
-# optional closing quotes/brackets, then whitespace or the end; or a newline on its own. "3.5" and "U.S" stay whole.
-_ARABIC_BOUNDARY_RE = re.compile(r"""[.!?؟۔…؞⸮]+["'»”’)\]}]*(?=\s|$)|\n""")
+# optional closing quotes/brackets and Wikipedia citation marks ("الولادة.[1][2] ثم"), then whitespace or the end; or a
+# newline on its own. "3.5" and "U.S" stay whole.
+_ARABIC_BOUNDARY_RE = re.compile(r"""[.!?؟۔…؞⸮]+(?:["'»”’)\]}]|\[\d+\])*(?=\s|$)|\n""")
 
 
 def arabic_sentence_spans(text: str) -> list[tuple[int, int]]:
@@ -280,6 +281,8 @@ def arabic_sentence_match(
         occurrences = [m.start() for m in re.finditer(re.escape(prediction), context)]
     if not occurrences:
         return 0.0
+    # Sentences are trimmed, so the prediction's own edge whitespace must not push it outside one.
+    lead, core = len(prediction) - len(prediction.lstrip()), len(prediction.strip())
     sentences = arabic_sentence_spans(context)
     for text, start in zip(answers["text"], answers["answer_start"]):
         gold = _locate_gold(context, text, start)
@@ -289,7 +292,7 @@ def arabic_sentence_match(
         if not covering:
             continue
         low, high = covering[0][0], covering[-1][1]
-        if any(low <= p and p + len(prediction) <= high for p in occurrences):
+        if any(low <= p + lead and p + lead + core <= high for p in occurrences):
             return 1.0
     return 0.0
 

@@ -1,0 +1,66 @@
+"""`arabert-pipeline evaluate`: several QA systems side by side on one or more datasets."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+DESCRIPTION = """\
+Score QA models and/or prediction files side by side: EM, F1 and Sentence-Match in two variants (SOQAL-compatible,
+as in the AraBERT paper's table, and Arabic-correct), with 95% bootstrap CIs and paired comparisons against the first
+system, plus two reference baselines (first sentence / random sentence of the context). Writes OUT/table.md,
+table.csv, results.json, per-question JSONL, reusable predictions and plots. "mBERT" means bert-base-multilingual-cased
+online; offline, a model like ours trained with mBERT's WordPiece vocabulary on unsegmented text (stated in reports).
+"""
+
+
+class _AppendSystem(argparse.Action):
+    """--model and --predictions share one ordered list, so --label and the reference system follow the command line."""
+
+    def __call__(self, parser, namespace, value, option_string=None):
+        kind = "model" if option_string == "--model" else "predictions"
+        setattr(namespace, self.dest, [*(getattr(namespace, self.dest) or []), (kind, value)])
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "evaluate", help="side-by-side EM/F1/SM evaluation with CIs, tables and plots",
+        description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--model", dest="systems", action=_AppendSystem, metavar="DIR_OR_HUB_ID",
+                        help="QA model to run (repeatable); the first system is the reference for paired differences")
+    parser.add_argument("--predictions", dest="systems", action=_AppendSystem, metavar="FILE.json",
+                        help='answers {"id": "text"} or {"id": {"text", "start"}} (repeatable)')
+    parser.add_argument("--label", action="append", default=[], metavar="NAME",
+                        help="name of the n-th --model/--predictions in the report (default: dir or file name)")
+    parser.add_argument("--data", action="append", required=True, metavar="NAME_OR_FILE",
+                        help="dataset: arcd-test, tydiqa-goldp-ar-dev, ... or a SQuAD v1.1 JSON file (repeatable)")
+    parser.add_argument("-o", "--out", required=True, type=Path, metavar="OUTDIR",
+                        help="report directory (replaced as a whole when the run completes)")
+    parser.add_argument("--baselines", default="first-sentence,random-sentence", metavar="LIST",
+                        help="comma-separated reference baselines, or 'none' (default: %(default)s)")
+    parser.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default: %(default)s)")
+    parser.add_argument("--seed", type=int, default=0, help="bootstrap and random-baseline seed (default: 0)")
+    parser.add_argument("--batch-size", type=int, default=32, help="inference batch size (default: %(default)s)")
+    parser.add_argument("--limit", type=int, metavar="N", help="only the first N questions of each dataset")
+    parser.set_defaults(run=run, systems=[])
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..errors import ConfigError
+    from .report import EvaluateConfig, print_summary, run_evaluation
+
+    if args.resamples < 100:
+        raise ConfigError(f"--resamples {args.resamples}: use at least 100")
+    if args.limit is not None and args.limit < 1:
+        raise ConfigError(f"--limit {args.limit}: use a positive number of questions")
+    baselines = () if args.baselines.strip().lower() in ("", "none") else tuple(
+        name.strip() for name in args.baselines.split(",") if name.strip())
+    config = EvaluateConfig(
+        data=args.data, out=args.out, systems=list(args.systems), labels=args.label, baselines=baselines,
+        resamples=args.resamples, seed=args.seed, batch_size=args.batch_size, limit=args.limit,
+    )
+    results = run_evaluation(config, log=lambda message: print(message, file=sys.stderr))
+    print_summary(results)
+    print(f"report: {args.out / 'table.md'}")
+    return 0
