@@ -34,13 +34,21 @@ SENTENCES = [
 ]
 
 
+LETTERS = "ابتثجحخدذرزسشصضطظعغفقكلمنهوي"
+
+
 def make_lines(count: int, seed: int = 0) -> list[str]:
-    """`count` lines: documents of 1-6 paragraphs separated by blank lines, as in the shared corpus."""
+    """`count` lines: documents of 1-6 paragraphs separated by blank lines, as in the shared corpus.
+
+    Each paragraph also gets a made-up word, so that new words keep coming as in real text (the word cache and its
+    statistics then differ between the beginning and the end of the file).
+    """
     rng = random.Random(seed)
     lines: list[str] = []
     while len(lines) < count:
         for _ in range(rng.randint(1, 6)):
-            lines.append(" ".join(rng.sample(SENTENCES, rng.randint(1, 3))))
+            made_up = "".join(rng.choices(LETTERS, k=6))
+            lines.append(" ".join(rng.sample(SENTENCES, rng.randint(1, 3)) + [made_up]))
         lines.append("")
     return lines[:count]
 
@@ -152,7 +160,7 @@ def test_resume_gives_the_same_bytes_as_an_uninterrupted_run(tmp_path, monkeypat
     write_text(source, lines)
     options = dict(config="arabertv2", workers=workers, chunk_lines=20, checkpoint_chunks=3, progress=False)
     reference = tmp_path / "reference" / f"out{suffix}"
-    preprocess_corpus([source], reference, **options)
+    uninterrupted = preprocess_corpus([source], reference, **options)
 
     output = tmp_path / "run" / f"out{suffix}"
     with monkeypatch.context() as patch:
@@ -165,6 +173,8 @@ def test_resume_gives_the_same_bytes_as_an_uninterrupted_run(tmp_path, monkeypat
     assert not output.exists() and not output.with_name(output.name + ".arabert_pipeline.json").exists()
     with open(part, "ab") as f:  # a killed process may leave anything after the checkpoint, even half a character
         f.write("نصف سطر".encode("utf-8")[:5] * (reference.stat().st_size // 5 + 1))
+    with open(output.with_name(output.name + ".words.tsv"), "ab") as f:
+        f.write("كلمة\tكل".encode("utf-8"))  # a torn cache line
 
     with pytest.raises(ConfigError, match="--resume"):
         preprocess_corpus([source], output, **options)
@@ -173,6 +183,8 @@ def test_resume_gives_the_same_bytes_as_an_uninterrupted_run(tmp_path, monkeypat
     assert output.read_bytes() == reference.read_bytes()
     assert report.lines == len(lines)
     assert report.resumed_at_line == 6 * 20
+    assert report.segmented_words == uninterrupted.segmented_words
+    assert report.cache_lookups == uninterrupted.cache_lookups
     assert leftovers(output) == [f"out{suffix}", f"out{suffix}.arabert_pipeline.json", f"out{suffix}.words.tsv"]
     sidecar = json.loads(output.with_name(output.name + ".arabert_pipeline.json").read_text(encoding="utf-8"))
     assert sidecar["lines"] == len(lines)

@@ -258,7 +258,9 @@ class WordCache:
 
     HEADER = "#arabert_pipeline word cache"
 
-    def __init__(self, path: Path, backend: str):
+    def __init__(self, path: Path, backend: str, keep_bytes: int | None = None):
+        """Open (or create) the cache; `keep_bytes` cuts it back to its size at a resumed run's checkpoint, so that
+        the words segmented after that checkpoint count again as this output's new words."""
         self.path = path
         self.header = f"{self.HEADER}\t{backend}\n".encode("utf-8")
         self.words: set[str] = set()
@@ -270,11 +272,12 @@ class WordCache:
         if not path.exists():
             with atomic_write(path, "wb") as f:
                 f.write(self.header)
-        self.offset = len(self.header)
         self.file = open(path, "r+b")
-        new, self.offset = read_new_entries(self.file, self.offset)
-        self.words.update(new)
-        self.file.seek(self.offset)
+        if keep_bytes is not None and keep_bytes >= len(self.header):
+            self.file.truncate(keep_bytes)
+        entries, end = read_new_entries(self.file, len(self.header))
+        self.words.update(entries)
+        self.file.seek(end)
         self.file.truncate()  # drop a torn last line so appends start on a line of their own
 
     def _read_header(self) -> bytes:
@@ -289,8 +292,10 @@ class WordCache:
             self.file.write("".join(f"{w}\t{s}\n" for w, s in new).encode("utf-8"))
         return len(new)
 
-    def flush(self) -> None:
+    def flush(self) -> int:
+        """Make the appended entries visible to the workers; returns the file size, for the checkpoint."""
         self.file.flush()
+        return self.file.tell()
 
     def close(self) -> None:
         self.file.close()
@@ -423,7 +428,7 @@ def _validate(cfg: CorpusConfig, paths: list[Path], output: Path) -> str | None:
 
 def _start(cfg: CorpusConfig, part: Path, checkpoint: Path, fingerprint: dict, report: CorpusReport) -> dict:
     """The checkpoint to continue from (all zeros for a fresh run); fills `report` with the counters so far."""
-    fresh = {"lines": 0, "input_bytes": 0, "part_bytes": 0}
+    fresh = {"lines": 0, "input_bytes": 0, "part_bytes": 0, "word_cache": None}
     if not part.exists():
         return fresh
     if not cfg.resume:
@@ -450,12 +455,14 @@ def _start(cfg: CorpusConfig, part: Path, checkpoint: Path, fingerprint: dict, r
     return state
 
 
-def _save_checkpoint(path: Path, fingerprint: dict, report: CorpusReport, part_bytes: int) -> None:
+def _save_checkpoint(path: Path, fingerprint: dict, report: CorpusReport, part_bytes: int,
+                     cache: WordCache | None) -> None:
     state = {
         "fingerprint": fingerprint,
         "lines": report.lines,
         "input_bytes": report.input_bytes,
         "part_bytes": part_bytes,
+        "word_cache": [str(cache.path.resolve()), cache.flush()] if cache is not None else None,
         "report": dataclasses.asdict(report),
     }
     with atomic_write(path) as f:
@@ -505,11 +512,13 @@ def run_corpus(cfg: CorpusConfig) -> CorpusReport:
     cache = None
     if backend is not None:
         cache_path = Path(cfg.word_cache) if cfg.word_cache else output.with_name(output.name + WORD_CACHE_SUFFIX)
-        cache = WordCache(cache_path, backend)
+        checkpointed = state["word_cache"]
+        keep = checkpointed[1] if checkpointed and checkpointed[0] == str(cache_path.resolve()) else None
+        cache = WordCache(cache_path, backend, keep)
 
     output.parent.mkdir(parents=True, exist_ok=True)
     writer = _PartWriter(part, _compression(output), state["part_bytes"])
-    _save_checkpoint(checkpoint, fingerprint, report, state["part_bytes"])
+    _save_checkpoint(checkpoint, fingerprint, report, state["part_bytes"], cache)
     files: list[_InputFile] = []
     disk_done = [0]
     lines = _read_lines(paths, cfg.errors, files, disk_done)
@@ -539,12 +548,12 @@ def run_corpus(cfg: CorpusConfig) -> CorpusReport:
                 cache.flush()
             report.seconds = seconds_before + time.monotonic() - started
             if done % cfg.checkpoint_chunks == 0:
-                _save_checkpoint(checkpoint, fingerprint, report, writer.commit())
+                _save_checkpoint(checkpoint, fingerprint, report, writer.commit(), cache)
             bar.set_postfix_str(f"{report.lines:,} lines, {session_bytes / 1e6 / (time.monotonic() - started):.2f} "
                                 "MB/s", refresh=False)
             bar.update(disk_done[0] - bar.n)
         report.replacements = sum(f.replacements for f in files)  # files were re-read from the start on resume
-        _save_checkpoint(checkpoint, fingerprint, report, writer.commit())
+        _save_checkpoint(checkpoint, fingerprint, report, writer.commit(), cache)
     finally:
         results.close()  # stops the worker pool now, also when a chunk failed
         bar.close()
