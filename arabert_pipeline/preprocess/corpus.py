@@ -275,7 +275,10 @@ class WordCache:
         self.file = open(path, "r+b")
         if keep_bytes is not None and keep_bytes >= len(self.header):
             self.file.truncate(keep_bytes)
-        entries, end = read_new_entries(self.file, len(self.header))
+        try:
+            entries, end = read_new_entries(self.file, len(self.header))
+        except ValueError as exc:  # not UTF-8, or a line without exactly one tab: edited or damaged by hand
+            raise ConfigError(f"{path} is damaged ({exc}); remove it (it is only a cache)") from exc
         self.words.update(entries)
         self.file.seek(end)
         self.file.truncate()  # drop a torn last line so appends start on a line of their own
