@@ -15,7 +15,8 @@ Output directory (replaced as a whole once complete):
     results.json                      everything below, machine-readable (read by notebooks/evaluation.ipynb)
     table.md, table.csv               the tables; table.md also states what "mBERT" means and the paper's numbers
     per_question/DATASET/LABEL.jsonl  one line per question: prediction, gold answers, the six scores, buckets
-    predictions/LABEL.json            {id: {"text", "start"}} over all datasets, reusable with --predictions
+    predictions/LABEL.json            a model's answers {id: {"text", "start"}} over all datasets, reusable with
+                                      --predictions (so a rerun need not predict again)
     plots/DATASET_metrics.png, DATASET_f1_by_answer_length.png, DATASET_f1_by_question_word.png
 """
 from __future__ import annotations
@@ -266,7 +267,8 @@ def run_evaluation(config: EvaluateConfig, log=print) -> dict:
 
     datasets: dict[str, dict] = {}
     per_question: dict[tuple[str, str], list[dict]] = {}
-    saved_predictions: dict[str, dict[str, dict]] = {s.label: {} for s in systems}
+    # Only model answers are worth keeping for reuse: prediction files exist already, baselines are recomputed.
+    saved_predictions: dict[str, dict[str, dict]] = {s.label: {} for s in systems if s.kind == "model"}
     for source in config.data:
         key = _dataset_key(source)
         if key in datasets:
@@ -305,9 +307,9 @@ def run_evaluation(config: EvaluateConfig, log=print) -> dict:
                 reference_records = records
             entry["systems"][system.label] = summary
             per_question[(key, system.label)] = records
-            saved_predictions[system.label].update(
-                {r["id"]: {"text": r["prediction"], "start": r["prediction_start"]} for r in records if not r["missing"]}
-            )
+            if system.kind == "model":
+                saved_predictions[system.label].update({r["id"]: {"text": r["prediction"], "start": r["prediction_start"]}
+                                                        for r in records if not r["missing"]})
         datasets[key] = entry
 
     for system in systems:
@@ -367,6 +369,7 @@ def _safe(name: str) -> str:
 
 def write_report(out: Path, results: dict, per_question: dict, predictions: dict) -> None:
     with atomic_directory(out) as tmp:
+        tmp.chmod(0o755)  # a temporary directory is private; a report is not
         (tmp / RESULTS_FILE).write_text(json.dumps(results, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
         (tmp / "table.md").write_text(markdown_report(results), encoding="utf-8")
         (tmp / "table.csv").write_text(csv_report(results), encoding="utf-8")
@@ -374,8 +377,8 @@ def write_report(out: Path, results: dict, per_question: dict, predictions: dict
             path = tmp / "per_question" / _safe(dataset) / f"{_safe(label)}.jsonl"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
-        (tmp / "predictions").mkdir()
         for label, answers in predictions.items():
+            (tmp / "predictions").mkdir(exist_ok=True)
             (tmp / "predictions" / f"{_safe(label)}.json").write_text(
                 json.dumps(answers, ensure_ascii=False, indent=0) + "\n", encoding="utf-8")
         (tmp / "plots").mkdir()
@@ -594,8 +597,9 @@ def load_per_question(path: str | os.PathLike | None, dataset: str, label: str) 
     return [json.loads(line) for line in file.read_text(encoding="utf-8").splitlines() if line]
 
 
-def print_summary(results: dict, stream=sys.stdout) -> None:
+def print_summary(results: dict, stream=None) -> None:
     """One line per dataset × system: the six metrics (×100)."""
+    stream = stream or sys.stdout
     for dataset, entry in results["datasets"].items():
         for label, summary in entry["systems"].items():
             cells = " ".join(f"{key}={summary['scores'][key]['mean']:.1f}" for key in results["score_keys"])

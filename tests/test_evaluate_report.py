@@ -1,0 +1,170 @@
+"""`arabert-pipeline evaluate` end to end on slices of ARCD-test, the baselines, and the report files."""
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+from arabert_pipeline.cli import main
+from arabert_pipeline.evaluate import report
+from arabert_pipeline.evaluate.metrics import SCORE_KEYS, punkt_sentence_spans
+from arabert_pipeline.qa.data import read_squad
+
+FAST = ["--resamples", "300"]
+
+
+def write_slice(path, articles: int = 3):
+    data = json.loads(read_squad("arcd-test", misaligned="keep").path.read_text(encoding="utf-8"))
+    data["data"] = data["data"][:articles]
+    path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    return path, read_squad(str(path), misaligned="keep").examples
+
+
+def first_sentences(examples) -> dict[str, str]:
+    answers = {}
+    for ex in examples:
+        start, end = punkt_sentence_spans(ex["context"])[0]
+        answers[ex["id"]] = ex["context"][start:end]
+    return answers
+
+
+def test_question_words_and_answer_lengths():
+    cases = {"من هو حمزة بن عبد المطلب؟": "من", "في أي عام ولد؟": "أي", "من أي بلد جاء؟": "أي",
+             "بماذا وصفه رسول الله؟": "ما", "متي ولد؟": "متى", "لماذا هاجر؟": "لماذا", "أين يقع النهر؟": "أين",
+             "كم عدد السكان؟": "كم", "هل هو متزوج؟": "هل", "اذكر اسمه": report.OTHER}
+    assert {q: report.question_word(q) for q in cases} == cases
+    assert [report.answer_length_bucket(a) for a in ("نعم", "في 1990", "أ ب ج د", " ".join("x" * 12))] == \
+        ["1", "2", "4-5", "11+"]
+
+
+def test_first_sentence_baseline_on_arcd_test(shared_data, capsys):
+    examples = read_squad("arcd-test", misaligned="keep").examples
+    records = report.score_system(examples, report.baseline_predictions("first-sentence", examples, seed=0))
+    summary = report.summarize(records, None, resamples=1000, seed=0)
+    means = {key: round(summary["scores"][key]["mean"], 2) for key in SCORE_KEYS}
+    with capsys.disabled():
+        print(f"\nfirst-sentence baseline, ARCD-test ({len(examples)} questions): {means}")
+    assert summary["questions"] == 702 and summary["missing"] == 0
+    assert means["soqal_f1"] == pytest.approx(14.5, abs=0.05)  # the reference value for this baseline
+    assert 50 < means["soqal_sm"] < 60 and 50 < means["arabic_sm"] < 62
+    assert means["soqal_em"] < 1 and means["arabic_em"] < 1
+
+
+def test_cli_end_to_end_with_prediction_files(shared_data, tmp_path, capsys):
+    data, examples = write_slice(tmp_path / "arcd-test-slice.json")
+    first = tmp_path / "first.json"
+    first.write_text(json.dumps(first_sentences(examples), ensure_ascii=False), encoding="utf-8")
+    answered = examples[::2]  # gold answers for half of the questions, none for the others
+    oracle = tmp_path / "oracle.json"
+    oracle.write_text(json.dumps({ex["id"]: {"text": ex["answers"]["text"][0], "start": ex["answers"]["answer_start"][0]}
+                                  for ex in answered}, ensure_ascii=False), encoding="utf-8")
+    out = tmp_path / "report"
+    code = main(["evaluate", "--predictions", str(oracle), "--predictions", str(first), "--label", "oracle-half",
+                 "--data", str(data), "-o", str(out), *FAST])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "oracle-half" in printed and "random-sentence" in printed
+
+    results = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    entry = results["datasets"]["arcd-test-slice"]
+    n = len(examples)
+    assert entry["questions"] == n and results["reference"] == "oracle-half"
+    assert list(entry["systems"]) == ["oracle-half", "first", "first-sentence", "random-sentence"]
+    oracle_summary = entry["systems"]["oracle-half"]
+    assert oracle_summary["missing"] == n - len(answered)
+    for key in SCORE_KEYS:  # every answered question is its own gold answer, every missing one scores 0
+        assert oracle_summary["scores"][key]["mean"] == pytest.approx(100 * len(answered) / n)
+    first_summary = entry["systems"]["first"]
+    assert first_summary["scores"] == entry["systems"]["first-sentence"]["scores"]
+    paired = first_summary["paired_vs_reference"]["soqal_em"]
+    assert paired["diff"] > 0 and paired["low"] > 0 and paired["p_value"] < 0.05 and paired["mcnemar_p"] < 0.05
+
+    table = (out / "table.md").read_text(encoding="utf-8")
+    assert report.MBERT_NOTE in table and "| AraBERTv1 | 30.6 | 62.7 | 92.0 |" in table
+    assert "*first-sentence* (baseline)" in table and "Paired differences, oracle-half − system" in table
+    rows = list(csv.DictReader((out / "table.csv").open(encoding="utf-8")))
+    assert len(rows) == 4 * len(SCORE_KEYS) + 9
+    per_question = report.load_per_question(out, "arcd-test-slice", "oracle-half")
+    assert len(per_question) == n and sum(r["missing"] for r in per_question) == n - len(answered)
+    assert {r["id"] for r in per_question} == {ex["id"] for ex in examples}
+    for name in ("metrics", "f1_by_question_word", "f1_by_answer_length"):
+        assert (out / "plots" / f"arcd-test-slice_{name}.png").read_bytes()[:4] == b"\x89PNG"
+    assert not (out / "predictions").exists()  # no model ran
+    assert report.load_results(out)["systems"][1]["info"]["ids_not_in_any_dataset"] == 0
+
+
+def test_cli_with_a_model(shared_data, tmp_path):
+    """A tiny random QA model: the run goes through QAModel and saves reusable predictions with offsets."""
+    torch = pytest.importorskip("torch")
+    from tokenizers import BertWordPieceTokenizer
+    from transformers import BertConfig, BertForQuestionAnswering, BertTokenizerFast
+
+    from arabert_pipeline.artifacts import write_metadata
+
+    data, examples = write_slice(tmp_path / "slice.json", articles=1)
+    model_dir = tmp_path / "tiny-qa"
+    model_dir.mkdir()
+    wordpiece = BertWordPieceTokenizer(lowercase=False, strip_accents=False)
+    wordpiece.train_from_iterator(sorted({ex["context"] for ex in examples}), vocab_size=600, show_progress=False)
+    wordpiece.save_model(str(model_dir))
+    tokenizer = BertTokenizerFast(vocab=str(model_dir / "vocab.txt"), do_lower_case=False, strip_accents=False)
+    tokenizer.save_pretrained(model_dir)
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=128, max_position_embeddings=512)
+    BertForQuestionAnswering(config).save_pretrained(model_dir)
+    write_metadata(model_dir, preprocessing="none")
+
+    out = tmp_path / "report"
+    assert main(["evaluate", "--model", str(model_dir), "--data", str(data), "--baselines", "none", "-o", str(out),
+                 *FAST]) == 0
+    results = report.load_results(out)
+    assert results["systems"][0]["info"]["preprocessing"] == "none"
+    assert results["systems"][0]["info"]["hidden_size"] == 64
+    saved = json.loads((out / "predictions" / "tiny-qa.json").read_text(encoding="utf-8"))
+    contexts = {ex["id"]: ex["context"] for ex in examples}
+    assert saved and set(saved) <= set(contexts)
+    for qid, answer in saved.items():
+        assert contexts[qid][answer["start"]:answer["start"] + len(answer["text"])] == answer["text"]
+    # The saved answers score the same when given back as a predictions file.
+    again = tmp_path / "again"
+    assert main(["evaluate", "--predictions", str(out / "predictions" / "tiny-qa.json"), "--data", str(data),
+                 "--baselines", "none", "-o", str(again), *FAST]) == 0
+    first = results["datasets"]["slice"]["systems"]["tiny-qa"]["scores"]
+    assert report.load_results(again)["datasets"]["slice"]["systems"]["tiny-qa"]["scores"] == first
+
+
+def test_user_errors_are_clear_and_leave_reports_untouched(shared_data, tmp_path, capsys, monkeypatch):
+    data, examples = write_slice(tmp_path / "slice.json", articles=1)
+    unrelated = tmp_path / "unrelated.json"
+    unrelated.write_text(json.dumps({"no-such-id": "نص"}), encoding="utf-8")
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({examples[0]["id"]: 42}), encoding="utf-8")
+    out = tmp_path / "report"
+    assert main(["evaluate", "--data", str(data), "-o", str(out), *FAST]) == 0
+    before = (out / "results.json").read_bytes()
+    capsys.readouterr()
+
+    assert main(["evaluate", "--predictions", str(unrelated), "--data", str(data), "-o", str(out), *FAST]) == 2
+    assert "no answer for any of the" in capsys.readouterr().err
+    assert main(["evaluate", "--predictions", str(bad), "--data", str(data), "-o", str(out), *FAST]) == 2
+    assert f"question {examples[0]['id']}" in capsys.readouterr().err
+    assert main(["evaluate", "--data", str(data), "--baselines", "first-sentence,oracle", "-o", str(out)]) == 2
+    assert "unknown baseline" in capsys.readouterr().err
+    assert main(["evaluate", "--data", str(data), "--baselines", "none", "-o", str(out)]) == 2
+    assert "nothing to evaluate" in capsys.readouterr().err
+    not_a_report = tmp_path / "elsewhere"
+    not_a_report.mkdir()
+    (not_a_report / "keep.txt").write_text("mine")
+    assert main(["evaluate", "--data", str(data), "-o", str(not_a_report), *FAST]) == 2
+    assert "not an evaluation report directory" in capsys.readouterr().err
+
+    def broken_plot(*args, **kwargs):
+        raise RuntimeError("plotting failed")
+
+    monkeypatch.setattr(report, "plot_dataset", broken_plot)
+    with pytest.raises(RuntimeError):
+        main(["evaluate", "--data", str(data), "-o", str(out), *FAST])
+    assert (out / "results.json").read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []

@@ -1,0 +1,70 @@
+"""The evaluation notebook runs top to bottom (nbclient) on a tiny evaluation run made here, and matches its generator."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from arabert_pipeline.cli import main
+from arabert_pipeline.evaluate import report
+from arabert_pipeline.evaluate.metrics import punkt_sentence_spans
+from arabert_pipeline.qa.data import read_squad
+
+REPO = Path(__file__).resolve().parents[1]
+NOTEBOOKS = REPO / "notebooks"
+
+
+def load_generator():
+    spec = importlib.util.spec_from_file_location("make_evaluation_notebook", NOTEBOOKS / "make_evaluation_notebook.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_committed_notebook_is_the_generators():
+    nbformat = pytest.importorskip("nbformat")
+    committed = nbformat.read(str(NOTEBOOKS / "evaluation.ipynb"), as_version=4)
+    generated = load_generator().build()
+    assert [(c.cell_type, c.source) for c in committed.cells] == [(c.cell_type, c.source) for c in generated.cells]
+
+
+def test_evaluation_notebook_runs_on_a_tiny_run(shared_data, tmp_path, monkeypatch):
+    nbformat = pytest.importorskip("nbformat")
+    nbclient = pytest.importorskip("nbclient")
+    pytest.importorskip("ipykernel")
+
+    # A slice of ARCD-test saved as arcd-test.json, so the notebook's "next to the paper" cell has its dataset.
+    data = json.loads(read_squad("arcd-test", misaligned="keep").path.read_text(encoding="utf-8"))
+    data["data"] = data["data"][:2]
+    sliced = tmp_path / "arcd-test.json"
+    sliced.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    answers = {}
+    for ex in read_squad(str(sliced), misaligned="keep").examples:
+        start, end = punkt_sentence_spans(ex["context"])[0]
+        answers[ex["id"]] = ex["context"][start:end]
+    predictions = tmp_path / "first.json"
+    predictions.write_text(json.dumps(answers, ensure_ascii=False), encoding="utf-8")
+    run = tmp_path / "run"
+    assert main(["evaluate", "--predictions", str(predictions), "--label", "tiny-system", "--data", str(sliced),
+                 "-o", str(run), "--resamples", "200"]) == 0
+
+    monkeypatch.setenv(report.RESULTS_DIR_ENV, str(run))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    notebook = nbformat.read(str(NOTEBOOKS / "evaluation.ipynb"), as_version=4)
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    nbclient.NotebookClient(notebook, timeout=180, kernel_name="python3",
+                            resources={"metadata": {"path": str(tmp_path)}}).execute()
+
+    texts = []
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            assert output.output_type != "error", output
+            texts.append(output.get("text", "") + json.dumps(output.get("data", {}), ensure_ascii=False))
+    shown = "\n".join(texts)
+    assert "tiny-system" in shown and "| AraBERTv1 | 30.6 | 62.7 | 92.0 |" in shown
+    assert "this run, SOQAL variant" in shown and "image/png" in shown
