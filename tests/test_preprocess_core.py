@@ -77,10 +77,19 @@ def test_v2_with_fake_segmenter_batches_distinct_words():
     p = Preprocessor("arabertv2", segmenter=seg)
     out = p.preprocess_batch(["وسيكتبونها http://a.com", "وسيكتبونها + 1", ""])
     assert out == ["و+ س+ يكتب +ون +ها [رابط]", "و+ س+ يكتب +ون +ها 1", ""]
-    assert seg.calls == [["وسيكتبونها", "[رابط]", "1"]]
-    assert (seg.lookups, seg.hits) == (4, 1)  # every word occurrence is a lookup; the repeat is a hit
+    # placeholders never reach the backend; every word occurrence is a lookup, the repeat and the placeholder hits
+    assert seg.calls == [["وسيكتبونها", "1"]]
+    assert (seg.lookups, seg.hits) == (4, 2)
     p.preprocess("وسيكتبونها")
-    assert seg.calls == [["وسيكتبونها", "[رابط]", "1"]] and seg.hits == 2
+    assert seg.calls == [["وسيكتبونها", "1"]] and seg.hits == 3
+
+
+def test_placeholders_are_never_segmented():
+    seg = FakeSegmenter({"[بريد]": "[ ب+ريد ]", "بريد": "ب+ريد"})
+    p = Preprocessor("arabertv2", segmenter=seg)
+    assert p.preprocess("a@b.cc x@y بريد") == "[رابط] [بريد] ب+ ريد"
+    seg.preload({"[بريد]": "[ ب+ريد ]"})
+    assert p.preprocess("x@y") == "[بريد]"
 
 
 def test_cache_export_preload_and_bound():

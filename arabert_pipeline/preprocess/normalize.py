@@ -138,3 +138,123 @@ def normalize(text: str) -> str:
     if _DIGIT_LETTER_GATE.search(text):
         text = _LETTERS_DIGITS.sub(r" \1 \2 ", _DIGITS_LETTERS.sub(r" \1 \2 ", text))
     return " ".join(text.split())
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The same steps, carrying offsets
+
+Span = tuple[int, int]
+# html.unescape's own pattern (CPython's html module); each match is unescaped alone, which gives the same text.
+_NON_SPACE_RUN = re.compile(r"\S+")
+_CHARREF = re.compile(r"&(#[0-9]+;?|#[xX][0-9a-fA-F]+;?|[^\t\n\f <&#;]{1,32};?)")
+
+
+def _whole(spans: list[Span]) -> Span:
+    return spans[0][0], spans[-1][1]
+
+
+def _sub_with_offsets(pattern: re.Pattern, replace, text: str, spans: list[Span]) -> tuple[str, list[Span]]:
+    """`pattern.sub` where `replace(match, match_spans) -> (new text, its spans)` also says where each char is from."""
+    parts, new_spans, last = [], [], 0
+    for match in pattern.finditer(text):
+        start, end = match.span()
+        parts.append(text[last:start])
+        new_spans.extend(spans[last:start])
+        replacement, replacement_spans = replace(match, spans[start:end])
+        parts.append(replacement)
+        new_spans.extend(replacement_spans)
+        last = end
+    if not parts:
+        return text, spans
+    parts.append(text[last:])
+    new_spans.extend(spans[last:])
+    return "".join(parts), new_spans
+
+
+def _to_whole(text: str):
+    """A replacement by a fixed text, every char of which comes from the whole match (placeholders, tags)."""
+    return lambda match, spans: (text, [_whole(spans)] * len(text))
+
+
+def _unescape(match: re.Match, spans: list[Span]) -> tuple[str, list[Span]]:
+    out = html.unescape(match[0])
+    return out, [_whole(spans)] * len(out)
+
+
+def _squeeze(match: re.Match, spans: list[Span]) -> tuple[str, list[Span]]:
+    # The second kept character stands for the whole rest of the run.
+    return match[1] * 2, [spans[0], (spans[1][0], spans[-1][1])]
+
+
+def _space_one(match: re.Match, spans: list[Span]) -> tuple[str, list[Span]]:
+    out = _SPACING[match[0]]
+    return out, spans * len(out)
+
+
+def _pad_groups(match: re.Match, spans: list[Span]) -> tuple[str, list[Span]]:
+    # " \1 \2 ": each inserted space takes the span of the character next to it.
+    split = len(match[1])
+    return (f" {match[1]} {match[2]} ",
+            [spans[0], *spans[:split], spans[split - 1], *spans[split:], spans[-1]])
+
+
+def _delete_with_offsets(text: str, spans: list[Span], chars: str) -> tuple[str, list[Span]]:
+    """Delete `chars`; a deleted mark widens the span of the character before it (or, first in the text, after it),
+    so an answer ending in a letter still covers its diacritics in the original text."""
+    if not any(ch in text for ch in chars):
+        return text, spans
+    kept, kept_spans, pending = [], [], None
+    for ch, span in zip(text, spans):
+        if ch in chars:
+            if kept_spans:
+                kept_spans[-1] = (kept_spans[-1][0], span[1])
+            elif pending is None:
+                pending = span[0]
+            continue
+        if pending is not None:
+            span, pending = (pending, span[1]), None
+        kept.append(ch)
+        kept_spans.append(span)
+    return "".join(kept), kept_spans
+
+
+def _collapse_with_offsets(text: str, spans: list[Span]) -> tuple[str, list[Span]]:
+    """`" ".join(text.split())`. The space left between two words spans the original text between them: empty
+    where they touched (`C2` → `C 2`), whitespace or removed characters otherwise."""
+    parts: list[str] = []
+    new_spans: list[Span] = []
+    for match in _NON_SPACE_RUN.finditer(text):
+        start, end = match.span()
+        if new_spans:
+            gap = (new_spans[-1][1], spans[start][0])
+            parts.append(" ")
+            new_spans.append((min(gap), max(gap)))  # reversed when both words come from one entity or placeholder
+        parts.append(match[0])
+        new_spans.extend(spans[start:end])
+    return "".join(parts), new_spans
+
+
+def normalize_with_offsets(text: str) -> tuple[str, list[Span]]:
+    """`normalize(text)`, and for each output character the half-open span of `text` it comes from.
+
+    Kept characters map to themselves; a placeholder, an HTML entity or a removed tag maps every character it
+    becomes to the whole match; a squeezed run maps its second kept character to the rest of the run; deleted
+    tashkeel and tatweel widen the span of the character before them; a space maps to the whitespace (or removed
+    characters) it stands for, an empty span where the reference split two touching characters. Span starts and
+    ends never decrease from one character to the next.
+    """
+    spans = [(i, i + 1) for i in range(len(text))]
+    if "&" in text:
+        text, spans = _sub_with_offsets(_CHARREF, _unescape, text, spans)
+    text, spans = _delete_with_offsets(text, spans, _STRIPPED)
+    if _URL_GATE.search(text):
+        for pattern, placeholder in _PLACEHOLDER_PASSES:
+            text, spans = _sub_with_offsets(pattern, _to_whole(placeholder), text, spans)
+    if "<" in text:
+        text, spans = _sub_with_offsets(_BR, _to_whole(" "), text, spans)
+        text, spans = _sub_with_offsets(_TAG, _to_whole(" "), text, spans)
+    text, spans = _sub_with_offsets(_REPEATED, _squeeze, text, spans)
+    text, spans = _sub_with_offsets(_NOT_WORD_OR_SPACE, _space_one, text, spans)
+    text, spans = _sub_with_offsets(_DIGITS_LETTERS, _pad_groups, text, spans)
+    text, spans = _sub_with_offsets(_LETTERS_DIGITS, _pad_groups, text, spans)
+    return _collapse_with_offsets(text, spans)

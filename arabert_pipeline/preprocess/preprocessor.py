@@ -10,12 +10,13 @@ segmentation marked the AraBERT way, = ArabertPreprocessor("bert-base-arabertv2"
 """
 from __future__ import annotations
 
+import difflib
 import os
 import re
 
 from ..errors import ConfigError
-from .normalize import normalize
-from .segment import CachedSegmenter, default_segmenter, desegment, mark_tokens
+from .normalize import Span, normalize, normalize_with_offsets
+from .segment import CachedSegmenter, default_segmenter, desegment, mark_token_groups, mark_tokens
 
 PREPROCESSING_NAMES = ("arabertv02", "arabertv2", "none")
 SEGMENTED_NAMES = ("arabertv2",)
@@ -77,6 +78,40 @@ class Preprocessor:
         tokens = iter(self.segmenter.segment_words([w for line in lines for w in line]))
         return [" ".join(mark_tokens([t for _ in line for t in next(tokens)])) for line in lines]
 
+    def preprocess_with_offsets(self, text: str) -> tuple[str, list[Span]]:
+        """`preprocess(text)`, and for each output character the half-open span of `text` it comes from.
+
+        Characters copied from the text map to themselves (a placeholder to the whole URL, e-mail or mention);
+        characters the preprocessing inserts (spaces, `+` markers, the `ا` of Farasa's `ل+ال`) get the span
+        between their neighbours' spans, usually empty. Span starts and ends never decrease.
+        """
+        if self.name == "none":
+            return text, [(i, i + 1) for i in range(len(text))]
+        out, spans = normalize_with_offsets(text)
+        if not self.segments:
+            return out, spans
+        words, word_spans, position = [], [], 0
+        for word in out.split(" ") if out else []:
+            if word != SEGMENT_MARKER:
+                words.append(word)
+                word_spans.append(spans[position:position + len(word)])
+            position += len(word) + 1
+        token_lists = self.segmenter.segment_words(words)
+        groups = iter(mark_token_groups([t for tokens in token_lists for t in tokens]))
+        pieces: list[str] = []
+        piece_spans: list[Span | None] = []
+        for word, source_spans, tokens in zip(words, word_spans, token_lists):
+            marked = [piece for _ in tokens for piece in next(groups)]
+            if not marked:
+                continue
+            if pieces:
+                pieces.append(" ")
+                piece_spans.append(None)
+            joined = " ".join(marked)
+            pieces.append(joined)
+            piece_spans.extend(None if i is None else source_spans[i] for i in _align(word, joined))
+        return "".join(pieces), _fill_gaps(piece_spans)
+
     def desegment(self, text: str) -> str:
         """Remove AraBERT v2 segmentation markers (identity for names that do not segment)."""
         return desegment(text) if self.segments else text
@@ -93,3 +128,40 @@ class Preprocessor:
         for pattern, replacement in _DECIMALS + _UNSPACE:
             text = pattern.sub(replacement, text)
         return text
+
+
+def _align(source: str, target: str) -> list[int | None]:
+    """For each character of `target`, the index of the `source` character it copies, or None if inserted."""
+    letters = [i for i, ch in enumerate(target) if ch not in "+ "]
+    index: list[int | None] = [None] * len(target)
+    if len(letters) == len(source) and all(target[i] == ch for i, ch in zip(letters, source)):
+        for i, j in zip(letters, range(len(source))):
+            index[i] = j
+        return index
+    # Farasa changed the letters (`لل` read as `ل+ال`, brackets split off and dropped): match what is common.
+    matcher = difflib.SequenceMatcher(None, source, target, autojunk=False)
+    for block in matcher.get_matching_blocks():
+        for k in range(block.size):
+            index[block.b + k] = block.a + k
+    return index
+
+
+def _fill_gaps(spans: list[Span | None]) -> list[Span]:
+    """Give each inserted character (None) the span between its nearest copied neighbours, so spans stay monotone:
+    empty where the neighbours touch, the removed text between them otherwise."""
+    filled: list[Span] = []
+    i, n = 0, len(spans)
+    while i < n:
+        if spans[i] is not None:
+            filled.append(spans[i])
+            i += 1
+            continue
+        j = i
+        while j < n and spans[j] is None:
+            j += 1
+        before = filled[-1][1] if filled else None
+        after = spans[j][0] if j < n else None
+        ends = [p for p in (before, after) if p is not None] or [0]
+        filled.extend([(min(ends), max(ends))] * (j - i))
+        i = j
+    return filled

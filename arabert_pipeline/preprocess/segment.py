@@ -20,6 +20,9 @@ oldest entries dropped first) can be shared between processes and runs:
 - `lookups` / `hits`: words asked for / answered without the backend (counters a caller may reset).
 - `name`: names the backend; cached segmentations are only valid for the same name.
 
+The placeholders `[رابط]`, `[بريد]`, `[مستخدم]` are never sent to a backend: their tokens are fixed (`[`, the word,
+`]`), so they come out whole (the port alone would write `[بريد]` as `ب+ ريد`).
+
 No backend may return an empty segmentation for a non-empty word: that raises `BackendError`.
 
 `mark_tokens` turns a line's Farasa tokens into AraBERT v2 text exactly as `ArabertPreprocessor._farasa_segment`
@@ -44,6 +47,9 @@ SUFFIXES = frozenset(["ه", "ها", "ك", "ي", "هما", "كما", "نا", "ك�
                       "ات", "ت", "ن", "ة"])
 KAF = "ك"
 PLACEHOLDER_WORDS = frozenset(["رابط", "بريد", "مستخدم"])
+# Placeholders are never segmented, whatever the backend would do (the port reads بريد as ب+ريد): Farasa's tokens
+# for them are fixed, and the marking then writes them back whole.
+PLACEHOLDER_TOKENS = {f"[{w}]": ["[", w, "]"] for w in PLACEHOLDER_WORDS}
 BRACKETS = frozenset(["[", "]"])
 FARASA_SEPARATOR = ";"
 JAR_ENV = "ARABERT_PIPELINE_FARASA_JAR"
@@ -64,7 +70,7 @@ class CachedSegmenter:
 
     def __init__(self, cache_size: int = DEFAULT_CACHE_SIZE):
         self.cache_size = cache_size
-        self._cache: dict[str, list[str]] = {}
+        self._cache: dict[str, list[str]] = dict(PLACEHOLDER_TOKENS)
         self._new: dict[str, list[str]] = {}
         self.lookups = 0
         self.hits = 0
@@ -96,7 +102,8 @@ class CachedSegmenter:
         if excess > 0:
             # Drop the oldest tenth at once, so eviction is not paid on every new word.
             drop = max(excess, self.cache_size // 10)
-            for word in list(itertools.islice(self._cache, drop)):
+            oldest = (w for w in self._cache if w not in PLACEHOLDER_TOKENS)
+            for word in list(itertools.islice(oldest, drop)):
                 del self._cache[word]
 
     def cache_items(self) -> dict[str, str]:
@@ -109,6 +116,8 @@ class CachedSegmenter:
     def preload(self, entries: Mapping[str, str]) -> None:
         parsed = {}
         for word, output in entries.items():
+            if word in PLACEHOLDER_TOKENS:
+                continue
             tokens = output.split()
             if not tokens:
                 raise BackendError(f"empty cached segmentation for the word {word!r}")
@@ -279,17 +288,22 @@ def mark_tokens(tokens: list[str]) -> list[str]:
     As in the reference, `[` and `]` tokens are dropped, and a placeholder word right after a bracket token (for the
     line's first token: after the line's last token) is written as the placeholder `[رابط]`.
     """
-    out: list[str] = []
+    return [piece for group in mark_token_groups(tokens) for piece in group]
+
+
+def mark_token_groups(tokens: list[str]) -> list[list[str]]:
+    """`mark_tokens`, keeping the pieces of each token apart (an empty list for a dropped bracket)."""
+    groups: list[list[str]] = []
     for i, token in enumerate(tokens):
         if token in BRACKETS:
-            continue
-        if token in PLACEHOLDER_WORDS and tokens[i - 1] in BRACKETS:
-            out.append(f"[{token}]")
+            groups.append([])
+        elif token in PLACEHOLDER_WORDS and tokens[i - 1] in BRACKETS:
+            groups.append([f"[{token}]"])
         elif "+" not in token:
-            out.append(token)
+            groups.append([token])
         else:
-            out.extend(_mark_token(token))
-    return out
+            groups.append(_mark_token(token))
+    return groups
 
 
 def desegment_word(word: str) -> str:
