@@ -107,6 +107,19 @@ def test_one_output_line_per_input_line(tmp_path, lines, name):
     assert leftovers(output) == ["out.txt", "out.txt.arabert_pipeline.json"]
 
 
+def test_project_edge_cases_line_for_line(tmp_path, samples):
+    source = samples / "edge_cases.txt"
+    lines = source.read_text(encoding="utf-8").split("\n")[:-1]
+    output = tmp_path / "edge.txt"
+    report = preprocess_corpus([source], output, config="arabertv2", chunk_lines=50, progress=False)
+
+    expected = expected_text(lines, "arabertv2")
+    assert read_text(output) == expected
+    assert report.lines == len(lines)
+    emptied = [a for a, b in zip(lines, expected.split("\n")) if a.strip() and not b]
+    assert report.emptied_lines == len(emptied) > 0
+
+
 def test_two_workers_keep_input_order(tmp_path, lines, expected_v2):
     source = tmp_path / "in.txt"
     write_text(source, lines)

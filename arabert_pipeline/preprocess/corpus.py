@@ -23,7 +23,7 @@ import sys
 import time
 import zlib
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, NamedTuple
 
 from ..artifacts import atomic_write
 from ..errors import ConfigError, InputError
@@ -63,6 +63,9 @@ class CorpusReport:
     words: int = 0  # whitespace-separated words read
     input_bytes: int = 0  # uncompressed UTF-8 bytes read
     replacements: int = 0  # invalid UTF-8 sequences replaced by U+FFFD (errors="replace")
+    # Non-blank lines that preprocessing left empty (e.g. only tatweel or emoji): they are kept, one output line per
+    # input line, but read like document boundaries.
+    emptied_lines: int = 0
     segmented_words: int = 0  # distinct words this run sent to the segmenter (new to the word cache)
     cache_lookups: int = 0  # words the segmenter was asked for
     cache_hits: int = 0  # ... of which were answered from a cache
@@ -86,6 +89,8 @@ class CorpusReport:
             )
         if self.replacements:
             text += f"; {self.replacements:,} invalid UTF-8 sequences replaced by U+FFFD"
+        if self.emptied_lines:
+            text += f"; {self.emptied_lines:,} non-blank lines became empty"
         if self.resumed_at_line:
             text += f"; resumed at line {self.resumed_at_line + 1:,}"
         return text
@@ -332,8 +337,7 @@ class _Worker:
         self.cache_path = cache_path if self.segmenter is not None else None
         self.cache_offset = 0
 
-    def process(self, lines: list[str]) -> tuple[list[str], int, int, int, dict[str, str]]:
-        """(output lines, words read, segmenter lookups, cache hits, words newly segmented)."""
+    def process(self, lines: list[str]) -> _ChunkResult:
         if self.cache_path is not None:
             with open(self.cache_path, "rb") as f:
                 if not self.cache_offset:
@@ -343,12 +347,22 @@ class _Worker:
                 self.segmenter.preload(known)
         out = self.preprocessor.preprocess_batch(lines)
         words = sum(len(line.split()) for line in lines)
+        emptied = sum(1 for before, after in zip(lines, out) if before.strip() and not after)
         segmenter = self.segmenter
         if segmenter is None:
-            return out, words, 0, 0, {}
+            return _ChunkResult(out, words, emptied, 0, 0, {})
         lookups, hits = segmenter.lookups, segmenter.hits
         segmenter.lookups = segmenter.hits = 0
-        return out, words, lookups, hits, segmenter.drain_new()
+        return _ChunkResult(out, words, emptied, lookups, hits, segmenter.drain_new())
+
+
+class _ChunkResult(NamedTuple):
+    lines: list[str]
+    words: int  # whitespace-separated words read
+    emptied: int  # non-blank lines that preprocessing left empty
+    lookups: int  # words asked of the segmenter
+    hits: int  # ... answered from its cache
+    new_words: dict[str, str]  # words the segmenter segmented for this chunk (word -> Farasa output)
 
 
 _worker: _Worker | BaseException | None = None
@@ -452,7 +466,8 @@ def _start(cfg: CorpusConfig, part: Path, checkpoint: Path, fingerprint: dict, r
         )
     if part.stat().st_size < state["part_bytes"]:
         raise ConfigError(f"{part} is shorter than its checkpoint says; remove it to start again")
-    for field in ("lines", "words", "input_bytes", "segmented_words", "cache_lookups", "cache_hits", "seconds"):
+    for field in ("lines", "words", "emptied_lines", "input_bytes", "segmented_words", "cache_lookups", "cache_hits",
+                  "seconds"):
         setattr(report, field, state["report"][field])
     report.resumed_at_line = state["lines"]
     return state
@@ -537,17 +552,18 @@ def run_corpus(cfg: CorpusConfig) -> CorpusReport:
     bar = _progress_bar(cfg, output, paths)
     results = _map_ordered(texts(), cfg.workers, (cfg.config, cfg.farasa_jar, str(cache.path) if cache else None))
     try:
-        for done, (out, words, lookups, hits, new) in enumerate(results, 1):
-            writer.write(out)
+        for done, result in enumerate(results, 1):
+            writer.write(result.lines)
             nbytes = chunk_bytes.popleft()
             session_bytes += nbytes
-            report.lines += len(out)
-            report.words += words
+            report.lines += len(result.lines)
+            report.words += result.words
+            report.emptied_lines += result.emptied
             report.input_bytes += nbytes
-            report.cache_lookups += lookups
-            report.cache_hits += hits
+            report.cache_lookups += result.lookups
+            report.cache_hits += result.hits
             if cache is not None:
-                report.segmented_words += cache.add(new)
+                report.segmented_words += cache.add(result.new_words)
                 cache.flush()
             report.seconds = seconds_before + time.monotonic() - started
             if done % cfg.checkpoint_chunks == 0:
@@ -585,6 +601,7 @@ def _write_sidecar(path: Path, report: CorpusReport, files: list[_InputFile], cf
         "inputs": [dataclasses.asdict(f) for f in files],
         "errors": cfg.errors,
         "replacements": report.replacements,
+        "emptied_lines": report.emptied_lines,
         "segmenter": backend,
         "segmented_words": report.segmented_words,
         "cache_lookups": report.cache_lookups,
