@@ -91,7 +91,7 @@ def test_cli_end_to_end_with_prediction_files(shared_data, tmp_path, capsys):
     for name in ("metrics", "f1_by_question_word", "f1_by_answer_length"):
         assert (out / "plots" / f"arcd-test-slice_{name}.png").read_bytes()[:4] == b"\x89PNG"
     assert not (out / "predictions").exists()  # no model ran
-    assert report.load_results(out)["systems"][1]["info"]["ids_not_in_any_dataset"] == 0
+    assert report.load_results(out)["systems"][1]["info"]["ids_not_evaluated"] == 0
 
 
 def test_cli_with_a_model(shared_data, tmp_path):

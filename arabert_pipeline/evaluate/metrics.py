@@ -234,6 +234,7 @@ def strip_article(word: str) -> str:
 
 def arabic_normalize(text: str) -> str:
     """Arabic-correct answer normalization (see the module docstring): "الرَّجُلُ،" → "رجل"."""
+    # Imported here: camel-tools takes about a second to import and only this variant needs it.
     from camel_tools.utils.dediac import dediac_ar
     from camel_tools.utils.normalize import normalize_alef_ar, normalize_alef_maksura_ar, normalize_teh_marbuta_ar
 

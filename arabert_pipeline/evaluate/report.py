@@ -173,10 +173,9 @@ def _model_info(source: str) -> dict[str, Any]:
     return info
 
 
-def _predict_with_model(source: str, examples: list[dict], batch_size: int) -> dict[str, tuple[str, int | None]]:
-    from ..qa.infer import QAModel
-
-    answers = QAModel.load(source).predict(examples, batch_size=batch_size)
+def _predict_with_model(model, examples: list[dict], batch_size: int) -> dict[str, tuple[str, int | None]]:
+    """The best answer of a `qa.infer.QAModel` per question; a question it finds no span for stays missing."""
+    answers = model.predict(examples, batch_size=batch_size)
     return {ex["id"]: (found[0].text, found[0].start) for ex, found in zip(examples, answers) if found}
 
 
@@ -259,64 +258,29 @@ def _breakdown(records: list[dict], field: str, order: list[str]) -> dict[str, d
 
 def run_evaluation(config: EvaluateConfig, log=print) -> dict:
     """Predict (when needed), score, summarize and write the report directory; returns results.json's content."""
-    from ..qa.data import read_squad
-
     systems = _systems(config)
     _check_output_dir(config.out)
-    loaded_predictions = {s.label: load_predictions_file(s.source) for s in systems if s.kind == "predictions"}
-
+    answers = {s.label: load_predictions_file(s.source) for s in systems if s.kind == "predictions"}
+    models: dict[str, Any] = {}  # loaded once, used for every dataset
     datasets: dict[str, dict] = {}
     per_question: dict[tuple[str, str], list[dict]] = {}
-    # Only model answers are worth keeping for reuse: prediction files exist already, baselines are recomputed.
-    saved_predictions: dict[str, dict[str, dict]] = {s.label: {} for s in systems if s.kind == "model"}
     for source in config.data:
         key = _dataset_key(source)
         if key in datasets:
             raise ConfigError(f"dataset {source!r} given twice (or two files named {key})")
-        squad = read_squad(source, misaligned="keep")
-        examples = squad.examples[: config.limit] if config.limit else squad.examples
-        if not examples:
-            raise InputError("no questions to evaluate", path=squad.path)
-        ids = {ex["id"] for ex in examples}
-        contexts = list({ex["context"]: None for ex in examples})
-        entry: dict[str, Any] = {
-            "source": source, "path": str(squad.path), "questions": len(examples),
-            "misaligned_gold_ids": [m["id"] for m in squad.misaligned if m["id"] in ids],
-            "sentences_per_context": {
-                "punkt": float(np.mean([len(metrics.punkt_sentence_spans(c)) for c in contexts])),
-                "arabic": float(np.mean([len(metrics.arabic_sentence_spans(c)) for c in contexts])),
-            },
-            "systems": {},
-        }
-        reference_records = None
-        for system in systems:
-            log(f"{key}: {system.label} ({system.kind}, {len(examples)} questions)")
-            if system.kind == "model":
-                predictions = _predict_with_model(system.source, examples, config.batch_size)
-            elif system.kind == "predictions":
-                predictions = loaded_predictions[system.label]
-                if not ids & predictions.keys():
-                    raise InputError(f"no answer for any of the {len(ids)} questions of {key}: wrong dataset? "
-                                     "(a predictions file may hold the answers of several datasets)",
-                                     path=system.source)
-            else:
-                predictions = baseline_predictions(system.source, examples, config.seed)
-            records = score_system(examples, predictions)
-            summary = summarize(records, reference_records, config.resamples, config.seed)
-            if reference_records is None:
-                reference_records = records
-            entry["systems"][system.label] = summary
-            per_question[(key, system.label)] = records
-            if system.kind == "model":
-                saved_predictions[system.label].update({r["id"]: {"text": r["prediction"], "start": r["prediction_start"]}
-                                                        for r in records if not r["missing"]})
-        datasets[key] = entry
+        datasets[key], records = _evaluate_dataset(config, source, key, systems, answers, models, log)
+        per_question.update({(key, label): rows for label, rows in records.items()})
 
     for system in systems:
         if system.kind == "predictions":
-            known = set().union(*({r["id"] for r in per_question[(d, system.label)]} for d in datasets))
-            system.info["ids_not_in_any_dataset"] = len(loaded_predictions[system.label].keys() - known)
-
+            evaluated = {r["id"] for (_, label), rows in per_question.items() if label == system.label for r in rows}
+            system.info["ids_not_evaluated"] = len(answers[system.label].keys() - evaluated)
+    # Only model answers are worth keeping for reuse: prediction files exist already, baselines are recomputed.
+    model_answers = {
+        s.label: {r["id"]: {"text": r["prediction"], "start": r["prediction_start"]}
+                  for (_, label), rows in per_question.items() if label == s.label for r in rows if not r["missing"]}
+        for s in systems if s.kind == "model"
+    }
     results = {
         "created_by": "arabert-pipeline evaluate",
         "config": {**dataclasses.asdict(config), "out": str(config.out)},
@@ -329,8 +293,49 @@ def run_evaluation(config: EvaluateConfig, log=print) -> dict:
         "paper_table6": {"note": PAPER_NOTE, "dataset": "arcd-test", "variant": "soqal",
                          "rows": {name: dict(zip(("em", "f1", "sm"), row)) for name, row in PAPER_TABLE6.items()}},
     }
-    write_report(config.out, results, per_question, saved_predictions)
+    write_report(config.out, results, per_question, model_answers)
     return results
+
+
+def _evaluate_dataset(config, source, key, systems, answers, models, log) -> tuple[dict, dict[str, list[dict]]]:
+    """One dataset: every system's per-question records and summary (paired against the first system)."""
+    from ..qa.data import read_squad
+
+    squad = read_squad(source, misaligned="keep")
+    examples = squad.examples[: config.limit] if config.limit else squad.examples
+    if not examples:
+        raise InputError("no questions to evaluate", path=squad.path)
+    ids = {ex["id"] for ex in examples}
+    contexts = list({ex["context"]: None for ex in examples})
+    entry: dict[str, Any] = {
+        "source": source, "path": str(squad.path), "questions": len(examples),
+        "misaligned_gold_ids": [m["id"] for m in squad.misaligned if m["id"] in ids],
+        "sentences_per_context": {
+            "punkt": float(np.mean([len(metrics.punkt_sentence_spans(c)) for c in contexts])),
+            "arabic": float(np.mean([len(metrics.arabic_sentence_spans(c)) for c in contexts])),
+        },
+        "systems": {},
+    }
+    records: dict[str, list[dict]] = {}
+    for system in systems:
+        log(f"{key}: {system.label} ({system.kind}, {len(examples)} questions)")
+        if system.kind == "model":
+            if system.label not in models:
+                from ..qa.infer import QAModel
+
+                models[system.label] = QAModel.load(system.source)
+            predictions = _predict_with_model(models[system.label], examples, config.batch_size)
+        elif system.kind == "predictions":
+            predictions = answers[system.label]
+            if not ids & predictions.keys():
+                raise InputError(f"no answer for any of the {len(ids)} questions of {key}: wrong dataset? "
+                                 "(a predictions file may hold the answers of several datasets)", path=system.source)
+        else:
+            predictions = baseline_predictions(system.source, examples, config.seed)
+        records[system.label] = score_system(examples, predictions)
+        reference = records[systems[0].label] if system is not systems[0] else None
+        entry["systems"][system.label] = summarize(records[system.label], reference, config.resamples, config.seed)
+    return entry, records
 
 
 def _systems(config: EvaluateConfig) -> list[System]:
