@@ -25,8 +25,9 @@ numbers of the AraBERT paper (Table 6), reimplemented exactly:
   Examples: "قال الرجل" → "قال رجل"; "الرجل،" → "رجل" == "الرجل"; "مُحَمَّد" == "محمد"; "والكتاب" → "كتاب".
 - EM / F1 as SQuAD, except that two answers that both normalize to "" score 1 (SQuAD v2's rule) rather than F1 0.
 - SM (`arabic_sentence_match`): sentences end after . ! ? ؟ ۔ … ؞ ⸮ (optionally followed by closing quotes, brackets
-  or citation marks such as "[1]") when whitespace or the end of text follows, and at every newline. A hit means the prediction lies inside the
-  sentence(s) holding ANY gold answer, located at its `answer_start` (not by searching its text, so a repeated phrase
+  or citation marks such as "[1]") when whitespace or the end of text follows, and at every newline; no abbreviation
+  list, so "د. محمد" (Dr.) splits, as it does for Punkt. A hit means the prediction lies inside the sentence(s)
+  holding ANY gold answer, located at its `answer_start` (not by searching its text, so a repeated phrase
   is not mistaken for the answer); a gold answer crossing a boundary covers both sentences. With the prediction's
   start offset (our QAModel gives it) the check is exact; with text only, any occurrence inside the gold sentence
   counts. An empty prediction never hits.
