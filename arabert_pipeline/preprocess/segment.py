@@ -169,6 +169,7 @@ class FarasaJarSegmenter(CachedSegmenter):
     def __init__(self, jar_path: str | os.PathLike | None = None, *, command: list[str] | None = None,
                  cache_size: int = DEFAULT_CACHE_SIZE):
         super().__init__(cache_size)
+        self._process: subprocess.Popen | None = None
         if command is None:
             if jar_path is None:
                 raise BackendError(f"no Farasa jar given (pass its path or set {JAR_ENV})")
@@ -184,10 +185,11 @@ class FarasaJarSegmenter(CachedSegmenter):
         else:
             self.name = f"farasa-jar:{' '.join(command)}"
         self.command = command
-        self._process: subprocess.Popen | None = None
         self._stderr = tempfile.TemporaryFile()
 
     def _start(self) -> subprocess.Popen:
+        self._stderr.seek(0)
+        self._stderr.truncate()
         try:
             self._process = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                              stderr=self._stderr)
@@ -221,21 +223,33 @@ class FarasaJarSegmenter(CachedSegmenter):
         for word in words:
             line = process.stdout.readline()
             if not line:
-                writer.join()
-                raise BackendError(f"the Farasa jar stopped before segmenting {word!r}" + self._stderr_tail())
+                raise BackendError(f"the Farasa jar stopped before segmenting {word!r}"
+                                   + self._abort(writer, exiting=True))
             output = line.decode("utf-8").strip()
             if not output:
+                self._abort(writer, exiting=False)  # its answers to the rest of the batch would be read by the next call
                 raise BackendError(f"the Farasa jar returned an empty line for the word {word!r}")
             outputs.append(output)
         writer.join()
         return outputs
 
-    def _stderr_tail(self) -> str:
-        returncode = self._process.poll()
+    def _abort(self, writer: threading.Thread, exiting: bool) -> str:
+        """Stop the process after a failure (the next call starts a new one); returns its exit code and stderr."""
+        process, self._process = self._process, None
+        try:
+            returncode = process.wait(timeout=5 if exiting else 0)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            returncode = process.wait()
+        writer.join()
+        for stream in (process.stdin, process.stdout):
+            try:
+                stream.close()
+            except OSError:
+                pass
         self._stderr.seek(0)
         tail = self._stderr.read()[-2000:].decode("utf-8", "replace").strip()
-        self.close()
-        return (f" (exit code {returncode})" if returncode is not None else "") + (f": {tail}" if tail else "")
+        return f" (exit code {returncode})" + (f": {tail}" if tail else "")
 
     def close(self) -> None:
         """Stop the jar process; the next call starts a new one."""
