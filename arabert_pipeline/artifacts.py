@@ -18,6 +18,12 @@ METADATA_FILE = "arabert_pipeline.json"
 DATA_ROOT_ENV = "ARABERT_PIPELINE_DATA"
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def data_root() -> Path:
     """Where registered datasets live: `$ARABERT_PIPELINE_DATA`, else `~/.cache/arabert_pipeline/data`."""
     env = os.environ.get(DATA_ROOT_ENV)
@@ -69,6 +75,7 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None 
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private; the result should look like any written file
     try:
         with os.fdopen(fd, mode, encoding=None if "b" in mode else encoding) as f:
             yield f
@@ -92,6 +99,7 @@ def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+    os.chmod(tmp, 0o777 & ~_umask())
     try:
         yield tmp
         if path.exists():
