@@ -33,6 +33,13 @@ def test_names():
         Preprocessor("arabertv3")
 
 
+def test_non_text_is_an_input_error():
+    from arabert_pipeline.errors import InputError
+
+    with pytest.raises(InputError, match="line 2: expected text, got NoneType"):
+        Preprocessor("arabertv02").preprocess_batch(["نص", None])
+
+
 def test_none_is_identity():
     p = Preprocessor("none")
     text = "  Ｘ ـــ http://a.com ١٢ "

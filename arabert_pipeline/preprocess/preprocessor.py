@@ -14,7 +14,7 @@ import difflib
 import os
 import re
 
-from ..errors import ConfigError
+from ..errors import ConfigError, InputError
 from .normalize import Span, normalize, normalize_with_offsets
 from .segment import CachedSegmenter, default_segmenter, desegment, mark_token_groups, mark_tokens
 
@@ -71,7 +71,11 @@ class Preprocessor:
         """Preprocess many lines; with segmentation, each distinct word of the batch is segmented once."""
         if self.name == "none":
             return list(texts)
-        normalized = [normalize(t) for t in texts]
+        try:
+            normalized = [normalize(t) for t in texts]
+        except (TypeError, AttributeError):
+            wrong = next(i for i, t in enumerate(texts) if not isinstance(t, str))
+            raise InputError(f"expected text, got {type(texts[wrong]).__name__}", line=wrong + 1) from None
         if not self.segments:
             return normalized
         lines = [[w for w in line.split(" ") if w != SEGMENT_MARKER] if line else [] for line in normalized]
