@@ -24,7 +24,8 @@ def register(subparsers) -> None:
     parser.add_argument("--config", default=_DEFAULTS.config,
                         help="preprocessing: arabertv2 (normalize + Farasa segmentation), arabertv02 (normalize "
                              "only), none (unchanged text); default: %(default)s")
-    parser.add_argument("--workers", type=int, default=_DEFAULTS.workers, help="worker processes (default: %(default)s)")
+    parser.add_argument("--workers", type=int, default=_DEFAULTS.workers,
+                        help="worker processes (default: %(default)s)")
     parser.add_argument("--errors", choices=ERROR_POLICIES, default=_DEFAULTS.errors,
                         help="invalid UTF-8: strict stops naming the file and line; replace writes U+FFFD and "
                              "counts the replacements (default: %(default)s)")

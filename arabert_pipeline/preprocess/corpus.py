@@ -47,7 +47,7 @@ class CorpusConfig:
     errors: str = "strict"  # invalid UTF-8: "strict" stops with InputError, "replace" writes U+FFFD and counts it
     resume: bool = False
     word_cache: str | None = None  # word -> segmentation cache file; default OUT.words.tsv
-    farasa_jar: str | None = None  # QCRI's FarasaSegmenterJar instead of the offline port (or $ARABERT_PIPELINE_FARASA_JAR)
+    farasa_jar: str | None = None  # QCRI's Farasa jar instead of the offline port; default $ARABERT_PIPELINE_FARASA_JAR
     chunk_lines: int = 1000  # lines per task sent to a worker
     checkpoint_chunks: int = 20  # chunks between checkpoints
     progress: bool = True
