@@ -14,8 +14,9 @@ Both derive from `CachedSegmenter`: each distinct word reaches the backend once,
 oldest entries dropped first) can be shared between processes and runs:
 
 - `cache_items() -> dict[str, str]`: every cached word → its Farasa output as one string, the tokens joined by a
-  space (words never contain whitespace after normalization, and `+` never survives it);
-- `drain_new() -> dict[str, str]`: the same, for the words the backend segmented since the previous call;
+  space (a normalized word never contains whitespace);
+- `drain_new() -> dict[str, str]`: the same, for the words the backend segmented since the previous call (at most
+  the cache size of them, the newest);
 - `preload(entries)`: add such entries (from another process, or a file of a previous run);
 - `lookups` / `hits`: words asked for / answered without the backend (counters a caller may reset).
 - `name`: names the backend; cached segmentations are only valid for the same name.
@@ -89,6 +90,8 @@ class CachedSegmenter:
                 fresh[word] = tokens
             self._store(fresh)
             self._new.update(fresh)
+            if len(self._new) > self.cache_size:  # nobody drains them: keep memory bounded all the same
+                self._new = dict(itertools.islice(self._new.items(), len(self._new) - self.cache_size, None))
             # Read from `fresh` too: storing may have evicted words of this very batch when the cache is small.
             return [cache.get(w) or fresh[w] for w in words]
         return [cache[w] for w in words]
