@@ -32,6 +32,7 @@ from .export import PLACEHOLDERS, SENTENCEPIECE_FILE, SPECIAL_TOKENS, save_token
 MODEL_TYPES = ("unigram", "wordpiece")
 SIDECAR_SUFFIX = ".arabert_pipeline.json"
 DEFAULT_PREPROCESSING = "arabertv2"
+SCORE_SCALE = 64  # unigram piece scores are rounded to multiples of 1 / SCORE_SCALE (see make_scores_exact)
 SP_MIN_SENTENCE_BYTES = 4192  # SentencePiece's default max_sentence_length: raised to the longest line we feed it
 
 
@@ -305,6 +306,13 @@ def _progress(total: int, enabled: bool, desc: str):
 # Trainers
 
 
+def _markers(preprocessing: str) -> list[str]:
+    """The segmentation markers text of this preprocessing contains (none unless it segments)."""
+    from ..preprocess.preprocessor import SEGMENTED_NAMES
+
+    return segmentation_markers() if preprocessing in SEGMENTED_NAMES else []
+
+
 def train_unigram(sample: Path, model_file: Path, config: TokenizerConfig, preprocessing: str, threads: int,
                   longest: int):
     """SentencePiece unigram on the sample; returns the equivalent `tokenizers.Tokenizer` (model kept in model_file)."""
@@ -312,14 +320,10 @@ def train_unigram(sample: Path, model_file: Path, config: TokenizerConfig, prepr
 
     from .export import unigram_backend
 
-    user_symbols = list(PLACEHOLDERS)
-    from ..preprocess.preprocessor import SEGMENTED_NAMES
-
-    if preprocessing in SEGMENTED_NAMES:
-        # Left to itself, unigram learns `▁ال` and `+` rather than `▁ال+` (`+` is so frequent that splitting it
-        # off is cheap), which is arabert issue #151 all over again. As user-defined pieces the markers are
-        # always whole, and training treats them as boundaries.
-        user_symbols += ["▁" + marker for marker in segmentation_markers()]
+    # Left to itself, unigram learns `▁ال` and `+` rather than `▁ال+` (`+` is so frequent that splitting it off is
+    # cheap), which is arabert issue #151 all over again. As user-defined pieces the markers are always whole, and
+    # training treats them as boundaries.
+    user_symbols = PLACEHOLDERS + ["▁" + marker for marker in _markers(preprocessing)]
     spm.set_random_generator_seed(config.seed)
     stem = model_file.with_suffix("")
     try:
@@ -338,7 +342,29 @@ def train_unigram(sample: Path, model_file: Path, config: TokenizerConfig, prepr
     finally:
         Path(str(stem) + ".vocab").unlink(missing_ok=True)
     os.replace(str(stem) + ".model", model_file)
+    make_scores_exact(model_file)
     return unigram_backend(model_file)
+
+
+def make_scores_exact(model_file: Path) -> None:
+    """Round the model's piece scores to multiples of 1/64 and turn user-defined pieces into normal ones scoring 0.
+
+    SentencePiece's Viterbi adds float32 scores, tokenizers' adds float64 ones, so on a near tie they can take
+    different paths (about one line in 2,000 at 60k pieces). Multiples of 1/64 add exactly in both (for path
+    scores above -2**18, i.e. lines of tens of thousands of pieces), so both take the same path, ties included.
+    SentencePiece scores user-defined pieces -0.1 at encoding time, which is not exact; as normal pieces scoring 0
+    they still always win, since every other piece scores below 0.
+    """
+    from sentencepiece import sentencepiece_model_pb2 as model_pb2  # needs protobuf
+
+    proto = model_pb2.ModelProto()
+    proto.ParseFromString(model_file.read_bytes())
+    for piece in proto.pieces:
+        if piece.type == piece.USER_DEFINED:
+            piece.type, piece.score = piece.NORMAL, 0.0
+        elif piece.type == piece.NORMAL:
+            piece.score = round(piece.score * SCORE_SCALE) / SCORE_SCALE
+    model_file.write_bytes(proto.SerializeToString())
 
 
 def _explain_sentencepiece_error(exc: RuntimeError, config: TokenizerConfig) -> Exception:
@@ -367,9 +393,12 @@ def train_wordpiece(sample: Path, config: TokenizerConfig, preprocessing: str, t
 
     # Train with the exact normalizer and pre-tokenizer of the exported tokenizer, so words match at use time.
     backend = wordpiece_backend(SPECIAL_TOKENS, preprocessing)
+    # Rare markers (`+كن`) would otherwise become `+` `##كن` in a small vocabulary: reserved up front, as in the
+    # AraBERTv2 vocabulary, which starts with them.
     trainer = trainers.WordPieceTrainer(
         vocab_size=config.vocab_size, min_frequency=config.min_frequency, show_progress=config.progress,
-        special_tokens=SPECIAL_TOKENS + PLACEHOLDERS, limit_alphabet=1000, continuing_subword_prefix="##",
+        special_tokens=SPECIAL_TOKENS + PLACEHOLDERS + _markers(preprocessing), limit_alphabet=1000,
+        continuing_subword_prefix="##",
     )
     backend.train([str(sample)], trainer)
     vocab = [token for token, _ in sorted(backend.get_vocab(with_added_tokens=True).items(), key=lambda x: x[1])]
@@ -379,5 +408,5 @@ def train_wordpiece(sample: Path, config: TokenizerConfig, preprocessing: str, t
             f"{len(vocab):,} tokens (with min_frequency {config.min_frequency}). Lower --vocab-size or train on more "
             "text."
         )
-    # Rebuilt from the vocabulary so that placeholders end up as ordinary (non-special) added tokens.
+    # Rebuilt from the vocabulary so that placeholders and markers end up as ordinary (non-special) tokens.
     return wordpiece_backend(vocab, preprocessing)
