@@ -1,0 +1,66 @@
+"""`arabert-pipeline pretrain`: BERT pretraining (MLM, optional whole-word masking and NSP) on a preprocessed corpus.
+
+Multi-GPU / multi-node: `accelerate launch ... -m arabert_pipeline.cli pretrain ...` or
+`torchrun ... -m arabert_pipeline.cli pretrain ...` (exact commands in pretrain/trainer.py).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+from .config import MODEL_SIZES, PretrainConfig
+from .objectives import OBJECTIVES
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "pretrain",
+        help="pretrain a BERT on a preprocessed corpus",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--tokenizer", required=True, metavar="DIR", help="tokenizer directory (arabert-pipeline train-tokenizer)")
+    p.add_argument("--corpus", required=True, nargs="+", metavar="FILE",
+                   help="preprocessed corpus files (.txt/.txt.gz/.txt.xz, blank line between documents)")
+    p.add_argument("-o", "--output", required=True, metavar="OUT",
+                   help="run directory: log.jsonl, checkpoints/, and at the end the Hugging Face model")
+    p.add_argument("--model-size", choices=list(MODEL_SIZES),
+                   help="architecture preset: " + ", ".join(f"{k} L{l}/H{h}/A{a}" for k, (l, h, a) in MODEL_SIZES.items()))
+    p.add_argument("--objective", default="mlm", choices=list(OBJECTIVES))
+    p.add_argument("--max-seq-length", type=int, default=128)
+    p.add_argument("--mlm-probability", type=float, default=0.15)
+    p.add_argument("--whole-word-masking", action="store_true",
+                   help="mask whole space-delimited words (a Farasa segment such as ال+ is one word)")
+    p.add_argument("--nsp", action="store_true", help="add next-sentence prediction (AraBERT v1)")
+    length = p.add_mutually_exclusive_group()
+    length.add_argument("--steps", type=int, help="optimizer steps")
+    length.add_argument("--tokens", type=int, help="tokens to read (special tokens included)")
+    length.add_argument("--time-budget", type=float, metavar="MIN", help="minutes of wall-clock time")
+    p.add_argument("--batch-size", type=int, default=32, help="sequences per micro-batch per process")
+    p.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimizer step")
+    p.add_argument("--lr", type=float, default=5e-4, help="peak learning rate")
+    p.add_argument("--warmup", type=float, default=0.06, help="warm-up: a fraction of the steps (<1) or steps (>=1)")
+    p.add_argument("--weight-decay", type=float, default=0.01)
+    p.add_argument("--max-grad-norm", type=float, default=1.0, help="gradient clipping (0 = off)")
+    p.add_argument("--bf16", choices=["auto", "yes", "no"], default="auto",
+                   help="bf16 autocast; auto = on a GPU that supports it or a CPU with native bf16")
+    p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--eval-sequences", type=int, default=256, help="held-out sequences for eval loss/accuracy")
+    p.add_argument("--eval-every", type=int, default=500, metavar="STEPS")
+    p.add_argument("--log-every", type=int, default=10, metavar="STEPS")
+    p.add_argument("--save-every", type=int, default=1000, metavar="STEPS")
+    p.add_argument("--keep-checkpoints", type=int, default=2, metavar="K")
+    p.add_argument("--resume", nargs="?", const="latest", metavar="CKPT",
+                   help="continue from the last checkpoint in OUT (or from CKPT)")
+    p.add_argument("--init-from", metavar="CKPT", help="start from these weights (a model dir or a checkpoint dir)")
+    p.add_argument("--cache-dir", metavar="DIR", help="token cache (default ~/.cache/arabert_pipeline/pretrain-tokens)")
+    p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
+    p.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from .trainer import pretrain
+
+    fields = {f.name for f in dataclasses.fields(PretrainConfig)}
+    config = PretrainConfig(**{k: v for k, v in vars(args).items() if k in fields})
+    return 0 if pretrain(config) else 130

@@ -1,0 +1,117 @@
+"""`PretrainConfig`: every option of `arabert-pipeline pretrain`, one field per flag, plus the model-size presets."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ConfigError
+
+# (layers, hidden, heads); the feed-forward width is always 4 × hidden, as in BERT. tiny/mini/small/medium are the
+# compact BERTs of Turc et al. 2019 ("Well-Read Students Learn Better"), base/large are BERT's own.
+MODEL_SIZES: dict[str, tuple[int, int, int]] = {
+    "tiny": (2, 64, 2),
+    "mini": (4, 256, 4),
+    "small": (4, 512, 8),
+    "medium": (8, 512, 8),
+    "base": (12, 768, 12),
+    "large": (24, 1024, 16),
+}
+
+# BERT's position table is 512 long whatever the pretraining length, so QA can fine-tune at 384 later.
+MAX_POSITIONS = 512
+
+# Fields that do not change the training trajectory: a run may be resumed with different values for them.
+RESUMABLE_CHANGES = frozenset(
+    {"resume", "save_every", "keep_checkpoints", "log_every", "eval_every", "cache_dir", "progress", "output"}
+)
+
+
+@dataclass
+class PretrainConfig:
+    tokenizer: str
+    corpus: list[str]
+    output: str
+    model_size: str | None = None
+    objective: str = "mlm"
+    max_seq_length: int = 128
+    # Objective "mlm".
+    mlm_probability: float = 0.15
+    whole_word_masking: bool = False
+    nsp: bool = False
+    # Length of the run: at most one of these; none = one pass over the training tokens.
+    steps: int | None = None
+    tokens: int | None = None
+    time_budget: float | None = None  # minutes of wall-clock time, evaluation and checkpoints included
+    # Optimisation. batch_size is sequences per micro-batch per process (a token budget of
+    # batch_size × max_seq_length, so batches of short document tails hold more rows).
+    batch_size: int = 32
+    grad_accum: int = 1
+    lr: float = 5e-4
+    warmup: float = 0.06  # < 1: fraction of the total steps; >= 1: a number of steps
+    weight_decay: float = 0.01
+    max_grad_norm: float = 1.0
+    bf16: str = "auto"  # auto | yes | no
+    seed: int = 42
+    # Evaluation, logging, checkpoints.
+    eval_sequences: int = 256
+    eval_every: int = 500
+    log_every: int = 10
+    save_every: int = 1000
+    keep_checkpoints: int = 2
+    resume: str | None = None  # "latest" or a checkpoint directory
+    init_from: str | None = None
+    cache_dir: str | None = None
+    progress: bool = True
+
+    def validate(self) -> None:
+        """Reject option combinations that cannot work, before anything is loaded."""
+        from .objectives import OBJECTIVES
+
+        if self.model_size is None and self.init_from is None:
+            raise ConfigError("--model-size is required unless --init-from gives the architecture")
+        if self.model_size is not None and self.model_size not in MODEL_SIZES:
+            raise ConfigError(f"--model-size {self.model_size!r}: choose one of {', '.join(MODEL_SIZES)}")
+        if self.objective not in OBJECTIVES:
+            raise ConfigError(f"--objective {self.objective!r}: choose one of {', '.join(OBJECTIVES)}")
+        if not 8 <= self.max_seq_length <= MAX_POSITIONS:
+            raise ConfigError(f"--max-seq-length {self.max_seq_length}: must be between 8 and {MAX_POSITIONS}")
+        if not 0 < self.mlm_probability < 1:
+            raise ConfigError(f"--mlm-probability {self.mlm_probability}: must be between 0 and 1")
+        lengths = [name for name in ("steps", "tokens", "time_budget") if getattr(self, name) is not None]
+        if len(lengths) > 1:
+            raise ConfigError(f"give at most one of --steps, --tokens, --time-budget (got {', '.join(lengths)})")
+        for name in ("steps", "tokens", "time_budget", "batch_size", "grad_accum", "lr", "eval_sequences",
+                     "eval_every", "log_every", "save_every", "keep_checkpoints"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ConfigError(f"--{name.replace('_', '-')} {value}: must be positive")
+        if self.warmup < 0 or self.weight_decay < 0 or self.max_grad_norm < 0:
+            raise ConfigError("--warmup, --weight-decay and --max-grad-norm must not be negative")
+        if self.bf16 not in ("auto", "yes", "no"):
+            raise ConfigError(f"--bf16 {self.bf16!r}: choose auto, yes or no")
+        if not self.corpus:
+            raise ConfigError("give at least one --corpus file")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def differences(self, stored: dict[str, Any]) -> list[str]:
+        """Fields that differ from a stored config and would change the training trajectory."""
+        current = self.to_dict()
+        return sorted(
+            name for name in current.keys() | stored.keys()
+            if name not in RESUMABLE_CHANGES and current.get(name) != stored.get(name)
+        )
+
+
+def bert_config_kwargs(model_size: str) -> dict[str, int]:
+    layers, hidden, heads = MODEL_SIZES[model_size]
+    return {
+        "num_hidden_layers": layers,
+        "hidden_size": hidden,
+        "num_attention_heads": heads,
+        "intermediate_size": 4 * hidden,
+        "max_position_embeddings": MAX_POSITIONS,
+        "type_vocab_size": 2,
+    }

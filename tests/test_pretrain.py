@@ -1,0 +1,452 @@
+"""Pretraining stage at tiny size (L2/H64, 32-token sequences, a few dozen steps) on a slice of the shared corpus."""
+from __future__ import annotations
+
+import json
+import lzma
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from arabert_pipeline.errors import ArabertPipelineError, ConfigError, InputError
+
+SHARED_DATA = Path(os.environ.get("ARABERT_PIPELINE_TEST_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+SHARD = SHARED_DATA / "corpus" / "ant-jawharafm-000.txt.xz"
+DOCUMENTS = 150
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory) -> Path:
+    if not SHARD.exists():
+        pytest.skip(f"needs the shared corpus at {SHARD} (set ARABERT_PIPELINE_TEST_DATA to use another folder)")
+    directory = tmp_path_factory.mktemp("pretrain")
+    lines, documents = [], 0
+    with lzma.open(SHARD, "rt", encoding="utf-8") as f:
+        for line in f:
+            lines.append(line)
+            documents += not line.strip()
+            if documents == DOCUMENTS:
+                break
+    (directory / "corpus.txt").write_text("".join(lines), encoding="utf-8")
+    return directory
+
+
+@pytest.fixture(scope="module")
+def corpus(workdir) -> str:
+    return str(workdir / "corpus.txt")
+
+
+def train_tiny_tokenizer(workdir: Path, corpus: str, model_type: str) -> str:
+    from arabert_pipeline.tokenizer import train_tokenizer
+
+    out = workdir / f"tok-{model_type}"
+    if not out.exists():
+        train_tokenizer([corpus], out, model_type=model_type, vocab_size=1000, preprocess="none", threads=1,
+                        progress=False)
+    return str(out)
+
+
+@pytest.fixture(scope="module")
+def tokenizer_dir(workdir, corpus) -> str:
+    return train_tiny_tokenizer(workdir, corpus, "wordpiece")
+
+
+@pytest.fixture(scope="module")
+def unigram_dir(workdir, corpus) -> str:
+    return train_tiny_tokenizer(workdir, corpus, "unigram")
+
+
+def tiny_config(tokenizer_dir, corpus, output, **overrides):
+    from arabert_pipeline.pretrain.config import PretrainConfig
+
+    options = dict(model_size="tiny", max_seq_length=32, steps=16, batch_size=8, lr=1e-3, log_every=1, eval_every=8,
+                   save_every=100, eval_sequences=16, cache_dir=str(Path(output).parent / "cache"), progress=False)
+    options.update(overrides)
+    return PretrainConfig(tokenizer=str(tokenizer_dir), corpus=[str(corpus)], output=str(output), **options)
+
+
+@pytest.fixture(scope="module")
+def finished_run(workdir, tokenizer_dir, corpus) -> Path:
+    """A complete tiny run through the command line."""
+    import torch
+
+    from arabert_pipeline.cli import main
+
+    torch.set_num_threads(1)
+    out = workdir / "run"
+    code = main(["pretrain", "--tokenizer", tokenizer_dir, "--corpus", corpus, "--model-size", "tiny", "-o", str(out),
+                 "--max-seq-length", "32", "--steps", "30", "--batch-size", "8", "--lr", "2e-3", "--log-every", "5",
+                 "--eval-every", "10", "--save-every", "10", "--keep-checkpoints", "2", "--eval-sequences", "16",
+                 "--cache-dir", str(workdir / "cache"), "--no-progress"])
+    assert code == 0
+    return out
+
+
+def store_and_tokenizer(tokenizer_dir, corpus, cache):
+    from transformers import AutoTokenizer
+
+    from arabert_pipeline.pretrain.data import TokenStore, tokenize_corpus
+
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    return TokenStore.open(tokenize_corpus([corpus], tokenizer, Path(cache), progress=False)), tokenizer
+
+
+def read_log(run: Path) -> list[dict]:
+    return [json.loads(line) for line in (run / "log.jsonl").read_text(encoding="utf-8").splitlines()]
+
+
+# ------------------------------------------------------------------------------------------------- masking
+
+
+def make_collator(whole_word_masking=False, vocab_size=1000):
+    from arabert_pipeline.pretrain.data import SpecialIds
+    from arabert_pipeline.pretrain.mlm import MLMCollator
+
+    return MLMCollator(SpecialIds(cls=2, sep=3, pad=0, mask=4), vocab_size, 0.15, whole_word_masking)
+
+
+def random_examples(rng, rows, max_length=126, word_length=3):
+    from arabert_pipeline.pretrain.data import Example
+
+    examples = []
+    for _ in range(rows):
+        n = int(rng.integers(8, max_length + 1))
+        ids = rng.integers(5, 1000, n + 2)
+        ids[0], ids[-1] = 2, 3
+        special = np.zeros(n + 2, dtype=bool)
+        special[[0, -1]] = True
+        words = rng.random(n + 2) < 1 / word_length
+        words[special] = True
+        examples.append(Example(ids, words, special))
+    return examples
+
+
+def test_masking_follows_bert_statistics():
+    collator = make_collator()
+    rng = np.random.default_rng(0)
+    examples = random_examples(rng, 400)
+    batch = collator(examples, rng)
+    width = batch["input_ids"].shape[1]
+    positions = batch["mlm_positions"].numpy()
+    rows, columns = positions // width, positions % width
+    original = np.zeros((len(examples), width), dtype=np.int64)
+    for row, example in enumerate(examples):
+        original[row, : len(example.input_ids)] = example.input_ids
+        assert not example.special[columns[rows == row]].any(), "a special token was chosen"
+        assert (columns[rows == row] < len(example.input_ids)).all(), "padding was chosen"
+        maskable = int((~example.special).sum())
+        assert (rows == row).sum() == max(1, round(0.15 * maskable))
+    assert (batch["mlm_labels"].numpy() == original[rows, columns]).all()
+    now = batch["input_ids"].numpy()[rows, columns]
+    masked = np.mean(now == 4)
+    unchanged = np.mean(now == original[rows, columns])
+    replaced = 1 - masked - unchanged
+    assert abs(masked - 0.8) < 0.03 and abs(unchanged - 0.1) < 0.02 and abs(replaced - 0.1) < 0.02
+    flat = batch["input_ids"].numpy().reshape(-1).copy()
+    flat[positions] = original.reshape(-1)[positions]
+    assert (flat.reshape(original.shape) == original).all(), "a position outside mlm_positions changed"
+
+
+def test_masks_are_dynamic_and_reproducible():
+    collator = make_collator()
+    examples = random_examples(np.random.default_rng(1), 8)
+    first = collator(examples, np.random.default_rng([42, 0, 5, 1]))["mlm_positions"]
+    again = collator(examples, np.random.default_rng([42, 0, 5, 1]))["mlm_positions"]
+    next_epoch = collator(examples, np.random.default_rng([42, 1, 5, 1]))["mlm_positions"]
+    assert first.tolist() == again.tolist()
+    assert first.tolist() != next_epoch.tolist()
+
+
+def test_whole_word_masking_masks_whole_words():
+    collator = make_collator(whole_word_masking=True)
+    rng = np.random.default_rng(2)
+    examples = random_examples(rng, 200, word_length=3)
+    batch = collator(examples, rng)
+    width = batch["input_ids"].shape[1]
+    positions = batch["mlm_positions"].numpy()
+    total_chosen, total_target = 0, 0
+    for row, example in enumerate(examples):
+        chosen = set((positions[positions // width == row] % width).tolist())
+        word = np.cumsum(example.word_starts | example.special) - 1
+        for w in np.unique(word[list(chosen)]):
+            members = set(np.flatnonzero((word == w) & ~example.special).tolist())
+            assert members <= chosen, f"row {row}: word {sorted(members)} only partly chosen ({sorted(chosen)})"
+        target = max(1, round(0.15 * int((~example.special).sum())))
+        assert len(chosen) <= target
+        total_chosen += len(chosen)
+        total_target += target
+    assert total_chosen > 0.9 * total_target
+
+
+def test_word_starts_are_space_delimited_words(tokenizer_dir, unigram_dir, corpus, workdir):
+    """For WordPiece and SentencePiece alike, a line has as many word starts as whitespace-separated words."""
+    for directory in (tokenizer_dir, unigram_dir):
+        store, _ = store_and_tokenizer(directory, corpus, workdir / "cache")
+        lines = [line.strip() for line in Path(corpus).read_text(encoding="utf-8").splitlines() if line.strip()]
+        assert len(lines) == len(store.line_starts) - 1
+        for i in range(0, len(lines), 7):
+            begin, end = store.line_starts[i], store.line_starts[i + 1]
+            assert int(store.word_starts[begin:end].sum()) == len(lines[i].split()), (directory, lines[i])
+
+
+def test_farasa_segments_are_words_of_their_own(unigram_dir):
+    from transformers import AutoTokenizer
+
+    from arabert_pipeline.pretrain.data import word_start_flags
+
+    tokenizer = AutoTokenizer.from_pretrained(unigram_dir)
+    line = "و+ قال ال+ رئيس +ها"
+    encodings = tokenizer.backend_tokenizer.encode_batch([line], add_special_tokens=False)
+    flags = word_start_flags([line], encodings, np.array([len(encodings[0].ids)]))
+    assert int(flags.sum()) == 5
+
+
+# ------------------------------------------------------------------------------------------------- packing
+
+
+def test_packing_fills_sequences_within_documents(tokenizer_dir, corpus, workdir):
+    from arabert_pipeline.pretrain.data import PretrainingData, SpecialIds
+
+    store, tokenizer = store_and_tokenizer(tokenizer_dir, corpus, workdir / "cache")
+    assert store.n_documents == DOCUMENTS
+    data = PretrainingData(store, SpecialIds.from_tokenizer(tokenizer), 32, token_budget=8 * 32, eval_sequences=16,
+                           seed=0)
+    doc_start, doc_end = store.document_span(np.arange(store.n_documents))
+    for chunks in (data.train, data.eval):
+        assert (chunks.start >= doc_start[chunks.doc]).all()
+        assert (chunks.start + chunks.length <= doc_end[chunks.doc]).all()
+        assert (chunks.length <= 30).all()
+    # Only the last sequence of a document is short, and together they cover the training documents exactly.
+    short = data.train.length < 30
+    ends_document = data.train.start + data.train.length == doc_end[data.train.doc]
+    assert not (short & ~ends_document).any()
+    covered = np.zeros(len(store.tokens), dtype=np.int64)
+    for s, n in zip(data.train.start, data.train.length):
+        covered[s : s + n] += 1
+    in_train = np.zeros(len(store.tokens), dtype=bool)
+    for d in data.train_docs:
+        in_train[doc_start[d] : doc_end[d]] = True
+    assert (covered[in_train] == 1).all() and (covered[~in_train] == 0).all()
+    assert not set(data.train.doc.tolist()) & set(data.eval.doc.tolist())
+    # Every sequence once per epoch, padded batch size within the token budget, different order each epoch.
+    for epoch in (0, 1):
+        batches = data.epoch_batches(epoch)
+        assert sorted(np.concatenate(batches).tolist()) == list(range(len(data.train)))
+        for rows in batches:
+            assert len(rows) * (data.train.length[rows].max() + 2) <= 8 * 32
+    assert [b.tolist() for b in data.epoch_batches(0)] != [b.tolist() for b in data.epoch_batches(1)]
+    example = data.examples(data.train, data.epoch_batches(0)[0], np.random.default_rng(0))[0]
+    assert example.input_ids[0] == tokenizer.cls_token_id and example.input_ids[-1] == tokenizer.sep_token_id
+
+
+def test_nsp_pairs_follow_bert(tokenizer_dir, corpus, workdir):
+    from arabert_pipeline.pretrain.data import PretrainingData, SpecialIds
+
+    store, tokenizer = store_and_tokenizer(tokenizer_dir, corpus, workdir / "cache")
+    data = PretrainingData(store, SpecialIds.from_tokenizer(tokenizer), 64, token_budget=8 * 64, eval_sequences=16,
+                           seed=0, nsp=True)
+    tokens = np.asarray(store.tokens)
+    rng = np.random.default_rng(3)
+    examples = data.examples(data.train, np.arange(len(data.train)), rng)
+    labels = [e.next_sentence_label for e in examples]
+    assert 0.45 < np.mean(labels) < 0.55
+    position = {}
+    for example, start, doc in zip(examples, data.train.start, data.train.doc):
+        ids = example.input_ids
+        assert len(ids) <= 64 and example.special.sum() == 3
+        sep = int(np.flatnonzero(ids == tokenizer.sep_token_id)[0])
+        a, b = ids[1:sep], ids[sep + 1 : -1]
+        assert len(a) and len(b)
+        assert (example.token_type_ids[: sep + 1] == 0).all() and (example.token_type_ids[sep + 1 :] == 1).all()
+        if example.next_sentence_label == 0:
+            # B continues A in the same document.
+            assert (tokens[start : start + len(a) + len(b)] == np.concatenate([a, b])).all()
+        position[int(doc)] = True
+    assert len(position) > 1
+
+
+# ------------------------------------------------------------------------------------------------- model, training
+
+
+def test_masked_only_head_matches_full_head(tokenizer_dir, corpus, workdir):
+    import torch
+    from transformers import AutoTokenizer
+
+    from arabert_pipeline.pretrain.config import PretrainConfig
+    from arabert_pipeline.pretrain.data import PretrainingData, SpecialIds
+    from arabert_pipeline.pretrain.mlm import build
+
+    torch.manual_seed(0)
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
+    config = PretrainConfig(tokenizer=tokenizer_dir, corpus=[corpus], output="unused", model_size="tiny")
+    objective = build(config, tokenizer).eval()
+    store, _ = store_and_tokenizer(tokenizer_dir, corpus, workdir / "cache")
+    data = PretrainingData(store, SpecialIds.from_tokenizer(tokenizer), 32, 8 * 32, 16, seed=0)
+    rng = np.random.default_rng(0)
+    rows = max(data.epoch_batches(0), key=lambda r: np.ptp(data.train.length[r]))  # a batch with padding
+    batch = objective.collator(data.examples(data.train, rows, rng), rng)
+    labels = torch.full(batch["input_ids"].shape, -100)
+    labels.view(-1)[batch["mlm_positions"]] = batch["mlm_labels"]
+    with torch.no_grad():
+        ours = objective(batch)
+        full = objective.model(input_ids=batch["input_ids"], attention_mask=batch.get("attention_mask"), labels=labels)
+    assert torch.allclose(ours["loss"], full.loss, atol=1e-6, rtol=0)
+    predicted = full.logits.view(-1, full.logits.size(-1))[batch["mlm_positions"]].argmax(-1)
+    assert ours["mlm_accuracy"].item() == pytest.approx((predicted == batch["mlm_labels"]).float().mean().item())
+
+
+def test_weight_decay_skips_biases_and_layer_norms():
+    import torch
+    from transformers import BertConfig, BertForMaskedLM
+
+    from arabert_pipeline.pretrain.trainer import parameter_groups
+
+    model = BertForMaskedLM(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                       intermediate_size=32))
+    decay, no_decay = parameter_groups(model, 0.01)
+    names = {id(p): n for n, p in model.named_parameters()}
+    assert all("bias" in names[id(p)] or "LayerNorm" in names[id(p)] for p in no_decay["params"])
+    assert all("bias" not in names[id(p)] and "LayerNorm" not in names[id(p)] for p in decay["params"])
+    assert no_decay["weight_decay"] == 0.0 and decay["weight_decay"] == 0.01
+    assert model.cls.predictions.decoder.weight is model.bert.embeddings.word_embeddings.weight  # tied
+    assert isinstance(decay["params"][0], torch.nn.Parameter)
+
+
+def test_resumed_run_repeats_the_uninterrupted_one(tokenizer_dir, corpus, workdir):
+    import torch
+    from safetensors.torch import load_file
+
+    from arabert_pipeline.pretrain.trainer import pretrain
+
+    torch.set_num_threads(1)
+    straight, interrupted = workdir / "straight", workdir / "interrupted"
+    assert pretrain(tiny_config(tokenizer_dir, corpus, straight, nsp=True, whole_word_masking=True, grad_accum=2))
+
+    def stop_at_seven(trainer):
+        if trainer.state.step == 7:
+            trainer.request_stop()
+
+    config = tiny_config(tokenizer_dir, corpus, interrupted, nsp=True, whole_word_masking=True, grad_accum=2)
+    assert not pretrain(config, on_step=stop_at_seven)
+    assert not (interrupted / "config.json").exists(), "an interrupted run must not look finished"
+    assert [r["step"] for r in read_log(interrupted)][-1] == 7
+    config.resume = "latest"
+    assert pretrain(config)
+    curve = lambda run: [(r["step"], r.get("loss"), r.get("eval_loss")) for r in read_log(run)]  # noqa: E731
+    assert curve(straight) == curve(interrupted)
+    assert len(curve(straight)) == 16 + 2
+    a, b = load_file(straight / "model.safetensors"), load_file(interrupted / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_output_is_a_hugging_face_masked_lm(finished_run):
+    import torch
+    from transformers import AutoModelForMaskedLM, AutoTokenizer, pipeline
+
+    model = AutoModelForMaskedLM.from_pretrained(finished_run)
+    tokenizer = AutoTokenizer.from_pretrained(finished_run)
+    assert model.config.num_hidden_layers == 2 and model.config.hidden_size == 64
+    assert model.config.vocab_size == len(tokenizer)
+    fill = pipeline("fill-mask", model=model, tokenizer=tokenizer, top_k=3)
+    predictions = fill(f"قال {tokenizer.mask_token} إن الحكومة")
+    assert len(predictions) == 3 and all(p["token_str"] for p in predictions)
+    metadata = json.loads((finished_run / "arabert_pipeline.json").read_text(encoding="utf-8"))
+    assert metadata["preprocessing"] == "none" and metadata["objective"] == "mlm"
+    assert metadata["pretrain"]["steps"] == 30 and metadata["pretrain"]["tokens_seen"] > 30 * 100
+    assert metadata["pretrain"]["config"]["model_size"] == "tiny"
+    log = read_log(finished_run)
+    train_rows = [r for r in log if "loss" in r]
+    eval_rows = [r for r in log if "eval_loss" in r]
+    assert [r["step"] for r in eval_rows] == [10, 20, 30]
+    assert {"tokens", "lr", "tokens_per_second", "eval_mlm_accuracy"} <= train_rows[0].keys() | eval_rows[0].keys()
+    assert eval_rows[-1]["eval_loss"] < eval_rows[0]["eval_loss"]
+    assert sorted(p.name for p in (finished_run / "checkpoints").iterdir()) == ["step-00000020", "step-00000030"]
+    assert AutoModelForMaskedLM.from_pretrained(finished_run / "checkpoints" / "step-00000020" / "model")
+    with torch.no_grad():  # the checkpoint's model equals the final one after the last step
+        last = AutoModelForMaskedLM.from_pretrained(finished_run / "checkpoints" / "step-00000030" / "model")
+        assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), last.state_dict().values()))
+
+
+# ------------------------------------------------------------------------------------------------- bad input
+
+
+def test_init_from_a_model_with_another_vocabulary_is_refused(tokenizer_dir, unigram_dir, corpus, workdir,
+                                                              finished_run):
+    from arabert_pipeline.pretrain.trainer import Trainer
+
+    # Same size, other token ids: the tokenizer saved beside the model gives it away.
+    with pytest.raises(ConfigError, match="vocabulary mismatch"):
+        Trainer(tiny_config(unigram_dir, corpus, workdir / "other-vocab", init_from=str(finished_run)))
+    # Other size.
+    from transformers import BertConfig, BertForMaskedLM
+
+    BertForMaskedLM(BertConfig(vocab_size=1234, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                               intermediate_size=256)).save_pretrained(workdir / "vocab-1234")
+    with pytest.raises(ConfigError, match="1234 token embeddings"):
+        Trainer(tiny_config(tokenizer_dir, corpus, workdir / "other-size", init_from=str(workdir / "vocab-1234")))
+    # The same vocabulary continues fine, from a checkpoint directory too.
+    trainer = Trainer(tiny_config(tokenizer_dir, corpus, workdir / "continued", model_size=None,
+                                  init_from=str(finished_run / "checkpoints" / "step-00000030")))
+    assert trainer.state.total_steps == 16
+
+
+def test_bad_corpora_are_refused_before_training(tokenizer_dir, workdir):
+    from arabert_pipeline.pretrain.trainer import Trainer
+
+    empty = workdir / "empty.txt"
+    empty.write_text("\n\n", encoding="utf-8")
+    with pytest.raises(InputError, match="no tokens"):
+        Trainer(tiny_config(tokenizer_dir, empty, workdir / "bad1"))
+    one_document = workdir / "one.txt"
+    one_document.write_text("قال الرئيس إن الحكومة ستعمل\nسطر ثان من الوثيقة نفسها\n", encoding="utf-8")
+    with pytest.raises(InputError, match="at least 2"):
+        Trainer(tiny_config(tokenizer_dir, one_document, workdir / "bad2"))
+    short = workdir / "short.txt"
+    short.write_text("\n\n".join(["قال الرئيس إن الحكومة ستعمل"] * 30) + "\n", encoding="utf-8")
+    with pytest.raises(InputError, match="too short"):
+        Trainer(tiny_config(tokenizer_dir, short, workdir / "bad3", batch_size=64))
+    bad_utf8 = workdir / "bad.txt"
+    bad_utf8.write_bytes("سطر\n".encode() + b"\xff\xfe\n")
+    with pytest.raises(InputError, match="line 2"):
+        Trainer(tiny_config(tokenizer_dir, bad_utf8, workdir / "bad4"))
+
+
+def test_preprocessing_mismatch_is_refused(tokenizer_dir, corpus, workdir):
+    from arabert_pipeline.pretrain.trainer import Trainer
+
+    segmented = workdir / "segmented.txt"
+    segmented.write_text(Path(corpus).read_text(encoding="utf-8"), encoding="utf-8")
+    Path(f"{segmented}.arabert_pipeline.json").write_text(json.dumps({"preprocessing": "arabertv2"}), encoding="utf-8")
+    with pytest.raises(ConfigError, match="arabertv2.*expects 'none'"):
+        Trainer(tiny_config(tokenizer_dir, segmented, workdir / "bad5"))
+
+
+def test_resume_with_other_settings_is_refused(tokenizer_dir, corpus, finished_run):
+    from arabert_pipeline.pretrain.trainer import Trainer
+
+    with pytest.raises(ConfigError, match="already holds checkpoints"):
+        Trainer(tiny_config(tokenizer_dir, corpus, finished_run, steps=30))
+    with pytest.raises(ConfigError, match="other settings.*lr"):
+        Trainer(tiny_config(tokenizer_dir, corpus, finished_run, steps=30, lr=1e-4, resume="latest"))
+
+
+def test_options_are_checked(tokenizer_dir, corpus, workdir):
+    from arabert_pipeline.pretrain.trainer import Trainer
+
+    for overrides in ({"model_size": "huge"}, {"objective": "nope"}, {"steps": 5, "tokens": 10}, {"model_size": None},
+                      {"max_seq_length": 1024}, {"bf16": "maybe"}):
+        with pytest.raises(ArabertPipelineError):
+            Trainer(tiny_config(tokenizer_dir, corpus, workdir / "bad-options", **overrides))
+
+
+def test_cli_help_lists_the_flags(capsys):
+    from arabert_pipeline.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["pretrain", "--help"])
+    assert exit_info.value.code == 0
+    text = capsys.readouterr().out
+    for flag in ("--model-size", "--whole-word-masking", "--nsp", "--time-budget", "--grad-accum", "--resume",
+                 "--init-from", "--bf16"):
+        assert flag in text
