@@ -251,14 +251,16 @@ class _PartWriter:
 
 
 class WordCache:
-    """A file of `word<TAB>segmentation` lines, written by the main process and read by every worker.
+    """A file of `word<TAB>segmentation` lines, appended by the main process and read by every worker.
 
     Farasa costs about 1 ms per word it has not seen while a corpus repeats its words endlessly, so each distinct
     word should be segmented once. Workers are separate processes with separate caches; the main process appends
     the words each worker segmented to this file, and every worker reads the file's new lines before each chunk, so
     a word segmented by one worker is soon known to all. The file stays beside the output: a resumed run, or a later
-    run over overlapping text, preloads it and skips Farasa for every word already in it. Only lines ending in a
-    newline are read, so a torn last line from a killed run is ignored.
+    run over overlapping text, preloads it and skips Farasa for every word already in it.
+
+    Runs may share one file (`word_cache=`), even at the same time: entries are appended with one O_APPEND write of
+    whole lines each, so lines never interleave, and readers only take lines ending in a newline.
     """
 
     HEADER = "#arabert_pipeline word cache"
@@ -267,46 +269,45 @@ class WordCache:
         """Open (or create) the cache; `keep_bytes` cuts it back to its size at a resumed run's checkpoint, so that
         the words segmented after that checkpoint count again as this output's new words."""
         self.path = path
-        self.header = f"{self.HEADER}\t{backend}\n".encode("utf-8")
-        self.words: set[str] = set()
-        if path.exists() and self._read_header() != self.header:
-            raise ConfigError(
-                f"{path} is not a word cache of this segmenter ({backend}): its segmentations would be wrong here. "
-                "Remove it or choose another word cache file."
-            )
+        header = cache_header(backend)
         if not path.exists():
             with atomic_write(path, "wb") as f:
-                f.write(self.header)
-        self.file = open(path, "r+b")
-        if keep_bytes is not None and keep_bytes >= len(self.header):
-            self.file.truncate(keep_bytes)
-        try:
-            entries, end = read_new_entries(self.file, len(self.header))
-        except ValueError as exc:  # not UTF-8, or a line without exactly one tab: edited or damaged by hand
-            raise ConfigError(f"{path} is damaged ({exc}); remove it (it is only a cache)") from exc
-        self.words.update(entries)
-        self.file.seek(end)
-        self.file.truncate()  # drop a torn last line so appends start on a line of their own
-
-    def _read_header(self) -> bytes:
-        with open(self.path, "rb") as f:
-            return f.readline()
+                f.write(header)
+        with open(path, "r+b") as f:
+            if f.readline() != header:
+                raise ConfigError(
+                    f"{path} is not a word cache of this segmenter ({backend}): its segmentations would be wrong "
+                    "here. Remove it or choose another word cache file."
+                )
+            if keep_bytes is not None and keep_bytes >= len(header):
+                f.truncate(keep_bytes)
+            try:
+                entries, end = read_new_entries(f, len(header))
+            except ValueError as exc:  # not UTF-8, or a line without exactly one tab: edited or damaged by hand
+                raise ConfigError(f"{path} is damaged ({exc}); remove it (it is only a cache)") from exc
+            f.truncate(end)  # a torn last line from a killed run would otherwise prefix the next entry
+        self.words = set(entries)
+        self.file = open(path, "ab", buffering=0)
 
     def add(self, entries: dict[str, str]) -> int:
-        """Append the entries not yet in the file; returns how many were new. Visible to workers once flushed."""
+        """Append the entries not yet in the file; returns how many were new. Workers see them at once."""
         new = [(w, s) for w, s in entries.items() if w not in self.words and _storable(w) and _storable(s)]
         if new:
             self.words.update(w for w, _ in new)
-            self.file.write("".join(f"{w}\t{s}\n" for w, s in new).encode("utf-8"))
+            data = "".join(f"{w}\t{s}\n" for w, s in new).encode("utf-8")
+            while data:
+                data = data[self.file.write(data):]
         return len(new)
 
-    def flush(self) -> int:
-        """Make the appended entries visible to the workers; returns the file size, for the checkpoint."""
-        self.file.flush()
-        return self.file.tell()
+    def size(self) -> int:
+        return os.fstat(self.file.fileno()).st_size
 
     def close(self) -> None:
         self.file.close()
+
+
+def cache_header(backend: str) -> bytes:
+    return f"{WordCache.HEADER}\t{backend}\n".encode("utf-8")
 
 
 def _storable(text: str) -> bool:
@@ -337,14 +338,22 @@ class _Worker:
         self.cache_path = cache_path if self.segmenter is not None else None
         self.cache_offset = 0
 
+    def _read_word_cache(self) -> None:
+        """Preload the entries appended since the last chunk. If another run sharing the file cut it back (resuming),
+        the saved offset may no longer start a line: then read it all again."""
+        with open(self.cache_path, "rb") as f:
+            header = len(f.readline())
+            if self.cache_offset > header:
+                f.seek(self.cache_offset - 1)
+                if f.read(1) != b"\n":
+                    self.cache_offset = header
+            known, self.cache_offset = read_new_entries(f, max(self.cache_offset, header))
+        if known:
+            self.segmenter.preload(known)
+
     def process(self, lines: list[str]) -> _ChunkResult:
         if self.cache_path is not None:
-            with open(self.cache_path, "rb") as f:
-                if not self.cache_offset:
-                    self.cache_offset = len(f.readline())
-                known, self.cache_offset = read_new_entries(f, self.cache_offset)
-            if known:
-                self.segmenter.preload(known)
+            self._read_word_cache()
         out = self.preprocessor.preprocess_batch(lines)
         words = sum(len(line.split()) for line in lines)
         emptied = sum(1 for before, after in zip(lines, out) if before.strip() and not after)
@@ -480,7 +489,7 @@ def _save_checkpoint(path: Path, fingerprint: dict, report: CorpusReport, part_b
         "lines": report.lines,
         "input_bytes": report.input_bytes,
         "part_bytes": part_bytes,
-        "word_cache": [str(cache.path.resolve()), cache.flush()] if cache is not None else None,
+        "word_cache": [str(cache.path.resolve()), cache.size()] if cache is not None else None,
         "report": dataclasses.asdict(report),
     }
     with atomic_write(path) as f:
@@ -564,7 +573,6 @@ def run_corpus(cfg: CorpusConfig) -> CorpusReport:
             report.cache_hits += result.hits
             if cache is not None:
                 report.segmented_words += cache.add(result.new_words)
-                cache.flush()
             report.seconds = seconds_before + time.monotonic() - started
             if done % cfg.checkpoint_chunks == 0:
                 _save_checkpoint(checkpoint, fingerprint, report, writer.commit(), cache)
