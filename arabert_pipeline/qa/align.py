@@ -1,0 +1,162 @@
+"""Exact alignment between original QA text and the model's preprocessed text, through offset maps.
+
+The model sees preprocessed text (normalized, maybe Farasa-segmented); gold answers and predictions live in the
+original context. `Preprocessor.preprocess_with_offsets` gives, for every output character, the half-open span of the
+original text it comes from, so a gold span [a, b) maps to the output characters whose source overlaps it, and a
+predicted output span maps back to the union of its characters' sources. No fuzzy search: an answer either maps
+through the offsets or is reported as unaligned.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Iterable
+
+import numpy as np
+
+from ..errors import ConfigError, InputError
+
+
+@dataclasses.dataclass
+class AlignedText:
+    """A preprocessed text with, per output character, the original span [starts[i], ends[i]) it comes from."""
+
+    original: str
+    text: str
+    starts: np.ndarray
+    ends: np.ndarray
+
+    def to_preprocessed(self, start: int, end: int) -> tuple[int, int] | None:
+        """Original [start, end) → the output span covering it (edge whitespace trimmed), or None if nothing maps."""
+        inside = np.flatnonzero((self.starts < end) & (self.ends > start))
+        if inside.size == 0:
+            return None
+        first, last = int(inside[0]), int(inside[-1]) + 1
+        while first < last and self.text[first].isspace():
+            first += 1
+        while last > first and self.text[last - 1].isspace():
+            last -= 1
+        return (first, last) if first < last else None
+
+    def to_original(self, start: int, end: int) -> tuple[int, int]:
+        """Output [start, end) → the original span its characters come from (edge whitespace trimmed)."""
+        if start >= end:
+            return start, start
+        first, last = int(self.starts[start:end].min()), int(self.ends[start:end].max())
+        while first < last and self.original[first].isspace():
+            first += 1
+        while last > first and self.original[last - 1].isspace():
+            last -= 1
+        return first, last
+
+
+class QAPreprocessing:
+    """The model's preprocessing applied to contexts (with offsets, cached: contexts repeat across questions)."""
+
+    def __init__(self, name: str, preprocessor=None):
+        """`preprocessor`: an object with preprocess / preprocess_with_offsets; default `Preprocessor(name)`."""
+        self.name = name
+        # "none" is the identity: its offsets are built as arrays directly instead of a per-character list.
+        if preprocessor is None and name != "none":
+            preprocessor = _load_preprocessor(name)
+        self._preprocessor = preprocessor
+        self._contexts: dict[str, AlignedText] = {}
+
+    def question(self, text: str) -> str:
+        return text if self._preprocessor is None else self._preprocessor.preprocess(text)
+
+    def context(self, text: str) -> AlignedText:
+        aligned = self._contexts.get(text)
+        if aligned is None:
+            aligned = self._contexts[text] = self._align(text)
+        return aligned
+
+    def _align(self, text: str) -> AlignedText:
+        if self._preprocessor is None:
+            index = np.arange(len(text), dtype=np.int64)
+            return AlignedText(text, text, index, index + 1)
+        out, offsets = self._preprocessor.preprocess_with_offsets(text)
+        if len(offsets) != len(out):
+            raise ConfigError(
+                f"preprocessing {self.name!r} returned {len(offsets)} offsets for {len(out)} characters"
+            )
+        spans = np.asarray(offsets, dtype=np.int64).reshape(len(out), 2)
+        return AlignedText(text, out, spans[:, 0].copy(), spans[:, 1].copy())
+
+
+def _load_preprocessor(name: str):
+    from ..preprocess import Preprocessor
+
+    return Preprocessor(name)
+
+
+@dataclasses.dataclass
+class AlignmentReport:
+    """How many gold answers map through the preprocessing, and which do not."""
+
+    preprocessing: str
+    answers: int = 0  # answers whose text is at answer_start in the original context
+    aligned: int = 0  # ... that map to a non-empty preprocessed span
+    exact: int = 0  # ... whose preprocessed span maps back to exactly the original span
+    not_in_context: int = 0  # answers whose text is not at answer_start (kept by the data policy): not alignable
+    unaligned_ids: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def rate(self) -> float:
+        return self.aligned / self.answers if self.answers else 1.0
+
+    def summary(self) -> str:
+        text = (
+            f"alignment through {self.preprocessing!r}: {self.aligned}/{self.answers} answers ({100 * self.rate:.2f}%), "
+            f"{self.exact} map back to exactly the original span"
+        )
+        if self.not_in_context:
+            text += f"; {self.not_in_context} gold answer(s) are not in their context and cannot be aligned"
+        if self.unaligned_ids:
+            text += f"; unaligned question ids: {', '.join(self.unaligned_ids[:20])}"
+        return text
+
+
+def align_examples(
+    examples: Iterable[dict[str, Any]], preprocessing: QAPreprocessing
+) -> tuple[list[dict[str, Any]], AlignmentReport]:
+    """Preprocess each example and map its gold answers into the preprocessed context.
+
+    Returns dicts {id, question, aligned: AlignedText, spans: [(start, end) in aligned.text per aligned answer]}
+    and the report. Examples keep their place even when no answer aligns (spans == []).
+    """
+    report = AlignmentReport(preprocessing.name)
+    out = []
+    for example in examples:
+        qid = str(example.get("id", len(out)))
+        context, question = example.get("context"), example.get("question")
+        if not isinstance(context, str) or not context.strip():
+            raise InputError("empty or missing context", field=f"question {qid}")
+        if not isinstance(question, str) or not question.strip():
+            raise InputError("empty or missing question", field=f"question {qid}")
+        aligned = preprocessing.context(context)
+        spans = []
+        answers = example.get("answers") or {"text": [], "answer_start": []}
+        for text, start in zip(answers["text"], answers["answer_start"]):
+            end = start + len(text)
+            if context[start:end] != text:
+                report.not_in_context += 1
+                continue
+            report.answers += 1
+            span = aligned.to_preprocessed(start, end)
+            if span is None:
+                if qid not in report.unaligned_ids:
+                    report.unaligned_ids.append(qid)
+                continue
+            report.aligned += 1
+            report.exact += aligned.to_original(*span) == _trim(context, start, end)
+            spans.append(span)
+        out.append({"id": qid, "question": preprocessing.question(question), "aligned": aligned, "spans": spans})
+    return out, report
+
+
+def _trim(text: str, start: int, end: int) -> tuple[int, int]:
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end

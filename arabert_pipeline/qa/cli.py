@@ -1,0 +1,64 @@
+"""`arabert-pipeline finetune`: the flags of FinetuneConfig (torch & co. are imported only when it runs)."""
+from __future__ import annotations
+
+import argparse
+
+# FinetuneConfig's defaults, repeated so that `--help` needs no numpy import (a test keeps the two equal).
+_DEFAULTS = dict(epochs=4, lr=3e-5, batch_size=32, weight_decay=0.01, warmup_ratio=0.1, max_seq_length=384,
+                 doc_stride=128, max_question_tokens=64, max_answer_tokens=30, seed=42, bf16="auto", save_steps=0)
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "finetune",
+        help="fine-tune a checkpoint for extractive QA (SQuAD v1.1 data)",
+        description="Fine-tune any Hugging Face encoder checkpoint for extractive question answering. Defaults are "
+        "the AraBERT paper's for base-size models. Protocols: 'paper' = train Arabic-SQuAD + arcd-train, evaluate "
+        "arcd-test; 'offline' = train arcd-train + xquad-ar + mlqa-ar-dev, evaluate arcd-test + "
+        "tydiqa-goldp-ar-dev. Datasets are files or registry names resolved under $ARABERT_PIPELINE_DATA.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--model", required=True, help="checkpoint dir (MLM or QA) or hub id")
+    p.add_argument("-o", "--output", required=True, help="output model dir (checkpoints go in OUTPUT/checkpoints)")
+    p.add_argument("--train", nargs="+", default=[], metavar="FILE_OR_NAME", help="training sets")
+    p.add_argument("--eval", nargs="+", default=[], metavar="FILE_OR_NAME", help="evaluation sets (predicted at the end)")
+    p.add_argument("--protocol", choices=["paper", "offline"], help="preset training + evaluation sets")
+    p.add_argument("--preprocessing", help="needed for checkpoints without arabert_pipeline.json (arabertv2, arabertv02, none)")
+    p.add_argument("--epochs", type=int, default=_DEFAULTS["epochs"])
+    p.add_argument("--lr", type=float, default=_DEFAULTS["lr"])
+    p.add_argument("--batch-size", type=int, default=_DEFAULTS["batch_size"])
+    p.add_argument("--weight-decay", type=float, default=_DEFAULTS["weight_decay"])
+    p.add_argument("--warmup-ratio", type=float, default=_DEFAULTS["warmup_ratio"])
+    p.add_argument("--max-seq-length", type=int, default=_DEFAULTS["max_seq_length"])
+    p.add_argument("--doc-stride", type=int, default=_DEFAULTS["doc_stride"], help="tokens shared by consecutive windows")
+    p.add_argument("--max-question-tokens", type=int, default=_DEFAULTS["max_question_tokens"])
+    p.add_argument("--max-answer-tokens", type=int, default=_DEFAULTS["max_answer_tokens"])
+    p.add_argument("--seed", type=int, default=_DEFAULTS["seed"])
+    p.add_argument("--bf16", choices=["auto", "on", "off"], default=_DEFAULTS["bf16"],
+                   help="bf16 autocast; auto = where the hardware computes bf16 natively")
+    p.add_argument("--save-steps", type=int, default=_DEFAULTS["save_steps"],
+                   help="extra checkpoint every N steps (one is always written per epoch)")
+    p.add_argument("--resume", action="store_true", help="continue from OUTPUT/checkpoints")
+    p.add_argument("--skip-misaligned", action="store_true",
+                   help="drop training answers whose answer_start does not match their text (counted, reported)")
+    p.add_argument("--allow-leakage", action="store_true", help="train even if evaluation data occurs in training")
+    p.add_argument("--drop-leaking-train", action="store_true",
+                   help="remove the training questions whose context/question leaks into evaluation, then train")
+    p.add_argument("--download", action="store_true", help="download missing registered datasets")
+    p.add_argument("--no-progress", dest="progress", action="store_false")
+    p.set_defaults(run=run)
+
+
+def config_from_args(args: argparse.Namespace):
+    import dataclasses
+
+    from .finetune import FinetuneConfig
+
+    return FinetuneConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(FinetuneConfig)})
+
+
+def run(args: argparse.Namespace) -> int:
+    from .finetune import run_finetune
+
+    run_finetune(config_from_args(args))
+    return 0

@@ -1,0 +1,239 @@
+"""SQuAD v1.1 JSON ⇄ `datasets.Dataset`, and the registry of Arabic QA sets.
+
+    load_squad("arcd-test")                        # a registered name, resolved under artifacts.data_root()
+    load_squad("my/file.json", misaligned="skip")  # a local file; misaligned answers dropped, counted and logged
+    read_squad("arcd-train", misaligned="skip").misaligned   # the ids that were dropped
+
+One row per question: id, title, context, question, answers{text, answer_start}. A file that is not valid SQuAD v1.1
+raises InputError naming the file and the question id. ARCD has 6 answers whose text is not in the context at
+`answer_start` (nor anywhere in it): by default that is an error too; `misaligned="skip"` drops those answers (and a
+question left without answers), `misaligned="keep"` keeps them (evaluation scores every question against its gold
+texts, so an evaluation set keeps them). Either way the ids are reported, never dropped silently.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from ..artifacts import DATA_ROOT_ENV, atomic_write, data_root
+from ..errors import ConfigError, DataNotFoundError, InputError
+
+log = logging.getLogger(__name__)
+
+MISALIGNED_POLICIES = ("error", "skip", "keep")
+
+_SOQAL = "https://raw.githubusercontent.com/husseinmozannar/SOQAL/1229d34aa2b7a0b9a2e4858c9268e68f45d7e3c4/data/"
+# TyDiQA-GoldP dev and MLQA dev ship upstream as archives (storage.googleapis.com/tydiqa, dl.fbaipublicfiles.com/MLQA);
+# this SOQAL fork holds the Arabic files byte-identical as plain JSON, so no archive handling is needed.
+_SOQAL_FORK = "https://raw.githubusercontent.com/fbsx503/SOQAL/a6edbb9317e7a52822cef257b28ec737bcb70ef7/data/"
+_XQUAD = "https://raw.githubusercontent.com/google-deepmind/xquad/7d30520c717524000f0d9d2f9c10a069acd9d285/"
+
+
+@dataclasses.dataclass(frozen=True)
+class RegisteredSet:
+    relative: str  # path under data_root()
+    url: str
+    license: str
+
+
+REGISTRY: dict[str, RegisteredSet] = {
+    "arcd": RegisteredSet("qa/arcd.json", _SOQAL + "arcd.json", "MIT"),
+    "arcd-train": RegisteredSet("qa/arcd-train.json", _SOQAL + "arcd-train.json", "MIT"),
+    "arcd-test": RegisteredSet("qa/arcd-test.json", _SOQAL + "arcd-test.json", "MIT"),
+    "arabic-squad": RegisteredSet("qa/Arabic-SQuAD.json", _SOQAL + "Arabic-SQuAD.json", "MIT"),
+    "xquad-ar": RegisteredSet("qa/xquad.ar.json", _XQUAD + "xquad.ar.json", "CC BY-SA 4.0"),
+    "tydiqa-goldp-ar-dev": RegisteredSet(
+        "qa/tydiqa-goldp-dev-arabic.json", _SOQAL_FORK + "tydiqa-goldp-dev-arabic.json", "Apache-2.0"
+    ),
+    "mlqa-ar-dev": RegisteredSet(
+        "qa/mlqa-dev-context-ar-question-ar.json", _SOQAL_FORK + "MLQA-dev-context-ar-question-ar.json", "CC BY-SA 3.0"
+    ),
+}
+
+
+@dataclasses.dataclass
+class SquadFile:
+    """The questions of one file, and the answers whose `answer_start` does not point at their text."""
+
+    name: str  # registry name, or the path as given
+    path: Path
+    examples: list[dict[str, Any]]
+    misaligned: list[dict[str, Any]]  # {"id", "text", "answer_start"}, skipped or kept according to the policy
+    policy: str
+
+    def describe_misaligned(self) -> str:
+        what = {"skip": "skipped", "keep": "kept", "error": "found"}[self.policy]
+        ids = ", ".join(m["id"] for m in self.misaligned)
+        return f"{self.name}: {what} {len(self.misaligned)} misaligned answer(s) (question ids: {ids})"
+
+
+def resolve(source: str | Path, *, download: bool = False) -> Path:
+    """A registered name or a local path → an existing file (downloaded first when asked and possible)."""
+    path = Path(source).expanduser()
+    if path.is_file():
+        return path
+    name = str(source)
+    if name not in REGISTRY:
+        if path.suffix or "/" in name or "\\" in name:
+            raise DataNotFoundError(f"{path}: no such file")
+        raise ConfigError(f"unknown QA dataset {name!r}: use a file path or one of {', '.join(REGISTRY)}")
+    entry = REGISTRY[name]
+    target = data_root() / entry.relative
+    if target.is_file():
+        return target
+    if not download:
+        raise DataNotFoundError(
+            f"dataset {name!r} not found at {target}. Download {entry.url} to that path, point ${DATA_ROOT_ENV} "
+            f"at a folder holding {entry.relative}, or ask for the download (download=True / --download)."
+        )
+    _download(name, entry, target)
+    return target
+
+
+def _download(name: str, entry: RegisteredSet, target: Path) -> None:
+    log.info("downloading %s from %s", name, entry.url)
+    try:
+        with urllib.request.urlopen(entry.url, timeout=60) as response:
+            payload = response.read()
+    except (urllib.error.URLError, OSError) as exc:
+        raise DataNotFoundError(
+            f"dataset {name!r}: download from {entry.url} failed ({exc}); put the file at {target} by hand"
+        ) from exc
+    # Validate before anything lands at the target, so a truncated or HTML error page never looks like data.
+    _parse_squad(payload.decode("utf-8-sig"), entry.url, name, "keep")
+    with atomic_write(target, "wb") as f:
+        f.write(payload)
+
+
+def read_squad(source: str | Path, *, misaligned: str = "error", download: bool = False) -> SquadFile:
+    """Parse and validate one SQuAD v1.1 file into example dicts (see the module docstring for `misaligned`)."""
+    if misaligned not in MISALIGNED_POLICIES:
+        raise ConfigError(f"misaligned={misaligned!r}: use one of {', '.join(MISALIGNED_POLICIES)}")
+    path = resolve(source, download=download)
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 ({exc})", path=path) from exc
+    examples, bad = _parse_squad(text, path, str(source), misaligned)
+    return SquadFile(str(source), path, examples, bad, misaligned)
+
+
+def load_squad(source: str | Path, *, misaligned: str = "error", download: bool = False):
+    """A SQuAD v1.1 file or registered name as a `datasets.Dataset` with one row per question.
+
+    Misaligned answers skipped or kept are reported as a logging warning (`read_squad` returns them).
+    """
+    squad = read_squad(source, misaligned=misaligned, download=download)
+    if squad.misaligned:
+        log.warning(squad.describe_misaligned())
+    return to_dataset(squad.examples)
+
+
+def to_dataset(examples: list[dict[str, Any]]):
+    import datasets
+
+    features = datasets.Features(
+        {
+            "id": datasets.Value("string"),
+            "title": datasets.Value("string"),
+            "context": datasets.Value("string"),
+            "question": datasets.Value("string"),
+            "answers": {
+                "text": datasets.List(datasets.Value("string")),
+                "answer_start": datasets.List(datasets.Value("int32")),
+            },
+        }
+    )
+    return datasets.Dataset.from_list(examples, features=features)
+
+
+def _parse_squad(text: str, path: object, name: str, policy: str) -> tuple[list[dict], list[dict]]:
+    try:
+        root = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"invalid JSON: {exc.msg} (column {exc.colno})", path=path, line=exc.lineno) from exc
+    articles = _expect(root, dict, path, "top level", "an object").get("data")
+    _expect(articles, list, path, "data", "a list of articles")
+    examples, bad, seen = [], [], set()
+    for a, article in enumerate(articles):
+        where = f"data[{a}]"
+        _expect(article, dict, path, where, "an object")
+        title = article.get("title", "")
+        _expect(title, str, path, f"{where}.title", "a string")
+        _expect(article.get("paragraphs"), list, path, f"{where}.paragraphs", "a list")
+        for p, paragraph in enumerate(article["paragraphs"]):
+            where = f"data[{a}].paragraphs[{p}]"
+            _expect(paragraph, dict, path, where, "an object")
+            context = paragraph.get("context")
+            _expect(context, str, path, f"{where}.context", "a string")
+            _expect(paragraph.get("qas"), list, path, f"{where}.qas", "a list")
+            if not context.strip() and paragraph["qas"]:
+                raise InputError("empty context", path=path, field=f"{where}.context")
+            for q, qa in enumerate(paragraph["qas"]):
+                _expect(qa, dict, path, f"{where}.qas[{q}]", "an object")
+                example = _parse_question(qa, context, title, path, f"{where}.qas[{q}]", policy, bad, seen)
+                if example is not None:
+                    examples.append(example)
+    if not examples:
+        raise InputError("no questions", path=path)
+    return examples, bad
+
+
+def _parse_question(qa, context, title, path, where, policy, bad, seen) -> dict | None:
+    qid = qa.get("id")
+    if not isinstance(qid, (str, int)) or isinstance(qid, bool) or str(qid) == "":
+        raise InputError("missing or invalid question id", path=path, field=f"{where}.id")
+    qid = str(qid)
+    field = f"question {qid}"
+    if qid in seen:
+        raise InputError("duplicate question id", path=path, field=field)
+    seen.add(qid)
+    question = qa.get("question")
+    if not isinstance(question, str) or not question.strip():
+        raise InputError("missing or empty 'question'", path=path, field=field)
+    answers = qa.get("answers")
+    if not isinstance(answers, list) or not answers:
+        raise InputError("missing or empty 'answers' (SQuAD v1.1 needs at least one)", path=path, field=field)
+    texts, starts = [], []
+    for i, answer in enumerate(answers):
+        if not isinstance(answer, dict):
+            raise InputError(f"answers[{i}] is not an object", path=path, field=field)
+        text, start = answer.get("text"), answer.get("answer_start")
+        if not isinstance(text, str) or not text.strip():
+            raise InputError(f"answers[{i}].text missing or empty", path=path, field=field)
+        if not isinstance(start, int) or isinstance(start, bool) or start < 0:
+            raise InputError(f"answers[{i}].answer_start missing or not a non-negative integer", path=path, field=field)
+        if context[start : start + len(text)] != text:
+            if policy == "error":
+                found = context[start : start + len(text)]
+                raise InputError(
+                    f"answers[{i}].answer_start {start} does not match the text: the context there reads {found!r}, "
+                    f"the answer is {text!r} (misaligned=\"skip\" or --skip-misaligned drops such answers, counted)",
+                    path=path,
+                    field=field,
+                )
+            bad.append({"id": qid, "text": text, "answer_start": start})
+            if policy == "skip":
+                continue
+        texts.append(text)
+        starts.append(start)
+    if not texts:
+        return None
+    return {
+        "id": qid,
+        "title": title,
+        "context": context,
+        "question": question,
+        "answers": {"text": texts, "answer_start": starts},
+    }
+
+
+def _expect(value, kind, path, field, description):
+    if not isinstance(value, kind):
+        raise InputError(f"expected {description}", path=path, field=field)
+    return value

@@ -1,0 +1,126 @@
+"""Question + context → model windows with a fast tokenizer, as Hugging Face's run_qa does.
+
+Each (question, preprocessed context) pair becomes one or more windows of at most `max_seq_length` tokens: the
+question first, then a slice of the context; consecutive slices overlap by `doc_stride` tokens
+(truncation="only_second", return_overflowing_tokens, return_offsets_mapping). A training window is labelled with the
+first and last token of the answer when the answer lies entirely inside its context slice, else with the CLS index.
+Questions longer than `max_question_tokens` are cut (at a token boundary) so that every window keeps room for context.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..errors import ConfigError
+
+# Special tokens in a BERT pair: [CLS] question [SEP] context [SEP].
+_PAIR_SPECIAL_TOKENS = 3
+
+
+@dataclasses.dataclass
+class Windows:
+    """Tokenized windows; `offsets[w, t]` is the (start, end) of token t in the preprocessed context, -1 elsewhere."""
+
+    input_ids: list[list[int]]
+    token_type_ids: list[list[int]] | None
+    example_index: np.ndarray  # window → index of its example
+    offsets: np.ndarray  # (windows, max_seq_length, 2) int64
+    start_positions: np.ndarray | None = None  # training labels (CLS index when the answer is not inside)
+    end_positions: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+    def select(self, keep: np.ndarray) -> "Windows":
+        pick = lambda rows: [rows[i] for i in keep] if rows is not None else None  # noqa: E731
+        take = lambda array: array[keep] if array is not None else None  # noqa: E731
+        return Windows(
+            pick(self.input_ids),
+            pick(self.token_type_ids),
+            self.example_index[keep],
+            self.offsets[keep],
+            take(self.start_positions),
+            take(self.end_positions),
+        )
+
+
+def check_fast_tokenizer(tokenizer) -> None:
+    if not getattr(tokenizer, "is_fast", False):
+        raise ConfigError(
+            f"{type(tokenizer).__name__} is not a fast (Rust) tokenizer: QA windows need its offset mapping"
+        )
+
+
+def build_windows(
+    tokenizer,
+    questions: list[str],
+    contexts: list[str],
+    *,
+    max_seq_length: int = 384,
+    doc_stride: int = 128,
+    max_question_tokens: int = 64,
+    answer_spans: list[tuple[int, int] | None] | None = None,
+) -> Windows:
+    """Tokenize pairs into windows; with `answer_spans` (char spans in `contexts`, None = unlabelled) add labels."""
+    check_fast_tokenizer(tokenizer)
+    question_room = max_seq_length - doc_stride - _PAIR_SPECIAL_TOKENS - 1
+    if question_room < 1:
+        raise ConfigError(f"doc_stride {doc_stride} leaves no room in max_seq_length {max_seq_length}")
+    questions = truncate_questions(tokenizer, questions, min(max_question_tokens, question_room))
+    encoded = tokenizer(
+        questions,
+        contexts,
+        truncation="only_second",
+        max_length=max_seq_length,
+        stride=doc_stride,
+        return_overflowing_tokens=True,
+        return_offsets_mapping=True,
+        padding=False,
+    )
+    n = len(encoded["input_ids"])
+    example_index = np.asarray(encoded["overflow_to_sample_mapping"], dtype=np.int64)
+    offsets = np.full((n, max_seq_length, 2), -1, dtype=np.int64)
+    for w in range(n):
+        in_context = np.asarray([s == 1 for s in encoded.sequence_ids(w)])
+        spans = np.asarray(encoded["offset_mapping"][w], dtype=np.int64).reshape(-1, 2)
+        offsets[w, : len(spans)][in_context] = spans[in_context]
+    windows = Windows(encoded["input_ids"], encoded.get("token_type_ids"), example_index, offsets)
+    if answer_spans is not None:
+        cls_index = [ids.index(tokenizer.cls_token_id) if tokenizer.cls_token_id in ids else 0 for ids in windows.input_ids]
+        windows.start_positions, windows.end_positions = label_windows(
+            offsets, example_index, answer_spans, np.asarray(cls_index)
+        )
+    return windows
+
+
+def truncate_questions(tokenizer, questions: list[str], limit: int) -> list[str]:
+    """Cut each question after its `limit`-th token (rare: only very long questions)."""
+    encoded = tokenizer(questions, add_special_tokens=False, return_offsets_mapping=True)
+    return [
+        q if len(spans) <= limit else q[: spans[limit - 1][1]]
+        for q, spans in zip(questions, encoded["offset_mapping"])
+    ]
+
+
+def label_windows(
+    offsets: np.ndarray, example_index: np.ndarray, answer_spans: list, cls_index: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Start/end token of the answer in each window, or the CLS index when it is not fully inside the window."""
+    starts, ends = cls_index.copy(), cls_index.copy()
+    for w, e in enumerate(example_index):
+        span = answer_spans[e]
+        if span is None:
+            continue
+        first_char, end_char = span
+        context = np.flatnonzero(offsets[w, :, 0] >= 0)
+        if context.size == 0:
+            continue
+        token_starts, token_ends = offsets[w, context, 0], offsets[w, context, 1]
+        if token_starts[0] > first_char or token_ends[-1] < end_char:
+            continue
+        # The start token is the last one starting at or before the answer; the end token the first one ending at
+        # or after it, so an answer that begins or ends inside a token still gets the whole token.
+        starts[w] = context[np.flatnonzero(token_starts <= first_char)[-1]]
+        ends[w] = context[np.flatnonzero(token_ends >= end_char)[0]]
+    return starts, ends

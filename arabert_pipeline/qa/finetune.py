@@ -1,0 +1,397 @@
+"""Fine-tune any Hugging Face encoder checkpoint for extractive QA (`arabert-pipeline finetune`).
+
+    run_finetune(FinetuneConfig(model="runs/mlm-small", protocol="offline", output="runs/qa-small",
+                                drop_leaking_train=True, skip_misaligned=True))
+
+Steps: read the training/evaluation sets (SQuAD v1.1 files or registry names) → refuse train/eval leakage → align the
+gold answers through the model's preprocessing → sliding windows → train a start/end head
+(AutoModelForQuestionAnswering: an MLM checkpoint gets a fresh QA head; BERT and ELECTRA both work) → save a model dir
+that AutoModelForQuestionAnswering loads, with its tokenizer and arabert_pipeline.json → predict and score every evaluation set (evaluate/metrics.py).
+
+The loop is written out rather than delegated to transformers.Trainer: QA needs its own evaluation (windows → spans →
+original text) anyway, and the whole schedule (seeded per-epoch shuffles, checkpoints that resume bit-for-bit,
+bf16 autocast) fits in one readable function instead of Trainer callbacks and arguments.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..artifacts import atomic_directory, atomic_write, read_metadata, write_metadata
+from ..errors import ConfigError
+from .align import QAPreprocessing, align_examples
+from .data import REGISTRY, SquadFile, read_squad
+from .features import build_windows, check_fast_tokenizer
+from .infer import QAModel, QASettings, collate, predictions_by_id
+from .leakage import LeakageReport, find_leakage
+
+# Named train/evaluation presets. "paper" is the AraBERT paper's ARCD protocol; "offline" is what runs without
+# Arabic-SQuAD (it is not distributed with the shared data).
+PROTOCOLS = {
+    "paper": {"train": ["arabic-squad", "arcd-train"], "eval": ["arcd-test"]},
+    "offline": {"train": ["arcd-train", "xquad-ar", "mlqa-ar-dev"], "eval": ["arcd-test", "tydiqa-goldp-ar-dev"]},
+}
+BF16_CHOICES = ("auto", "on", "off")
+MAX_GRAD_NORM = 1.0  # BERT's fine-tuning recipe clips gradients at norm 1
+CHECKPOINTS = "checkpoints"
+STATE_FILE = "trainer_state.pt"
+CONFIG_FILE = "finetune_config.json"
+
+
+@dataclasses.dataclass
+class FinetuneConfig:
+    """Fields mirror `arabert-pipeline finetune` flags; defaults are the AraBERT paper's for base-size models."""
+
+    model: str  # MLM or QA checkpoint dir, or hub id
+    output: str
+    train: list[str] = dataclasses.field(default_factory=list)  # SQuAD files or registry names
+    eval: list[str] = dataclasses.field(default_factory=list)
+    protocol: str | None = None  # "paper" | "offline": fills train and eval
+    preprocessing: str | None = None  # required for checkpoints without arabert_pipeline.json
+    epochs: int = 4
+    lr: float = 3e-5
+    batch_size: int = 32
+    weight_decay: float = 0.01
+    warmup_ratio: float = 0.1
+    max_seq_length: int = 384
+    doc_stride: int = 128
+    max_question_tokens: int = 64
+    max_answer_tokens: int = 30
+    seed: int = 42
+    bf16: str = "auto"  # auto: on where the CPU/GPU computes bf16 natively
+    save_steps: int = 0  # extra checkpoints every N optimizer steps (one is always written per epoch)
+    resume: bool = False
+    skip_misaligned: bool = False  # drop (counted, reported) training answers whose answer_start is wrong
+    allow_leakage: bool = False  # train even if evaluation contexts/questions occur in training
+    drop_leaking_train: bool = False  # remove the training questions involved in a leak, then train
+    download: bool = False  # fetch missing registered datasets from their upstream URL
+    progress: bool = True
+
+    def resolved(self) -> "FinetuneConfig":
+        """Protocol expanded into train/eval, options validated."""
+        config = dataclasses.replace(self)
+        if config.protocol is not None:
+            if config.protocol not in PROTOCOLS:
+                raise ConfigError(f"unknown protocol {config.protocol!r}: use one of {', '.join(PROTOCOLS)}")
+            if config.train or config.eval:
+                raise ConfigError("--protocol sets the training and evaluation data: drop --train/--eval or --protocol")
+            config.train = list(PROTOCOLS[config.protocol]["train"])
+            config.eval = list(PROTOCOLS[config.protocol]["eval"])
+        if not config.train:
+            raise ConfigError("no training data: pass --train FILE_OR_NAME... or --protocol paper|offline")
+        if config.bf16 not in BF16_CHOICES:
+            raise ConfigError(f"bf16={config.bf16!r}: use one of {', '.join(BF16_CHOICES)}")
+        if config.allow_leakage and config.drop_leaking_train:
+            raise ConfigError("choose one of --allow-leakage and --drop-leaking-train")
+        for name in ("epochs", "batch_size", "max_seq_length", "doc_stride", "max_question_tokens", "max_answer_tokens"):
+            if getattr(config, name) < 1:
+                raise ConfigError(f"{name} must be ≥ 1, got {getattr(config, name)}")
+        if not 0 <= config.warmup_ratio < 1:
+            raise ConfigError(f"warmup_ratio must be in [0, 1), got {config.warmup_ratio}")
+        return config
+
+    def fingerprint(self) -> dict[str, Any]:
+        """What a resumed run must share with the interrupted one."""
+        skip = {"output", "resume", "progress", "download", "save_steps"}
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in skip}
+
+
+@dataclasses.dataclass
+class FinetuneResult:
+    output: Path
+    train_questions: int
+    train_windows: int
+    steps: int
+    seconds: float
+    losses: list[float]  # mean training loss per epoch
+    alignment: str
+    predictions: dict[str, Path]  # eval set → predictions file
+    metrics: dict[str, dict]  # eval set → EM/F1/SM ×100, SOQAL-compatible and Arabic-correct
+
+
+def run_finetune(config: FinetuneConfig, log=print) -> FinetuneResult:
+    """Train, save, predict. `log` receives one-line progress messages."""
+    import torch
+    import transformers
+    from transformers import AutoModelForQuestionAnswering, AutoTokenizer
+
+    config = config.resolved()
+    output = Path(config.output)
+    started = time.time()
+    resume_from = _prepare_output(output, config)
+
+    preprocessing = _preprocessing_name(config)
+    settings = QASettings(config.max_seq_length, config.doc_stride, config.max_question_tokens, config.max_answer_tokens)
+    train_files = [read_squad(s, misaligned="skip" if config.skip_misaligned else "error", download=config.download)
+                   for s in config.train]
+    eval_files = [read_squad(s, misaligned="keep", download=config.download) for s in config.eval]
+    for f in train_files + eval_files:
+        if f.misaligned:
+            log(f.describe_misaligned())
+    leakage = find_leakage([(f.name, f.examples) for f in train_files], [(f.name, f.examples) for f in eval_files])
+    train_examples, dropped = _apply_leakage_policy(leakage, train_files, config, log)
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(config.model)
+    except OSError as exc:
+        raise ConfigError(f"cannot load a tokenizer from {config.model}: {exc}") from exc
+    check_fast_tokenizer(tokenizer)
+    qa_preprocessing = QAPreprocessing(preprocessing)
+    aligned, report = align_examples(train_examples, qa_preprocessing)
+    log(report.summary())
+    aligned = [a for a in aligned if a["spans"]]
+    windows = build_windows(
+        tokenizer,
+        [a["question"] for a in aligned],
+        [a["aligned"].text for a in aligned],
+        max_seq_length=config.max_seq_length,
+        doc_stride=config.doc_stride,
+        max_question_tokens=config.max_question_tokens,
+        answer_spans=[a["spans"][0] for a in aligned],
+    )
+    log(f"training on {len(aligned)} questions → {len(windows)} windows of ≤ {config.max_seq_length} tokens")
+
+    transformers.set_seed(config.seed)
+    model_source = resume_from or config.model
+    verbosity = transformers.logging.get_verbosity()
+    transformers.logging.set_verbosity_error()  # its load report lists the fresh QA head: said below in one line
+    try:
+        model, info = AutoModelForQuestionAnswering.from_pretrained(model_source, output_loading_info=True)
+    finally:
+        transformers.logging.set_verbosity(verbosity)
+    if info["missing_keys"]:
+        log(f"initialised {', '.join(sorted(info['missing_keys']))} (new question-answering head)")
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    model.to(device)
+    use_bf16 = _bf16_enabled(config.bf16, device)
+
+    steps_per_epoch = math.ceil(len(windows) / config.batch_size)
+    total_steps = steps_per_epoch * config.epochs
+    optimizer = torch.optim.AdamW(_parameter_groups(model, config.weight_decay), lr=config.lr)
+    scheduler = transformers.get_linear_schedule_with_warmup(
+        optimizer, int(config.warmup_ratio * total_steps), total_steps
+    )
+    step, losses, running = 0, [], []
+    if resume_from is not None:
+        state = torch.load(resume_from / STATE_FILE, weights_only=False)
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        torch.set_rng_state(state["torch_rng"])
+        step, losses, running = state["step"], state["losses"], state["running"]
+        log(f"resumed from {resume_from} at step {step}/{total_steps}")
+
+    progress = _progress_bar(total_steps, step, config.progress)
+    model.train()
+    while step < total_steps:
+        epoch, position = divmod(step, steps_per_epoch)
+        # One seeded permutation per epoch: a resumed run replays the same batches from where it stopped.
+        order = np.random.default_rng([config.seed, epoch]).permutation(len(windows))
+        rows = order[position * config.batch_size : (position + 1) * config.batch_size]
+        batch = {k: v.to(device) for k, v in collate(windows, rows, tokenizer.pad_token_id or 0, labels=True).items()}
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_bf16):
+            loss = model(**batch).loss
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
+        optimizer.step()
+        scheduler.step()
+        optimizer.zero_grad(set_to_none=True)
+        step += 1
+        running.append(loss.item())
+        progress.update(1)
+        progress.set_postfix(epoch=epoch + 1, loss=f"{np.mean(running[-50:]):.3f}")
+        epoch_done = step % steps_per_epoch == 0
+        if epoch_done:
+            losses.append(float(np.mean(running)))
+            log(f"epoch {epoch + 1}/{config.epochs}: mean loss {losses[-1]:.4f}")
+            running = []
+        if step < total_steps and (epoch_done or (config.save_steps and step % config.save_steps == 0)):
+            _save_checkpoint(output, config, model, optimizer, scheduler, step, losses, running)
+    progress.close()
+
+    model.eval()
+    metadata = {
+        "preprocessing": preprocessing,
+        "task": "question-answering",
+        "base_model": config.model,
+        **dataclasses.asdict(settings),
+        "training_data": [_describe(f, dropped) for f in train_files],
+        "evaluation_data": [_describe(f, {}) for f in eval_files],
+        "alignment": {"answers": report.answers, "aligned": report.aligned, "exact": report.exact,
+                      "rate": report.rate, "unaligned_ids": report.unaligned_ids},
+        "leakage": {"policy": _leakage_policy(config), "counts": leakage.counts(),
+                    "dropped_train_questions": sum(dropped.values())},
+        "finetune": {**config.fingerprint(), "bf16_used": use_bf16, "steps": total_steps,
+                     "train_questions": len(aligned), "train_windows": len(windows), "epoch_losses": losses},
+        "pretrained": read_metadata(config.model, missing_ok=True) if Path(config.model).is_dir() else {},
+    }
+    _save_final_model(output, model, tokenizer, metadata)
+    shutil.rmtree(output / CHECKPOINTS, ignore_errors=True)
+    seconds = time.time() - started
+    log(f"saved {output} ({total_steps} steps, {seconds:.0f} s)")
+
+    qa = QAModel(model, tokenizer, preprocessing, settings)
+    predictions, metrics = {}, {}
+    for f in eval_files:
+        predictions[f.name], metrics[f.name] = evaluate_file(qa, f, output / "eval", config.batch_size)
+        scores = ", ".join(f"{k} {v:.1f}" for k, v in metrics[f.name].items() if k != "questions")
+        log(f"{f.name} ({len(f.examples)} questions): {scores}; predictions in {predictions[f.name]}")
+    return FinetuneResult(output, len(aligned), len(windows), total_steps, seconds, losses, report.summary(),
+                          predictions, metrics)
+
+
+def evaluate_file(qa: QAModel, squad: SquadFile, directory: Path, batch_size: int) -> tuple[Path, dict[str, float]]:
+    """Predict one evaluation file: {id: answer} JSON and EM/F1/SM (×100, both metric variants) beside it."""
+    from ..evaluate.metrics import SCORE_KEYS, score_question
+
+    answers = qa.predict(squad.examples, batch_size=batch_size)
+    predictions = predictions_by_id(squad.examples, answers)
+    scores = [
+        score_question(example, found[0].text if found else None, found[0].start if found else None)
+        for example, found in zip(squad.examples, answers)
+    ]
+    metrics = {key: 100.0 * float(np.mean([s[key] for s in scores])) for key in SCORE_KEYS}
+    metrics["questions"] = len(scores)
+    stem = squad.name if squad.name in REGISTRY else Path(squad.name).stem
+    path = directory / f"{stem}.predictions.json"
+    with atomic_write(path) as f:
+        json.dump(predictions, f, ensure_ascii=False, indent=1)
+    with atomic_write(directory / f"{stem}.metrics.json") as f:
+        json.dump(metrics, f, indent=1)
+    return path, metrics
+
+
+def _prepare_output(output: Path, config: FinetuneConfig) -> Path | None:
+    """The checkpoint to resume from, or None for a fresh run; refuses to overwrite an unrelated directory."""
+    checkpoints = sorted((output / CHECKPOINTS).glob("step-*")) if output.is_dir() else []
+    if config.resume and checkpoints:
+        latest = checkpoints[-1]
+        stored = json.loads((latest / CONFIG_FILE).read_text(encoding="utf-8"))
+        differences = {k: (stored.get(k), v) for k, v in config.fingerprint().items() if stored.get(k) != v}
+        if differences:
+            details = "; ".join(f"{k}: checkpoint {a!r}, now {b!r}" for k, (a, b) in differences.items())
+            raise ConfigError(f"cannot resume {latest}: the configuration changed ({details})")
+        return latest
+    if output.is_dir() and any(output.iterdir()):
+        if config.resume and (output / "config.json").is_file():
+            raise ConfigError(f"{output} already holds a finished model; nothing to resume")
+        if not config.resume:
+            raise ConfigError(f"{output} exists and is not empty: pass --resume to continue it, or pick a new dir")
+    return None
+
+
+def _preprocessing_name(config: FinetuneConfig) -> str:
+    stored = read_metadata(config.model, missing_ok=True).get("preprocessing") if Path(config.model).is_dir() else None
+    if stored and config.preprocessing and stored != config.preprocessing:
+        raise ConfigError(f"{config.model} was trained with preprocessing {stored!r}, not {config.preprocessing!r}")
+    name = config.preprocessing or stored
+    if not name:
+        raise ConfigError(
+            f"{config.model} does not record its preprocessing (no arabert_pipeline.json): pass --preprocessing "
+            "(arabertv2 for aubmindlab/bert-base-arabertv2, arabertv02 for v0.2 models, none for mBERT)"
+        )
+    return name
+
+
+def _apply_leakage_policy(report: LeakageReport, train_files: list[SquadFile], config: FinetuneConfig, log):
+    """Training examples to use, and how many were dropped per training set."""
+    examples = [e for f in train_files for e in f.examples]
+    if report.clean:
+        log(report.summary())
+        return examples, {}
+    if config.allow_leakage:
+        log("WARNING: training despite leakage (--allow-leakage); scores on these evaluation sets are inflated:\n"
+            + report.summary())
+        return examples, {}
+    if not config.drop_leaking_train:
+        raise ConfigError(
+            "training and evaluation data overlap:\n" + report.summary() + "\nPass --drop-leaking-train to remove "
+            "the training questions involved, or --allow-leakage to train anyway (scores would be inflated)."
+        )
+    leaking = report.train_ids()
+    kept, dropped = [], {}
+    for f in train_files:
+        for example in f.examples:
+            if (f.name, example["id"]) in leaking:
+                dropped[f.name] = dropped.get(f.name, 0) + 1
+            else:
+                kept.append(example)
+    log(report.summary() + "\ndropped training questions involved in a leak: "
+        + ", ".join(f"{name} {count}" for name, count in dropped.items()))
+    return kept, dropped
+
+
+def _leakage_policy(config: FinetuneConfig) -> str:
+    return "allow" if config.allow_leakage else "drop" if config.drop_leaking_train else "refuse"
+
+
+def _describe(f: SquadFile, dropped: dict[str, int]) -> dict[str, Any]:
+    entry = {"name": f.name, "path": str(f.path), "questions": len(f.examples),
+             "misaligned": {"policy": f.policy, "ids": [m["id"] for m in f.misaligned]}}
+    if f.name in REGISTRY:
+        entry["license"] = REGISTRY[f.name].license
+    if dropped.get(f.name):
+        entry["dropped_for_leakage"] = dropped[f.name]
+    return entry
+
+
+def _bf16_enabled(choice: str, device) -> bool:
+    import torch
+
+    if choice != "auto":
+        return choice == "on"
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    # Without native bf16 (AVX512-BF16 / AMX) CPU autocast emulates it and runs slower than fp32.
+    return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
+
+
+def _parameter_groups(model, weight_decay: float) -> list[dict]:
+    """BERT's recipe: no weight decay on biases and LayerNorm weights."""
+    decay, no_decay = [], []
+    for name, parameter in model.named_parameters():
+        (no_decay if name.endswith("bias") or "LayerNorm" in name or "layer_norm" in name else decay).append(parameter)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def _progress_bar(total: int, done: int, enabled: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, initial=done, desc="finetune", unit="step", disable=not enabled, file=sys.stderr)
+
+
+def _save_checkpoint(output: Path, config, model, optimizer, scheduler, step, losses, running) -> None:
+    """Model + optimizer + scheduler + RNG at `step`, written atomically; older checkpoints are removed after."""
+    import torch
+
+    target = output / CHECKPOINTS / f"step-{step:08d}"
+    with atomic_directory(target) as tmp:
+        model.save_pretrained(tmp)
+        torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                    "torch_rng": torch.get_rng_state(), "step": step, "losses": losses, "running": running},
+                   tmp / STATE_FILE)
+        (tmp / CONFIG_FILE).write_text(json.dumps(config.fingerprint(), ensure_ascii=False, indent=1), "utf-8")
+    for old in (output / CHECKPOINTS).glob("step-*"):
+        if old != target:
+            shutil.rmtree(old, ignore_errors=True)
+
+
+def _save_final_model(output: Path, model, tokenizer, metadata: dict) -> None:
+    """Write the model dir beside the checkpoints; config.json moves in last, so a partial dir never loads."""
+    staging = output / ".final.tmp"
+    shutil.rmtree(staging, ignore_errors=True)
+    model.save_pretrained(staging)
+    tokenizer.save_pretrained(staging)
+    write_metadata(staging, **metadata)
+    names = sorted(p.name for p in staging.iterdir())
+    for name in [n for n in names if n != "config.json"] + ["config.json"]:
+        os.replace(staging / name, output / name)
+    staging.rmdir()

@@ -1,0 +1,254 @@
+"""QA windows, n-best decoding, fine-tuning, resume and inference with a tiny random BERT (L2/H64)."""
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from arabert_pipeline.errors import ConfigError, InputError
+from arabert_pipeline.qa import finetune as finetune_module
+from arabert_pipeline.qa.align import QAPreprocessing, align_examples
+from arabert_pipeline.qa.data import read_squad
+from arabert_pipeline.qa.features import build_windows
+from arabert_pipeline.qa.finetune import FinetuneConfig, run_finetune
+from arabert_pipeline.qa.infer import QAModel, predict_dataset
+from arabert_pipeline.qa.postprocess import decode_spans
+
+torch = pytest.importorskip("torch")
+_CACHE: dict = {}
+SMALL = dict(max_seq_length=128, doc_stride=32, batch_size=16, lr=1e-3, progress=False, skip_misaligned=True)
+
+
+def _slice(source: str, articles: int, path):
+    data = json.loads(read_squad(source, misaligned="keep").path.read_text(encoding="utf-8"))
+    data["data"] = data["data"][:articles]
+    path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def tiny_mlm(shared_data, tmp_path_factory):
+    """A random BERT L2/H64 MLM checkpoint with a 2,000-piece WordPiece vocab trained on ARCD-train."""
+    if "mlm" not in _CACHE:
+        from tokenizers import BertWordPieceTokenizer
+        from transformers import BertConfig, BertForMaskedLM, BertTokenizerFast
+
+        from arabert_pipeline.artifacts import write_metadata
+
+        directory = tmp_path_factory.mktemp("tiny-mlm")
+        examples = read_squad("arcd-train", misaligned="keep").examples
+        wordpiece = BertWordPieceTokenizer(lowercase=False, strip_accents=False)
+        wordpiece.train_from_iterator(sorted({e["context"] for e in examples}), vocab_size=2000, show_progress=False)
+        wordpiece.save_model(str(directory))
+        tokenizer = BertTokenizerFast(vocab=str(directory / "vocab.txt"), do_lower_case=False, strip_accents=False)
+        tokenizer.save_pretrained(directory)
+        torch.manual_seed(0)
+        config = BertConfig(vocab_size=len(tokenizer), hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                            intermediate_size=128, max_position_embeddings=256)
+        BertForMaskedLM(config).save_pretrained(directory)
+        write_metadata(directory, preprocessing="none")
+        _CACHE["mlm"] = directory
+    return _CACHE["mlm"]
+
+
+@pytest.fixture
+def qa_slices(shared_data, tmp_path_factory):
+    if "slices" not in _CACHE:
+        directory = tmp_path_factory.mktemp("qa-slices")
+        _CACHE["slices"] = (_slice("arcd-train", 6, directory / "train6.json"),
+                            _slice("arcd-test", 3, directory / "test3.json"))
+    return _CACHE["slices"]
+
+
+@pytest.fixture
+def tiny_qa(tiny_mlm, qa_slices, tmp_path_factory):
+    """The tiny MLM fine-tuned for 2 epochs on 54 ARCD-train questions (and evaluated on 27 ARCD-test ones)."""
+    if "qa" not in _CACHE:
+        train, test = qa_slices
+        output = tmp_path_factory.mktemp("tiny-qa") / "model"
+        config = FinetuneConfig(model=str(tiny_mlm), output=str(output), train=[str(train)], eval=[str(test)],
+                                epochs=2, **SMALL)
+        _CACHE["qa"] = (output, run_finetune(config, log=lambda message: None))
+    return _CACHE["qa"]
+
+
+# Windows ----------------------------------------------------------------------------------------------------------
+
+def test_window_labels_cover_exactly_the_answer(tiny_mlm):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_mlm)
+    aligned, report = align_examples(read_squad("arcd-test", misaligned="skip").examples[:150], QAPreprocessing("none"))
+    spans = [a["spans"][0] for a in aligned]
+    windows = build_windows(tokenizer, [a["question"] for a in aligned], [a["aligned"].text for a in aligned],
+                            max_seq_length=128, doc_stride=32, answer_spans=spans)
+    assert len(windows) > len(aligned)  # long contexts were split
+    exact = labelled = 0
+    for w in range(len(windows)):
+        e, start, end = windows.example_index[w], windows.start_positions[w], windows.end_positions[w]
+        context, (a, b) = aligned[e]["aligned"].text, spans[e]
+        in_window = windows.offsets[w][windows.offsets[w, :, 0] >= 0]
+        if start == 0:  # CLS: the answer is not entirely inside this window
+            assert end == 0 and not (in_window[0, 0] <= a and b <= in_window[-1, 1])
+            continue
+        labelled += 1
+        covered = context[windows.offsets[w, start, 0] : windows.offsets[w, end, 1]]
+        assert context[a:b] in covered  # whole tokens: an answer starting inside a word keeps its first token
+        exact += covered == context[a:b]
+        decoded = tokenizer.decode(windows.input_ids[w][start : end + 1]).replace(" ##", "").replace(" ", "")
+        assert context[a:b].replace(" ", "") in decoded or tokenizer.unk_token in decoded
+    assert labelled >= len(aligned) and exact / labelled > 0.97
+
+
+def test_long_questions_are_cut_not_fatal(tiny_mlm):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_mlm)
+    windows = build_windows(tokenizer, ["ما " * 300], ["كان أحمد شوقي شاعرا مصريا. " * 40],
+                            max_seq_length=128, doc_stride=32, max_question_tokens=64)
+    assert len(windows) > 1
+    assert all((windows.offsets[w, :, 0] >= 0).sum() >= 128 - 64 - 3 - 32 for w in range(len(windows) - 1))
+    with pytest.raises(ConfigError, match="doc_stride"):
+        build_windows(tokenizer, ["ما"], ["نص"], max_seq_length=64, doc_stride=64)
+
+
+# N-best decoding ------------------------------------------------------------------------------------------------
+
+def _offsets(windows: int, tokens: int, context_from: int):
+    offsets = np.full((windows, tokens, 2), -1)
+    for t in range(context_from, tokens - 1):
+        offsets[:, t] = (10 * t, 10 * t + 5)
+    return offsets
+
+
+def test_decode_picks_the_planted_span_and_drops_invalid_ones():
+    start, end = np.full((5, 40), -100.0), np.full((5, 40), -100.0)  # planted logits pair only with each other
+    offsets = _offsets(5, 40, context_from=5)  # every window covers the same characters, for simplicity
+    start[0, 2], end[0, 3] = 100, 100  # question tokens: outside the context
+    start[1, 30], end[1, 20] = 50, 50  # reversed
+    start[2, 6], end[2, 38] = 40, 40  # 33 tokens: too long
+    start[3, 9], end[3, 12] = 8, 7  # the planted answer
+    start[4, 9], end[4, 12] = 6, 6  # the same span seen again in another window: lower score, merged
+    spans = decode_spans(start, end, offsets, np.zeros(5, dtype=int), n_examples=1, max_answer_tokens=30)[0]
+    assert spans[0] == (90, 125, 15.0)
+    assert len({(s, e) for s, e, _ in spans}) == len(spans) == 20  # distinct spans, `limit` of them
+    assert all(s < e <= s + 30 * 10 and s >= 50 for s, e, _ in spans)
+    assert all(score < -40 for _, _, score in spans[1:])
+
+
+def test_decode_keeps_examples_apart():
+    start, end = np.zeros((2, 20)), np.zeros((2, 20))
+    start[0, 6], end[0, 7], start[1, 10], end[1, 10] = 5, 5, 9, 9
+    spans = decode_spans(start, end, _offsets(2, 20, 5), np.array([0, 1]), n_examples=2, limit=1)
+    assert spans == [[(60, 75, 10.0)], [(100, 105, 18.0)]]
+
+
+# Fine-tuning, inference, resume ------------------------------------------------------------------------------------
+
+def test_finetune_then_predict_spans_of_the_original_context(tiny_qa, qa_slices):
+    from transformers import AutoModelForQuestionAnswering
+
+    output, result = tiny_qa
+    assert result.train_questions == 54 and result.steps == 2 * -(-result.train_windows // 16)
+    AutoModelForQuestionAnswering.from_pretrained(output)  # a plain HF QA model dir
+    metadata = json.loads((output / "arabert_pipeline.json").read_text(encoding="utf-8"))
+    assert metadata["preprocessing"] == "none" and metadata["max_seq_length"] == 128
+    assert metadata["doc_stride"] == 32 and metadata["max_answer_tokens"] == 30
+    assert metadata["finetune"]["seed"] == 42 and metadata["alignment"]["rate"] == 1.0
+    assert metadata["training_data"][0]["questions"] == 54
+    assert not (output / "checkpoints").exists()
+
+    examples = read_squad(qa_slices[1], misaligned="keep").examples
+    predictions = json.loads(result.predictions[str(qa_slices[1])].read_text(encoding="utf-8"))
+    assert set(predictions) == {e["id"] for e in examples}
+    assert set(result.metrics[str(qa_slices[1])]) >= {"soqal_f1", "arabic_f1", "soqal_sm"}
+
+    model = QAModel.load(output)
+    answers = model.predict(examples, batch_size=8, top_k=3)
+    assert [len(a) for a in answers] == [3] * len(examples)
+    for example, found in zip(examples, answers):
+        assert all(a.text == example["context"][a.start : a.end] and a.text.strip() == a.text for a in found)
+        assert found[0].score >= found[1].score >= found[2].score
+    assert predict_dataset(output, examples) == predictions
+
+
+def test_predict_rejects_empty_input_and_models_without_qa_head_or_preprocessing(tiny_qa, tiny_mlm, tmp_path):
+    output, _ = tiny_qa
+    model = QAModel.load(output)
+    with pytest.raises(ValueError, match="empty or missing question"):
+        model.predict([{"question": "  ", "context": "نص"}])
+    with pytest.raises(InputError, match="example 1: the context yields no tokens"):
+        model.predict([{"question": "من؟", "context": "نص"}, {"question": "من؟", "context": "\u200f"}])
+    with pytest.raises(ConfigError, match="no trained question-answering head"):
+        QAModel.load(tiny_mlm)
+    bare = tmp_path / "bare"
+    shutil.copytree(output, bare, ignore=shutil.ignore_patterns("arabert_pipeline.json", "eval"))
+    with pytest.raises(ConfigError, match="pass it explicitly"):
+        QAModel.load(bare)
+    assert QAModel.load(bare, preprocessing="none").settings.max_seq_length == 384
+    with pytest.raises(ConfigError, match="trained with preprocessing 'none'"):
+        QAModel.load(output, preprocessing="arabertv02")
+
+
+def test_resume_after_interruption_gives_the_same_model(tiny_qa, tiny_mlm, qa_slices, tmp_path, monkeypatch):
+    from safetensors.torch import load_file
+
+    reference, _ = tiny_qa
+    train, test = qa_slices
+    config = FinetuneConfig(model=str(tiny_mlm), output=str(tmp_path / "model"), train=[str(train)],
+                            eval=[str(test)], epochs=2, save_steps=4, **SMALL)
+    save = finetune_module._save_checkpoint
+
+    def save_then_stop(*args, **kwargs):
+        save(*args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(finetune_module, "_save_checkpoint", save_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        run_finetune(config, log=lambda message: None)
+    assert [p.name for p in (tmp_path / "model" / "checkpoints").iterdir()] == ["step-00000004"]
+    monkeypatch.setattr(finetune_module, "_save_checkpoint", save)
+    with pytest.raises(ConfigError, match="--resume"):
+        run_finetune(config, log=lambda message: None)
+    with pytest.raises(ConfigError, match="configuration changed.*lr"):
+        run_finetune(FinetuneConfig(**{**vars(config), "lr": 1e-4, "resume": True}), log=lambda message: None)
+    messages = []
+    run_finetune(FinetuneConfig(**{**vars(config), "resume": True}), log=messages.append)
+    assert any("resumed from" in m and "step 4/" in m for m in messages)
+    resumed, expected = load_file(tmp_path / "model" / "model.safetensors"), load_file(reference / "model.safetensors")
+    assert resumed.keys() == expected.keys()
+    assert all(torch.equal(resumed[k], expected[k]) for k in expected)
+
+
+def test_leaking_training_data_is_refused_before_training(tiny_mlm, qa_slices, tmp_path):
+    train, test = qa_slices
+    config = FinetuneConfig(model=str(tiny_mlm), output=str(tmp_path / "m"), train=[str(train), str(test)],
+                            eval=[str(test)], **SMALL)
+    with pytest.raises(ConfigError, match=r"overlap:\n.*test3\.json -> .*test3\.json: \d+ shared context"):
+        run_finetune(config, log=lambda message: None)
+    assert not (tmp_path / "m").exists()
+
+
+def test_protocols_and_cli_defaults(shared_data, monkeypatch, tmp_path, capsys):
+    import argparse
+    import dataclasses
+
+    from arabert_pipeline.cli import main
+    from arabert_pipeline.qa import cli
+
+    parser = argparse.ArgumentParser()
+    cli.register(parser.add_subparsers())
+    args = parser.parse_args(["finetune", "--model", "m", "-o", "out", "--protocol", "offline"])
+    config = cli.config_from_args(args)
+    defaults = FinetuneConfig(model="m", output="out", protocol="offline")
+    assert config == defaults and dataclasses.asdict(config)["lr"] == 3e-5
+    resolved = config.resolved()
+    assert resolved.train == ["arcd-train", "xquad-ar", "mlqa-ar-dev"]
+    assert resolved.eval == ["arcd-test", "tydiqa-goldp-ar-dev"]
+    with pytest.raises(ConfigError, match="--protocol"):
+        FinetuneConfig(model="m", output="o", protocol="paper", train=["arcd"]).resolved()
+    monkeypatch.setenv("ARABERT_PIPELINE_DATA", str(tmp_path))
+    assert main(["finetune", "--model", "m", "--preprocessing", "none", "-o", str(tmp_path / "o"), "--protocol", "paper"]) == 2
+    assert "Arabic-SQuAD.json" in capsys.readouterr().err
