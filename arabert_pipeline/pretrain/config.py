@@ -39,6 +39,11 @@ class PretrainConfig:
     mlm_probability: float = 0.15
     whole_word_masking: bool = False
     nsp: bool = False
+    # Objective "electra" (electra.py); it also uses mlm_probability and whole_word_masking for the generator.
+    electra_generator_size: float = 0.25  # generator width, a fraction of the discriminator's
+    electra_generator_layers: float = 1.0  # generator depth, a fraction of the discriminator's
+    electra_rtd_weight: float = 50.0  # λ in loss = generator MLM loss + λ · replaced-token-detection loss
+    electra_embedding_sharing: str = "gdes"  # none | full (ELECTRA) | gdes (DeBERTaV3's gradient-disentangled)
     # Length of the run: at most one of these; none = one pass over the training tokens.
     steps: int | None = None
     tokens: int | None = None

@@ -41,6 +41,8 @@ if TYPE_CHECKING:
 # name → module defining `build(config, tokenizer)`; imported only when chosen, so the CLI stays fast.
 OBJECTIVES: dict[str, str] = {
     "mlm": "arabert_pipeline.pretrain.mlm",
+    "electra": "arabert_pipeline.pretrain.electra",
+    "span-selection": "arabert_pipeline.pretrain.span_selection",
 }
 
 

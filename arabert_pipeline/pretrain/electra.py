@@ -1,0 +1,270 @@
+"""The "electra" objective: ELECTRA's replaced-token detection (Clark et al. 2020), with DeBERTaV3's embedding sharing.
+
+A small generator (an MLM) fills the masked positions with tokens *sampled* from its distribution; the discriminator
+reads the corrupted sequence and classifies every token as original (0) or replaced (1). A sampled token equal to the
+original counts as original. loss = generator MLM loss + λ · discriminator loss (λ = 50, as in the paper). Because
+the discriminator learns from every token rather than 15% of them, it needs far less compute than MLM for the same
+downstream quality, which is what a CPU budget needs.
+
+Masking is the mlm objective's (its `MLMCollator`: BERT's 15%, 80/10/10, optional whole-word masking). The sampling
+noise also comes from the trainer's seeded generator (one uniform per masked position, inverse-CDF sampling: the same
+distribution as ELECTRA's Gumbel sampling), so a resumed run sees the same corrupted sequences.
+
+Generator size (`--electra-generator-size`, `--electra-generator-layers`): ELECTRA found generators of 1/4–1/2 of
+the discriminator's width best (1/4 for small/large, 1/3 for base), at the same depth; both ratios are options.
+The width is rounded to whole 64-wide attention heads (narrower generators get one head).
+
+Embedding sharing (`--electra-embedding-sharing`):
+- "none": separate embeddings;
+- "full" (ELECTRA): one embedding module (token, position, type embeddings and their LayerNorm) serves both; the
+  generator's width is smaller, so it projects the shared embeddings to its width (`embeddings_project`), and its
+  output layer is tied to the shared token embeddings. Both losses update them ("tug-of-war", DeBERTaV3 §3);
+- "gdes" (DeBERTaV3's gradient-disentangled sharing, default): the discriminator's token embeddings are
+  stop_gradient(E_gen) + E_delta. E_gen (the generator's, tied to its output layer) is updated by the generator loss
+  only; E_delta starts at zero and is updated by the discriminator loss only. E_delta is stored as the
+  discriminator's own `word_embeddings` weight during training, and the export folds it: E_gen + E_delta.
+  Position/type embeddings stay the discriminator's own, as in DeBERTaV3, which shares token embeddings only.
+
+Export. The output directory is the discriminator as an `ElectraForPreTraining` (model type "electra", HF's ELECTRA
+architecture), and `generator/` holds the generator (`ElectraForMaskedLM` + tokenizer files, for fill-mask checks and
+for `--init-from`). Why ELECTRA's architecture rather than converting to BERT: the QA stage loads any checkpoint with
+`AutoModelForQuestionAnswering`, which maps "electra" to `ElectraForQuestionAnswering` (the same `qa_outputs` head on
+the encoder output as BERT's), and `AutoModel`/`AutoModelForPreTraining` give the bare encoder / the trained
+replaced-token head back, as for the published AraELECTRA. It also keeps the generator, whose embedding width
+differs from its hidden width, loadable at all (`BertModel` has no embedding projection), and keeps `--init-from`
+(e.g. the second, 512-token phase) able to restore exactly the pair that was trained. With equal embedding and
+hidden sizes the discriminator's encoder is layer for layer a BERT encoder, so the MLM vs ELECTRA comparison is
+between objectives, not architectures.
+"""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..errors import ConfigError
+from .config import bert_config_kwargs
+from .data import Example, SpecialIds
+from .mlm import MLMCollator
+from .objectives import check_vocabulary, init_model_dir
+
+EMBEDDING_SHARING = ("none", "full", "gdes")
+GENERATOR_DIR = "generator"
+HEAD_WIDTH = 64
+
+
+class ElectraCollator:
+    """The mlm batch plus `rtd_mask` (tokens the discriminator is scored on) and `sample_uniforms` (sampling noise)."""
+
+    def __init__(self, mlm: MLMCollator):
+        self.mlm = mlm
+
+    def __call__(self, examples: list[Example], rng: np.random.Generator) -> dict[str, torch.Tensor]:
+        batch = self.mlm(examples, rng)
+        rows, width = batch["input_ids"].shape
+        scored = np.zeros((rows, width), dtype=bool)
+        for row, example in enumerate(examples):
+            scored[row, : len(example.input_ids)] = ~example.special
+        batch["rtd_mask"] = torch.from_numpy(scored)
+        batch["sample_uniforms"] = torch.from_numpy(rng.random(len(batch["mlm_positions"]), dtype=np.float32))
+        return batch
+
+
+def sample_replacements(logits: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
+    """One token per row of `logits`, drawn from softmax(logits) by inverse CDF with the given U(0,1) draws."""
+    cdf = torch.softmax(logits.float(), dim=-1).cumsum(dim=-1)
+    target = (uniforms.float() * cdf[:, -1]).unsqueeze(-1)
+    # right=True: the first index whose cumulative mass exceeds the draw, so a zero-probability token is never drawn.
+    return torch.searchsorted(cdf, target, right=True).squeeze(-1).clamp_max(logits.size(-1) - 1)
+
+
+def corrupt(input_ids: torch.Tensor, positions: torch.Tensor, originals: torch.Tensor, sampled: torch.Tensor,
+            scored: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(discriminator input, labels): originals with `sampled` at the flat `positions`; labels 1 where the token
+    differs from the original, 0 elsewhere, -100 where not scored (padding, [CLS], [SEP])."""
+    clean = input_ids.reshape(-1).clone()
+    clean[positions] = originals  # the mlm collator's [MASK]/random tokens go back to the originals first
+    corrupted = clean.clone()
+    corrupted[positions] = sampled
+    labels = (corrupted != clean).long()
+    labels[~scored.reshape(-1)] = -100
+    return corrupted.view_as(input_ids), labels.view_as(input_ids)
+
+
+def generator_config(discriminator, width_ratio: float, depth_ratio: float, sharing: str):
+    """The generator's `ElectraConfig`: a narrower (and optionally shallower) copy of the discriminator's."""
+    from transformers import ElectraConfig
+
+    hidden = max(1, round(discriminator.hidden_size * width_ratio))
+    head = min(HEAD_WIDTH, hidden)
+    heads = max(1, round(hidden / head))
+    hidden = heads * head
+    settings = discriminator.to_dict()
+    for key in ("architectures", "model_type", "transformers_version", "dtype", "torch_dtype"):
+        settings.pop(key, None)
+    settings.update(
+        hidden_size=hidden,
+        num_attention_heads=heads,
+        intermediate_size=4 * hidden,
+        num_hidden_layers=max(1, round(discriminator.num_hidden_layers * depth_ratio)),
+        # Shared token embeddings have the discriminator's width; the generator projects them to its own.
+        embedding_size=discriminator.embedding_size if sharing != "none" else hidden,
+        tie_word_embeddings=True,
+    )
+    return ElectraConfig(**settings)
+
+
+class ReplacedTokenDetection(nn.Module):
+    """Generator + discriminator; `forward(batch)` → loss and metrics; `export(dir)` writes both HF models."""
+
+    def __init__(self, generator, discriminator, collator: ElectraCollator, sharing: str, rtd_weight: float,
+                 tokenizer=None):
+        super().__init__()
+        if sharing not in EMBEDDING_SHARING:
+            raise ConfigError(f"--electra-embedding-sharing {sharing!r}: choose one of {', '.join(EMBEDDING_SHARING)}")
+        if sharing != "none" and generator.config.embedding_size != discriminator.config.embedding_size:
+            raise ConfigError(
+                f"embedding sharing {sharing!r} needs the generator's embedding size "
+                f"({generator.config.embedding_size}) to equal the discriminator's ({discriminator.config.embedding_size})"
+            )
+        self.generator, self.discriminator = generator, discriminator
+        self.collator, self.sharing, self.rtd_weight = collator, sharing, rtd_weight
+        self.tokenizer = tokenizer
+        if sharing == "full":
+            generator.electra.embeddings = discriminator.electra.embeddings
+            generator.generator_lm_head.weight = discriminator.electra.embeddings.word_embeddings.weight
+
+    @property
+    def generator_embeddings(self) -> nn.Parameter:
+        return self.generator.electra.embeddings.word_embeddings.weight
+
+    @property
+    def discriminator_embeddings(self) -> nn.Parameter:
+        """The discriminator's own token embedding weight; with "gdes" this is E_delta."""
+        return self.discriminator.electra.embeddings.word_embeddings.weight
+
+    def discriminator_encoder(self, input_ids, attention_mask=None, token_type_ids=None) -> torch.Tensor:
+        """The discriminator's last hidden states, with the token embeddings the training uses."""
+        if self.sharing == "gdes":
+            table = self.generator_embeddings.detach() + self.discriminator_embeddings
+            out = self.discriminator.electra(inputs_embeds=F.embedding(input_ids, table),
+                                             attention_mask=attention_mask, token_type_ids=token_type_ids)
+        else:
+            out = self.discriminator.electra(input_ids=input_ids, attention_mask=attention_mask,
+                                             token_type_ids=token_type_ids)
+        return out.last_hidden_state
+
+    def losses(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+        """(generator MLM loss, discriminator loss, detached metrics), kept apart so tests can backward each."""
+        attention_mask, token_type_ids = batch.get("attention_mask"), batch.get("token_type_ids")
+        positions, originals = batch["mlm_positions"], batch["mlm_labels"]
+        hidden = self.generator.electra(input_ids=batch["input_ids"], attention_mask=attention_mask,
+                                        token_type_ids=token_type_ids).last_hidden_state
+        picked = hidden.reshape(-1, hidden.size(-1)).index_select(0, positions)
+        logits = self.generator.generator_lm_head(self.generator.generator_predictions(picked)).float()
+        generator_loss = F.cross_entropy(logits, originals)
+        with torch.no_grad():
+            sampled = sample_replacements(logits.detach(), batch["sample_uniforms"])
+            corrupted, labels = corrupt(batch["input_ids"], positions, originals, sampled, batch["rtd_mask"])
+        disc_hidden = self.discriminator_encoder(corrupted, attention_mask, token_type_ids)
+        scored = labels >= 0
+        disc_logits = self.discriminator.discriminator_predictions(disc_hidden[scored]).float()
+        targets = labels[scored].float()
+        rtd_loss = F.binary_cross_entropy_with_logits(disc_logits, targets)
+        with torch.no_grad():
+            predicted = (disc_logits > 0).float()
+            replaced = targets.sum()
+            metrics = {
+                "generator_loss": generator_loss.detach(),
+                "generator_accuracy": (logits.argmax(-1) == originals).float().mean(),
+                "rtd_loss": rtd_loss.detach(),
+                "rtd_accuracy": (predicted == targets).float().mean(),
+                "rtd_recall": (predicted * targets).sum() / replaced.clamp_min(1),
+                "replaced_rate": replaced / max(1, len(originals)),
+                "weight": torch.full((), float(len(targets)), device=targets.device),
+            }
+        return generator_loss, rtd_loss, metrics
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        generator_loss, rtd_loss, metrics = self.losses(batch)
+        return {"loss": generator_loss + self.rtd_weight * rtd_loss, **metrics}
+
+    def exported_discriminator(self):
+        """A copy of the discriminator whose token embeddings are the ones it was trained with (E_delta folded)."""
+        model = copy.deepcopy(self.discriminator)
+        if self.sharing == "gdes":
+            with torch.no_grad():
+                model.electra.embeddings.word_embeddings.weight.add_(self.generator_embeddings.detach())
+        return model
+
+    def export(self, directory) -> None:
+        directory = Path(directory)
+        self.exported_discriminator().save_pretrained(directory)
+        self.generator.save_pretrained(directory / GENERATOR_DIR)
+        if self.tokenizer is not None:
+            self.tokenizer.save_pretrained(directory / GENERATOR_DIR)
+
+
+def load_pair(config, tokenizer):
+    """(generator, discriminator) from `--init-from` (an electra export or checkpoint), the generator rebuilt if absent."""
+    from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
+
+    directory = init_model_dir(config.init_from)
+    stored = ElectraConfig.from_pretrained(directory)
+    if stored.model_type != "electra":
+        raise ConfigError(
+            f"--init-from {directory}: a {stored.model_type!r} model; the electra objective continues ELECTRA "
+            "discriminators (a model written by --objective electra)"
+        )
+    check_vocabulary(directory, stored.vocab_size, tokenizer)
+    if config.max_seq_length > stored.max_position_embeddings:
+        raise ConfigError(f"--max-seq-length {config.max_seq_length} exceeds the {stored.max_position_embeddings} "
+                          f"positions of --init-from {directory}")
+    discriminator = ElectraForPreTraining.from_pretrained(directory, attn_implementation="sdpa")
+    if (directory / GENERATOR_DIR / "config.json").is_file():
+        generator = ElectraForMaskedLM.from_pretrained(directory / GENERATOR_DIR, attn_implementation="sdpa")
+    else:
+        settings = generator_config(stored, config.electra_generator_size, config.electra_generator_layers,
+                                    config.electra_embedding_sharing)
+        generator = ElectraForMaskedLM._from_config(settings, attn_implementation="sdpa")
+    if config.electra_embedding_sharing == "gdes":
+        # The export holds E_gen + E_delta; training goes on with E_delta = that minus the generator's E_gen.
+        with torch.no_grad():
+            discriminator.electra.embeddings.word_embeddings.weight.sub_(
+                generator.electra.embeddings.word_embeddings.weight)
+    return generator, discriminator
+
+
+def build(config, tokenizer) -> ReplacedTokenDetection:
+    from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
+
+    if config.nsp:
+        raise ConfigError("--nsp is an mlm option; the electra objective has no next-sentence prediction")
+    if not 0 < config.electra_generator_size <= 1 or not 0 < config.electra_generator_layers <= 1:
+        raise ConfigError("--electra-generator-size and --electra-generator-layers are fractions in (0, 1] of the "
+                          "discriminator's width and depth")
+    if config.electra_rtd_weight <= 0:
+        raise ConfigError(f"--electra-rtd-weight {config.electra_rtd_weight}: must be positive")
+    specials = SpecialIds.from_tokenizer(tokenizer)
+    if config.init_from:
+        generator, discriminator = load_pair(config, tokenizer)
+    else:
+        kwargs = bert_config_kwargs(config.model_size)
+        disc_config = ElectraConfig(vocab_size=len(tokenizer), embedding_size=kwargs["hidden_size"],
+                                    pad_token_id=specials.pad, **kwargs)
+        discriminator = ElectraForPreTraining._from_config(disc_config, attn_implementation="sdpa")
+        gen_config = generator_config(disc_config, config.electra_generator_size, config.electra_generator_layers,
+                                      config.electra_embedding_sharing)
+        generator = ElectraForMaskedLM._from_config(gen_config, attn_implementation="sdpa")
+        if config.electra_embedding_sharing == "gdes":
+            with torch.no_grad():
+                discriminator.electra.embeddings.word_embeddings.weight.zero_()  # E_delta starts at zero
+    generator.train()
+    discriminator.train()
+    collator = ElectraCollator(MLMCollator(specials, len(tokenizer), config.mlm_probability, config.whole_word_masking))
+    return ReplacedTokenDetection(generator, discriminator, collator, config.electra_embedding_sharing,
+                                  config.electra_rtd_weight, tokenizer)
