@@ -1,0 +1,175 @@
+"""`arabert-pipeline answer`: one question, a JSON lines file, or the bundled demo questions.
+
+    arabert-pipeline answer --question "أين تقع البتراء؟" --context "تقع مدينة البتراء في جنوب الأردن."
+    arabert-pipeline answer --input questions.jsonl --output answers.jsonl     # {"id"?, "question", "context"} per line
+    arabert-pipeline answer --demo
+
+torch is imported only when the verb runs, so `arabert-pipeline --help` stays instant.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+from .core import BUNDLED_MODELS, DEFAULT_MODEL, check_text, text_problem
+
+DEMO_FILE = Path(__file__).with_name("demo.json")
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser(
+        "answer",
+        help="answer Arabic questions from a context with a QA model",
+        description="Answer Arabic questions with a QA model: the default model shipped in the package "
+        f"({', '.join(BUNDLED_MODELS)}), a QA model dir made by `arabert-pipeline finetune`, or a hub id (with "
+        "--preprocessing). Answers are spans of the given context; the score is the answer's probability among the "
+        "model's candidate spans.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--question", help="one question (with --context)")
+    source.add_argument("--input", metavar="JSONL", help='JSON lines file, one {"id"?, "question", "context"} per line')
+    source.add_argument("--demo", action="store_true", help="answer the bundled demo questions")
+    p.add_argument("--context", help="the passage that holds the answer to --question")
+    p.add_argument("--output", metavar="JSONL",
+                   help='with --input: write {"id", "answer", "score", "start", "end"} lines here (default stdout)')
+    p.add_argument("--model", default=DEFAULT_MODEL, help="bundled model name, QA model dir or hub id")
+    p.add_argument("--preprocessing", help="for models without arabert_pipeline.json: arabertv02, arabertv2 or none")
+    p.add_argument("--top-k", type=int, default=1, help="answers per question")
+    p.add_argument("--batch-size", type=int, default=32, help="windows per forward pass")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--quantize", action="store_true", help="int8 dynamic quantization of the linear layers (CPU)")
+    p.set_defaults(run=run_answer)
+
+
+def run_answer(args: argparse.Namespace) -> int:
+    if args.question is not None and args.context is None:
+        raise InputError("--question needs --context", field="--context")
+    if args.question is None and args.context is not None:
+        raise InputError("--context goes with --question", field="--context")
+    if args.output is not None and args.input is None:
+        raise InputError("--output goes with --input", field="--output")
+    if args.top_k < 1:
+        raise InputError(f"must be ≥ 1, got {args.top_k}", field="--top-k")
+    if args.question is not None:  # check before the model loads: a typo should not cost a model load
+        check_text(args.question, "--question")
+        check_text(args.context, "--context")
+    examples = read_jsonl(Path(args.input)) if args.input else read_demo() if args.demo else None
+    _utf8_stdout()
+    pipeline = _load_pipeline(args)
+    if examples is None:
+        found = pipeline.answer(args.question, args.context, top_k=args.top_k)
+        for rank, answer in enumerate(found if args.top_k > 1 else [found], start=1):
+            print(_describe(answer, rank if args.top_k > 1 else None))
+        return 0
+    results = pipeline.answer([e["question"] for e in examples], [e["context"] for e in examples], top_k=args.top_k)
+    if args.demo:
+        print_demo(examples, results, args.top_k)
+        return 0
+    lines = [json.dumps(result_record(e["id"], found), ensure_ascii=False) + "\n" for e, found in zip(examples, results)]
+    if args.output is None:
+        sys.stdout.writelines(lines)
+    else:
+        from ..artifacts import atomic_write
+
+        with atomic_write(args.output) as f:
+            f.writelines(lines)
+        print(f"{len(lines)} answers written to {args.output}", file=sys.stderr)
+    return 0
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """Examples {"id", "question", "context"} from a JSON lines file; blank lines skipped; ids default to line numbers.
+
+    Every line is checked before the model loads, and an error names the file, the line and the field.
+    """
+    if not path.is_file():
+        raise InputError("no such file", path=path)
+    examples, seen = [], {}
+    with path.open(encoding="utf-8") as f:
+        for number, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"not valid JSON ({exc.msg} at column {exc.colno})", path=path, line=number) from exc
+            if not isinstance(record, dict):
+                raise InputError(f"expected a JSON object, got {type(record).__name__}", path=path, line=number)
+            qid = record.get("id", number)
+            if not isinstance(qid, (str, int)) or isinstance(qid, bool):
+                raise InputError(f"must be a string or an integer, got {qid!r}", path=path, line=number, field="id")
+            if qid in seen:
+                raise InputError(f"duplicate id {qid!r} (first on line {seen[qid]})", path=path, line=number, field="id")
+            seen[qid] = number
+            for field in ("question", "context"):
+                if field not in record:
+                    raise InputError("missing", path=path, line=number, field=field)
+                problem = text_problem(record[field])
+                if problem is not None:
+                    raise InputError(problem, path=path, line=number, field=field)
+            examples.append({"id": qid, "question": record["question"], "context": record["context"]})
+    if not examples:
+        raise InputError("no questions in the file", path=path)
+    return examples
+
+
+def result_record(qid, found) -> dict[str, Any]:
+    """The output line of one question: the best answer's fields, and with --top-k > 1 all of them under "top_k"."""
+    answers = found if isinstance(found, list) else [found] if found is not None else []
+    best = answers[0] if answers else None
+    record = {"id": qid, "answer": best.text if best else None, "score": _round(best.score) if best else None,
+              "start": best.start if best else None, "end": best.end if best else None}
+    if isinstance(found, list):
+        record["top_k"] = [{"answer": a.text, "score": _round(a.score), "start": a.start, "end": a.end}
+                           for a in answers]
+    return record
+
+
+def read_demo() -> list[dict[str, Any]]:
+    demo = json.loads(DEMO_FILE.read_text(encoding="utf-8"))
+    return [{"id": e["id"], "question": e["question"], "context": e["context"], "expected": e["answers"]["text"][0]}
+            for e in demo]
+
+
+def print_demo(examples: list[dict[str, Any]], results: list, top_k: int) -> None:
+    matches = 0
+    for example, found in zip(examples, results):
+        best = (found[0] if found else None) if top_k > 1 else found
+        matches += best is not None and best.text.strip() == example["expected"]
+        print(f"question:  {example['question']}")
+        print(f"predicted: {best.text if best else '(no answer)'}" + (f"   [score {best.score:.2f}]" if best else ""))
+        print(f"expected:  {example['expected']}")
+        print()
+    print(f"{matches}/{len(examples)} predicted answers equal the expected ones exactly")
+
+
+def _describe(answer, rank: int | None) -> str:
+    prefix = f"{rank}. " if rank is not None else ""
+    if answer is None:
+        return f"{prefix}(no answer)"
+    return f"{prefix}answer: {answer.text}\n{' ' * len(prefix)}score: {answer.score:.4f}   span: [{answer.start}, {answer.end})"
+
+
+def _round(score: float) -> float:
+    return round(float(score), 6)
+
+
+def _load_pipeline(args: argparse.Namespace):
+    from transformers.utils import logging as hf_logging
+
+    from .core import Pipeline
+
+    hf_logging.disable_progress_bar()  # "Loading weights: 100%" would interleave with the answers
+    return Pipeline(args.model, preprocessing=args.preprocessing, device=args.device, batch_size=args.batch_size,
+                    quantize=args.quantize)
+
+
+def _utf8_stdout() -> None:
+    # Under a non-UTF-8 locale (e.g. LANG=C on an old Python, or a Windows console) Arabic would raise or be mangled.
+    if (sys.stdout.encoding or "").lower().replace("-", "") != "utf8" and hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(encoding="utf-8")

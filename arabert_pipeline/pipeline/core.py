@@ -1,0 +1,243 @@
+"""`Pipeline`: answer Arabic questions from a context with a QA model, in three lines.
+
+    from arabert_pipeline import Pipeline
+    qa = Pipeline("arabert")                      # the default model shipped in arabert_pipeline/models/
+    qa.answer("أين تقع البتراء؟", "تقع مدينة البتراء في جنوب الأردن.")   # Answer(text='جنوب الأردن', start=..., ...)
+
+Windowing, preprocessing and span decoding are QAModel's (qa/infer.py); this layer resolves the model name, checks
+the user's input before it reaches torch, turns span logits into probabilities, and chunks large batches.
+
+The score of an answer is a probability: the softmax of the start + end logits over the model's n-best candidate
+spans for that question (all of its windows together, `n_best` = 20 by default). It lies in (0, 1], the scores of the
+top-k answers of one question sum to at most 1, and it is comparable across questions. It differs from Hugging
+Face's pipeline score (p_start · p_end within one window), which is not comparable across windows of a long context.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import re
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+from ..artifacts import METADATA_FILE
+from ..errors import ConfigError, InputError
+
+if TYPE_CHECKING:
+    from ..qa.infer import Answer, QAModel
+
+MODELS_DIR = Path(__file__).resolve().parents[1] / "models"
+# Names that resolve to a model shipped inside the package: name → directory under arabert_pipeline/models/.
+BUNDLED_MODELS = {"arabert": "arabert-mini", "arabert-mini": "arabert-mini"}
+DEFAULT_MODEL = "arabert"
+# Examples handed to QAModel.predict at once: large enough for length-sorted batches of windows to pad little,
+# small enough that the per-window logits and offsets of a huge input list never sit in memory together.
+EXAMPLES_PER_CHUNK = 512
+_HUB_ID = re.compile(r"[\w.-]+(/[\w.-]+)?")
+
+
+class Pipeline:
+    """A QA model with its preprocessing, answering (question, context) pairs."""
+
+    def __init__(
+        self,
+        model: "str | os.PathLike | QAModel" = DEFAULT_MODEL,
+        *,
+        preprocessing: str | None = None,
+        device: str = "cpu",
+        batch_size: int = 32,
+        quantize: bool = False,
+    ):
+        """`model`: a bundled name ("arabert"), a QA model dir made by this project, a hub id (with `preprocessing`
+        unless the hub repo has an arabert_pipeline.json), or a loaded QAModel.
+
+        `quantize=True` converts the linear layers to int8 (torch dynamic quantization, CPU only): faster on CPU;
+        check its accuracy with benchmarks/bench_pipeline.py before relying on it.
+        """
+        from ..qa.infer import QAModel
+
+        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+            raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
+        if quantize and device != "cpu":
+            raise ConfigError(f"quantize=True needs device='cpu' (int8 dynamic quantization runs on CPU), got {device!r}")
+        self.batch_size = batch_size
+        if isinstance(model, QAModel):
+            self.source = "QAModel"
+            self.qa = model
+        else:
+            self.source = str(model)
+            self.qa = _load(model, preprocessing=preprocessing, device=device)
+            if device == "cpu":
+                # transformers 5 loads weights in their stored dtype; a model shipped in fp16 to halve its size
+                # would run fp16 matmuls, which CPUs emulate slowly (and int8 quantization needs fp32 layers).
+                self.qa.model.float()
+        if quantize:
+            self.qa = QAModel(quantize_dynamic(self.qa.model), self.qa.tokenizer, self.qa.preprocessing.name,
+                              self.qa.settings)
+        self.quantized = quantize
+
+    @property
+    def preprocessing(self) -> str:
+        return self.qa.preprocessing.name
+
+    def __repr__(self) -> str:
+        int8 = ", quantize=True" if self.quantized else ""
+        return f"Pipeline({self.source!r}, preprocessing={self.preprocessing!r}{int8})"
+
+    def answer(self, question: str | Sequence[str], context: str | Sequence[str], top_k: int = 1):
+        """Answer one question (str, str) or many (two lists of the same length).
+
+        Returns an Answer (text == context[start:end] of the given context, score = probability), or with top_k > 1
+        a list of up to top_k Answers, best first; for list input, a list with one such result per question.
+        A result is None (or an empty list) only if the model proposes no non-empty span at all.
+        Raises InputError (a ValueError) naming the argument and index for empty, whitespace-only or non-Arabic text,
+        lists of different lengths and wrong types.
+        """
+        top_k = check_top_k(top_k)
+        single = isinstance(question, str) and isinstance(context, str)
+        questions, contexts = check_inputs(question, context)
+        results = []
+        for i in range(0, len(questions), EXAMPLES_PER_CHUNK):
+            examples = [{"id": j, "question": q, "context": c}
+                        for j, (q, c) in enumerate(zip(questions[i : i + EXAMPLES_PER_CHUNK],
+                                                       contexts[i : i + EXAMPLES_PER_CHUNK]), start=i)]
+            results.extend(self._answer_examples(examples, top_k))
+        if top_k == 1:
+            results = [found[0] if found else None for found in results]
+        return results[0] if single else results
+
+    def _answer_examples(self, examples: list[dict[str, Any]], top_k: int) -> "list[list[Answer]]":
+        # The softmax needs every candidate, not only the top_k returned to the user.
+        candidates = max(top_k, self.qa.settings.n_best)
+        return [with_probabilities(found)[:top_k]
+                for found in self.qa.predict(examples, batch_size=self.batch_size, top_k=candidates)]
+
+
+def with_probabilities(answers: "list[Answer]") -> "list[Answer]":
+    """The same answers with `score` = softmax of their logit scores (max-shifted, so no overflow)."""
+    if not answers:
+        return []
+    best = max(a.score for a in answers)
+    weights = [math.exp(a.score - best) for a in answers]
+    total = sum(weights)
+    return [dataclasses.replace(a, score=w / total) for a, w in zip(answers, weights)]
+
+
+# Input checks -------------------------------------------------------------------------------------------------------
+
+def has_arabic_letter(text: str) -> bool:
+    """True if the text holds a letter of the Arabic script (digits, punctuation and diacritics do not count)."""
+    return any(ch.isalpha() and _is_arabic_block(ord(ch)) for ch in text)
+
+
+def _is_arabic_block(code: int) -> bool:
+    return (0x0600 <= code <= 0x06FF or 0x0750 <= code <= 0x077F or 0x0870 <= code <= 0x08FF
+            or 0xFB50 <= code <= 0xFDFF or 0xFE70 <= code <= 0xFEFF)
+
+
+def text_problem(value: object) -> str | None:
+    """Why `value` cannot be a question or a context (not a str, blank, no Arabic letter), or None if it can."""
+    if not isinstance(value, str):
+        return f"must be a str, got {type(value).__name__}"
+    if not value.strip():
+        return "is empty or whitespace only"
+    if not has_arabic_letter(value):
+        return f"has no Arabic letter (the model answers Arabic text): {_preview(value)!r}"
+    return None
+
+
+def check_text(value: object, name: str) -> str:
+    """`value` if it can be a question or a context, else an InputError naming the argument (e.g. "context[3]")."""
+    problem = text_problem(value)
+    if problem is not None:
+        raise InputError(problem, field=name)
+    return value
+
+
+def check_inputs(question: object, context: object) -> tuple[list[str], list[str]]:
+    """Both str, or both lists/tuples of str of the same non-zero length; every text checked."""
+    if isinstance(question, str) and isinstance(context, str):
+        return [check_text(question, "question")], [check_text(context, "context")]
+    for name, value in (("question", question), ("context", context)):
+        if not isinstance(value, (str, list, tuple)):
+            raise InputError(f"must be a str or a list of str, got {type(value).__name__}", field=name)
+    if isinstance(question, str) or isinstance(context, str):
+        raise InputError("pass question and context both as str, or both as lists of the same length "
+                         f"(got {type(question).__name__} and {type(context).__name__})", field="question/context")
+    if len(question) != len(context):
+        raise InputError(f"{len(question)} questions but {len(context)} contexts: the lists must have the same length",
+                         field="question/context")
+    if not question:
+        raise InputError("empty lists: nothing to answer", field="question/context")
+    return ([check_text(q, f"question[{i}]") for i, q in enumerate(question)],
+            [check_text(c, f"context[{i}]") for i, c in enumerate(context)])
+
+
+def check_top_k(top_k: object) -> int:
+    if not isinstance(top_k, int) or isinstance(top_k, bool) or top_k < 1:
+        raise InputError(f"must be a positive integer, got {top_k!r}", field="top_k")
+    return top_k
+
+
+def _preview(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+# Model resolution ---------------------------------------------------------------------------------------------------
+
+def bundled_model_dir(name: str) -> Path:
+    """The directory of a model shipped in the package, or a ConfigError if this checkout does not have it."""
+    directory = MODELS_DIR / BUNDLED_MODELS[name]
+    if not (directory / "config.json").is_file():
+        raise ConfigError(
+            f"the default model {name!r} is not bundled in this checkout (expected a model dir at {directory}). "
+            "Pass a QA model dir made by `arabert-pipeline finetune`, or a hub id with preprocessing=..."
+        )
+    return directory
+
+
+def _load(model: str | os.PathLike, *, preprocessing: str | None, device: str) -> "QAModel":
+    from ..qa.infer import QAModel
+
+    name = os.fspath(model) if isinstance(model, (str, os.PathLike)) else None
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigError(f"model must be a bundled name ({', '.join(BUNDLED_MODELS)}), a directory or a hub id, "
+                          f"got {model!r}")
+    if name in BUNDLED_MODELS:
+        path = bundled_model_dir(name)
+    elif Path(name).expanduser().exists():
+        path = Path(name).expanduser()
+        if not (path / "config.json").is_file():
+            raise ConfigError(f"{path} is not a model directory (no config.json)")
+    elif _looks_like_path(name):
+        raise ConfigError(f"model directory {name} does not exist")
+    else:
+        try:
+            return QAModel.load(name, preprocessing=preprocessing, device=device)
+        except OSError as exc:  # transformers' error for an unknown repo or no network
+            first_line = (str(exc).splitlines() or [""])[0]
+            raise ConfigError(f"cannot load {name!r}: it is not a local directory and the hub did not provide it "
+                              f"({type(exc).__name__}: {first_line})") from exc
+    # A local directory never touches the network: transformers reads local files directly (a test blocks sockets).
+    return QAModel.load(path, preprocessing=preprocessing, device=device)
+
+
+def _looks_like_path(name: str) -> bool:
+    """A hub id is "name" or "owner/name" of word characters, dots and dashes; anything else is meant as a path."""
+    return name.startswith((".", "~")) or not _HUB_ID.fullmatch(name)
+
+
+def quantize_dynamic(model):
+    """int8 weights for every nn.Linear (activations quantized on the fly): the standard CPU speed-up for BERT."""
+    import torch
+
+    with warnings.catch_warnings():
+        # torch.ao.quantization is deprecated in favour of torchao, a further dependency; it still works in 2.x.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+
+
+__all__ = ["Pipeline", "BUNDLED_MODELS", "DEFAULT_MODEL", "MODELS_DIR", "METADATA_FILE"]

@@ -1,0 +1,329 @@
+"""Pipeline.answer and `arabert-pipeline answer` with tiny models built here (no shared data needed).
+
+Two kinds of model: a random BERT L2/H64 (answers are arbitrary, but must always be spans of the original context)
+and a "planted" model with no transformer layer whose QA head fires on one vocabulary token only, so the right
+answer is known: it checks long contexts (answer in a late window) and offsets through normalization/segmentation.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from arabert_pipeline.errors import ConfigError, InputError
+from arabert_pipeline.pipeline import core
+from arabert_pipeline.pipeline.cli import DEMO_FILE
+
+torch = pytest.importorskip("torch")
+
+DEMO = json.loads(DEMO_FILE.read_text(encoding="utf-8"))
+PLANTED = "زنجبار"  # one vocabulary token; neither normalization nor Farasa changes it
+# The planted word as written in the context: with diacritics and tatweel, which preprocessing removes.
+PLANTED_WRITTEN = "زَنْجِبـــار"
+NOISY_CONTEXT = ("شاهدنا مسرحيّة «مصرع كليوباتـــرا» سنة ١٩٢٧ في القاهرة، وكتبنا عنها على http://example.com/a?b=1 "
+                 "ثم راسلنا info@example.org 😀 وقلنا: يا للروعة!!!! ولم يكن ابنُ سينا هناك.")
+_CACHE: dict = {}
+
+
+def _long_context(repeats: int = 6) -> str:
+    body = " ".join(e["context"] for e in DEMO)
+    return " ".join([body] * repeats) + f" وفي آخر الرحلة وصلنا إلى {PLANTED_WRITTEN} حيث انتهت القصة."
+
+
+def build_model(directory, preprocessing: str, *, planted: bool = False, **settings):
+    """A WordPiece vocab trained on the demo texts (preprocessed) and a random or planted BERT QA model."""
+    from tokenizers import BertWordPieceTokenizer
+    from transformers import BertConfig, BertForQuestionAnswering, BertTokenizerFast
+
+    from arabert_pipeline import Preprocessor
+    from arabert_pipeline.artifacts import write_metadata
+
+    texts = [e["context"] + " " + e["question"] for e in DEMO] + [NOISY_CONTEXT] + [PLANTED] * 50
+    wordpiece = BertWordPieceTokenizer(lowercase=False, strip_accents=False)
+    wordpiece.train_from_iterator(Preprocessor(preprocessing).preprocess_batch(texts), vocab_size=600,
+                                  show_progress=False)
+    directory.mkdir(parents=True, exist_ok=True)
+    wordpiece.save_model(str(directory))
+    tokenizer = BertTokenizerFast(vocab=str(directory / "vocab.txt"), do_lower_case=False, strip_accents=False)
+    tokenizer.save_pretrained(directory)
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=64, num_hidden_layers=0 if planted else 2,
+                        num_attention_heads=2, intermediate_size=128, max_position_embeddings=512)
+    model = BertForQuestionAnswering(config)
+    if planted:
+        assert tokenizer.tokenize(PLANTED) == [PLANTED]
+        with torch.no_grad():
+            embeddings = model.bert.embeddings
+            embeddings.position_embeddings.weight.zero_()
+            embeddings.token_type_embeddings.weight.zero_()
+            embeddings.word_embeddings.weight[tokenizer.convert_tokens_to_ids(PLANTED), 0] = 10.0
+            model.qa_outputs.weight.zero_()
+            model.qa_outputs.weight[:, 0] = 3.0  # start and end logits both read dimension 0
+            model.qa_outputs.bias.zero_()
+    model.save_pretrained(directory)
+    write_metadata(directory, preprocessing=preprocessing, **settings)
+    return directory
+
+
+@pytest.fixture
+def model_dir(tmp_path_factory):
+    def make(preprocessing: str = "arabertv02", planted: bool = False):
+        key = (preprocessing, planted)
+        if key not in _CACHE:
+            directory = tmp_path_factory.mktemp(f"qa-{preprocessing}-{'planted' if planted else 'random'}")
+            # Small windows, so that a few hundred characters already need several of them.
+            _CACHE[key] = build_model(directory / "model", preprocessing, planted=planted,
+                                      max_seq_length=96, doc_stride=32)
+        return _CACHE[key]
+
+    return make
+
+
+@pytest.fixture
+def pipeline(model_dir):
+    from arabert_pipeline import Pipeline
+
+    if "pipeline" not in _CACHE:
+        _CACHE["pipeline"] = Pipeline(model_dir())
+    return _CACHE["pipeline"]
+
+
+def _check_spans(context: str, answers) -> None:
+    assert answers, "no answer at all"
+    for a in answers:
+        assert a.text and a.text == context[a.start : a.end], a
+        assert a.text == a.text.strip()
+        assert 0 < a.score <= 1
+
+
+# Answers are spans of the original context ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("preprocessing", ["none", "arabertv02", "arabertv2"])
+def test_answers_are_spans_of_the_original_context(model_dir, preprocessing):
+    from arabert_pipeline import Pipeline
+
+    qa = Pipeline(model_dir(preprocessing))
+    assert qa.preprocessing == preprocessing
+    for context in [NOISY_CONTEXT, DEMO[1]["context"], _long_context(2)]:
+        answers = qa.answer("ماذا شاهدنا في القاهرة؟", context, top_k=8)
+        _check_spans(context, answers)
+        assert len(answers) == 8
+
+
+@pytest.mark.parametrize("preprocessing", ["arabertv02", "arabertv2"])
+def test_planted_answer_in_a_late_window_comes_back_in_original_spelling(model_dir, preprocessing):
+    from arabert_pipeline import Pipeline
+
+    qa = Pipeline(model_dir(preprocessing, planted=True))
+    context = _long_context()
+    windows = qa.qa.tokenizer(qa.qa.preprocessing.context(context).text, return_length=True)["length"][0]
+    assert windows > 10 * qa.qa.settings.max_seq_length  # the answer is far beyond the first window
+    answer = qa.answer("إلى أين وصلنا في آخر الرحلة؟", context)
+    start = context.index(PLANTED_WRITTEN)
+    assert (answer.text, answer.start, answer.end) == (PLANTED_WRITTEN, start, start + len(PLANTED_WRITTEN))
+    assert answer.score > 0.5
+
+
+def test_top_k_is_ordered_distinct_and_consistent_with_top_1(pipeline):
+    context = DEMO[0]["context"]
+    answers = pipeline.answer(DEMO[0]["question"], context, top_k=5)
+    _check_spans(context, answers)
+    scores = [a.score for a in answers]
+    assert scores == sorted(scores, reverse=True)
+    assert len({(a.start, a.end) for a in answers}) == len(answers) == 5
+    assert sum(scores) <= 1 + 1e-6  # probabilities over the candidate spans
+    best = pipeline.answer(DEMO[0]["question"], context)
+    assert (best.start, best.end) == (answers[0].start, answers[0].end)
+    assert best.score == pytest.approx(answers[0].score)
+
+
+def test_batch_gives_the_individual_results(pipeline, monkeypatch):
+    questions = [e["question"] for e in DEMO] + ["ماذا شاهدنا؟"]
+    contexts = [e["context"] for e in DEMO] + [_long_context(2)]
+    one_by_one = [pipeline.answer(q, c, top_k=3) for q, c in zip(questions, contexts)]
+    monkeypatch.setattr(core, "EXAMPLES_PER_CHUNK", 3)  # several chunks, and batches mixing windows of examples
+    monkeypatch.setattr(pipeline, "batch_size", 4)
+    batched = pipeline.answer(questions, contexts, top_k=3)
+    assert len(batched) == len(questions)
+    for single, many, context in zip(one_by_one, batched, contexts):
+        _check_spans(context, many)
+        assert [(a.start, a.end) for a in many] == [(a.start, a.end) for a in single]
+        assert [a.score for a in many] == pytest.approx([a.score for a in single], abs=1e-4)
+    best = pipeline.answer(tuple(questions), tuple(contexts))
+    assert [(a.start, a.end) for a in best] == [(r[0].start, r[0].end) for r in one_by_one]
+
+
+# Bad input ------------------------------------------------------------------------------------------------------
+
+Q, C = DEMO[0]["question"], DEMO[0]["context"]
+
+
+@pytest.mark.parametrize("question, context, top_k, expected", [
+    ("", C, 1, "question: is empty"),
+    (" \n\t", C, 1, "question: is empty"),
+    ("Where is Petra?", C, 1, "question: has no Arabic letter"),
+    (Q, "123 456 !!", 1, "context: has no Arabic letter"),
+    (Q, "\u064b\u064c", 1, "context: has no Arabic letter"),  # diacritics alone are not letters
+    (None, C, 1, "question: must be a str or a list of str, got NoneType"),
+    (Q, 42, 1, "context: must be a str or a list of str, got int"),
+    ([Q, Q], [C], 1, "2 questions but 1 contexts"),
+    ([Q, ""], [C, C], 1, "question[1]: is empty"),
+    ([Q, Q], [C, b"bytes"], 1, "context[1]: must be a str, got bytes"),
+    ([Q, Q], [C, "hello world"], 1, "context[1]: has no Arabic letter"),
+    ([], [], 1, "empty lists"),
+    (Q, [C], 1, "both as str, or both as lists"),
+    (Q, C, 0, "top_k: must be a positive integer"),
+    (Q, C, "3", "top_k: must be a positive integer"),
+    (Q, C, True, "top_k: must be a positive integer"),
+])
+def test_bad_input_is_a_value_error_naming_the_argument(pipeline, question, context, top_k, expected):
+    with pytest.raises(ValueError) as caught:
+        pipeline.answer(question, context, top_k=top_k)
+    assert isinstance(caught.value, InputError)
+    assert expected in str(caught.value)
+
+
+# Loading ----------------------------------------------------------------------------------------------------------
+
+def test_bundled_name_without_the_model_is_a_clear_error(tmp_path, monkeypatch):
+    from arabert_pipeline import Pipeline
+
+    monkeypatch.setattr(core, "MODELS_DIR", tmp_path)
+    with pytest.raises(ConfigError, match="default model 'arabert' is not bundled in this checkout"):
+        Pipeline()
+    with pytest.raises(ConfigError, match="does not exist"):
+        Pipeline("./no/such/model")
+    (tmp_path / "not-a-model").mkdir()
+    with pytest.raises(ConfigError, match="no config.json"):
+        Pipeline(tmp_path / "not-a-model")
+
+
+def test_local_models_load_without_network(model_dir, tmp_path, monkeypatch):
+    from arabert_pipeline import Pipeline
+    from arabert_pipeline.qa.infer import QAModel
+
+    def no_network(*args, **kwargs):
+        raise AssertionError(f"network used: {args}")
+
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    monkeypatch.setattr(socket, "create_connection", no_network)
+    # The bundled name resolves to arabert_pipeline/models/<BUNDLED_MODELS[name]>.
+    shutil.copytree(model_dir(), tmp_path / core.BUNDLED_MODELS["arabert"])
+    monkeypatch.setattr(core, "MODELS_DIR", tmp_path)
+    for qa in (Pipeline(), Pipeline("arabert"), Pipeline(str(model_dir())),
+               Pipeline(QAModel.load(model_dir()), batch_size=2)):
+        _check_spans(C, [qa.answer(Q, C)])
+    with pytest.raises(ConfigError, match="trained with preprocessing 'arabertv02', not 'arabertv2'"):
+        Pipeline(model_dir(), preprocessing="arabertv2")
+
+
+def test_quantized_and_fp16_models_answer_spans(model_dir, tmp_path):
+    from arabert_pipeline import Pipeline
+
+    qa = Pipeline(model_dir(), quantize=True)
+    assert any("quantized.dynamic" in type(m).__module__ for m in qa.qa.model.modules())
+    _check_spans(NOISY_CONTEXT, qa.answer("ماذا شاهدنا؟", NOISY_CONTEXT, top_k=3))
+    half = tmp_path / "fp16"
+    shutil.copytree(model_dir(), half)
+    from transformers import AutoModelForQuestionAnswering
+
+    AutoModelForQuestionAnswering.from_pretrained(half).half().save_pretrained(half)  # shipped in fp16 to save space
+    qa = Pipeline(half)
+    assert {p.dtype for p in qa.qa.model.parameters()} == {torch.float32}  # computed in fp32 on CPU
+    _check_spans(C, [qa.answer(Q, C)])
+    with pytest.raises(ConfigError, match="device='cpu'"):
+        Pipeline(model_dir(), quantize=True, device="cuda")
+    with pytest.raises(ConfigError, match="batch_size"):
+        Pipeline(model_dir(), batch_size=0)
+
+
+def test_import_does_not_load_torch():
+    code = ("import sys, arabert_pipeline, arabert_pipeline.pipeline, arabert_pipeline.pipeline.cli; "
+            "print(sorted(m for m in ('torch', 'transformers', 'farasa', 'numpy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+# CLI --------------------------------------------------------------------------------------------------------------
+
+def _cli(*argv) -> int:
+    from arabert_pipeline.cli import main
+
+    return main([str(a) for a in argv])
+
+
+def test_cli_jsonl_round_trip(model_dir, tmp_path, capsys):
+    source = tmp_path / "in.jsonl"
+    lines = [{"id": e["id"], "question": e["question"], "context": e["context"]} for e in DEMO[:3]]
+    lines.append({"question": DEMO[3]["question"], "context": DEMO[3]["context"]})  # no id: the line number
+    source.write_text("\n".join(json.dumps(x, ensure_ascii=False) for x in lines[:2]) + "\n\n"
+                      + "\n".join(json.dumps(x, ensure_ascii=False) for x in lines[2:]) + "\n", encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    assert _cli("answer", "--model", model_dir(), "--input", source, "--output", out) == 0
+    records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert [r["id"] for r in records] == [e["id"] for e in DEMO[:3]] + [5]
+    for record, line in zip(records, lines):
+        assert set(record) == {"id", "answer", "score", "start", "end"}
+        assert line["context"][record["start"] : record["end"]] == record["answer"]
+        assert 0 < record["score"] <= 1
+    assert "4 answers written" in capsys.readouterr().err
+
+    assert _cli("answer", "--model", model_dir(), "--input", source, "--top-k", "2") == 0  # to stdout
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(records) == 4 and all(len(r["top_k"]) == 2 and r["top_k"][0]["answer"] == r["answer"] for r in records)
+
+
+@pytest.mark.parametrize("line, expected", [
+    ("{not json", "line 2: not valid JSON"),
+    ('["a list"]', "line 2: expected a JSON object"),
+    ('{"question": "أين؟"}', "line 2: context: missing"),
+    ('{"question": "where?", "context": "تقع البتراء في الأردن"}', "line 2: question: has no Arabic letter"),
+    ('{"question": "أين؟", "context": "   "}', "line 2: context: is empty"),
+    ('{"id": "demo-nile", "question": "أين؟", "context": "في الأردن"}', "line 2: id: duplicate id 'demo-nile'"),
+])
+def test_cli_bad_line_is_named(model_dir, tmp_path, capsys, line, expected):
+    source = tmp_path / "in.jsonl"
+    first = json.dumps({"id": "demo-nile", "question": Q, "context": C}, ensure_ascii=False)
+    source.write_text(first + "\n" + line + "\n", encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    assert _cli("answer", "--model", model_dir(), "--input", source, "--output", out) == 2
+    err = capsys.readouterr().err
+    assert f"{source}: {expected}" in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_cli_single_question_top_k_and_errors(model_dir, capsys):
+    assert _cli("answer", "--model", model_dir(), "--question", Q, "--context", C, "--top-k", "2") == 0
+    out = capsys.readouterr().out
+    assert out.count("answer: ") == 2 and "score: " in out
+    answer = out.split("answer: ", 1)[1].splitlines()[0]
+    assert answer and answer in C
+    assert _cli("answer", "--model", model_dir(), "--question", Q) == 2
+    assert "--question needs --context" in capsys.readouterr().err
+    assert _cli("answer", "--model", model_dir(), "--question", "what?", "--context", C) == 2
+    assert "--question: has no Arabic letter" in capsys.readouterr().err
+
+
+def test_cli_demo_prints_question_prediction_and_expected_answer(model_dir, tmp_path, monkeypatch, capsys):
+    shutil.copytree(model_dir("arabertv02", planted=True), tmp_path / core.BUNDLED_MODELS["arabert"])
+    monkeypatch.setattr(core, "MODELS_DIR", tmp_path)
+    assert _cli("answer", "--demo") == 0
+    out = capsys.readouterr().out
+    for e in DEMO:
+        assert f"question:  {e['question']}" in out and f"expected:  {e['answers']['text'][0]}" in out
+    assert out.count("predicted: ") == len(DEMO)
+    monkeypatch.setattr(core, "MODELS_DIR", tmp_path / "empty")
+    assert _cli("answer", "--demo") == 2
+    assert "not bundled in this checkout" in capsys.readouterr().err
+
+
+def test_demo_file_is_valid():
+    assert len({e["id"] for e in DEMO}) == len(DEMO) >= 5
+    for e in DEMO:
+        assert core.has_arabic_letter(e["question"]) and core.has_arabic_letter(e["context"])
+        for text, start in zip(e["answers"]["text"], e["answers"]["answer_start"]):
+            assert e["context"][start : start + len(text)] == text
