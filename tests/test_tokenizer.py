@@ -99,7 +99,7 @@ def test_model_directory_with_bert_config_keeps_our_pre_tokenizer(work, tmp_path
     BertConfig(vocab_size=VOCAB, hidden_size=64, num_hidden_layers=1, num_attention_heads=1,
                intermediate_size=64).save_pretrained(str(directory))
     tokenizer = AutoTokenizer.from_pretrained(str(directory))
-    assert tokenizer.tokenize("ال+ وزير +ها") [0] == "ال+"
+    assert tokenizer.tokenize("ال+ وزير +ها")[0] == "ال+"
     assert "+" not in tokenizer.tokenize("ال+ وزير +ها")
 
 

@@ -7,7 +7,8 @@ A tokenizer directory written here loads with `AutoTokenizer.from_pretrained(DIR
 
 Segmentation markers (`ال+`, `+ها`, ...) must never lose their `+` (arabert issue #151: BERT's pre-tokenizer treats `+`
 as punctuation and splits `ال+` into `ال` `+`). So:
-- unigram: split on whitespace only, then Metaspace; the markers are SentencePiece user-defined pieces (`▁ال+`);
+- unigram: split on whitespace only, then Metaspace; the markers are reserved pieces scoring 0 (`▁ال+`, see
+  train.py), so Viterbi always keeps them whole;
 - WordPiece on preprocessed text: split on whitespace and BERT punctuation except `+` (the preprocessing has already
   put spaces around punctuation, so this only matters for stray brackets);
 - WordPiece on raw text (preprocessing "none", the mBERT baseline): BERT's own pre-tokenizer, as mBERT was trained.
@@ -17,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Iterable
 
 from ..artifacts import METADATA_FILE, read_metadata, write_metadata
 from ..errors import ConfigError, InputError
