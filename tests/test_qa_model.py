@@ -192,13 +192,26 @@ def test_predict_rejects_empty_input_and_models_without_qa_head_or_preprocessing
         QAModel.load(output, preprocessing="arabertv02")
 
 
+@pytest.mark.parametrize("preprocessing", ["arabertv02", "arabertv2"])
+def test_answers_come_from_the_original_context_through_preprocessing(tiny_qa, preprocessing):
+    output, _ = tiny_qa
+    loaded = QAModel.load(output)
+    model = QAModel(loaded.model, loaded.tokenizer, preprocessing, loaded.settings)
+    context = ("وُلِدَ نجيبُ محفوظ في القاهرة عامَ ١٩١١ (انظر http://example.org/naguib)، وحصلَ على جائزةِ نوبل "
+               "للآدابِ عام 1988… وكتبَ «الثلاثية» والكرنك ") * 6
+    answers = model.predict([{"question": "متى وُلِد نجيب محفوظ؟", "context": context}], top_k=20)[0]
+    assert len(answers) == 20
+    for answer in answers:
+        assert answer.text == context[answer.start : answer.end] and answer.text == answer.text.strip()
+
+
 def test_resume_after_interruption_gives_the_same_model(tiny_qa, tiny_mlm, qa_slices, tmp_path, monkeypatch):
     from safetensors.torch import load_file
 
     reference, _ = tiny_qa
-    train, test = qa_slices
-    config = FinetuneConfig(model=str(tiny_mlm), output=str(tmp_path / "model"), train=[str(train)],
-                            eval=[str(test)], epochs=2, save_steps=4, **SMALL)
+    train, _ = qa_slices
+    config = FinetuneConfig(model=str(tiny_mlm), output=str(tmp_path / "model"), train=[str(train)], epochs=2,
+                            save_steps=4, **SMALL)  # no eval set: the weights are what is compared
     save = finetune_module._save_checkpoint
 
     def save_then_stop(*args, **kwargs):

@@ -95,7 +95,7 @@ class AlignmentReport:
 
     preprocessing: str
     answers: int = 0  # answers whose text is at answer_start in the original context
-    aligned: int = 0  # ... that map to a non-empty preprocessed span
+    aligned: int = 0  # ... that map to a preprocessed span keeping at least half of the answer
     exact: int = 0  # ... whose preprocessed span maps back to exactly the original span
     not_in_context: int = 0  # answers whose text is not at answer_start (kept by the data policy): not alignable
     unaligned_ids: list[str] = dataclasses.field(default_factory=list)
@@ -143,12 +143,16 @@ def align_examples(
                 continue
             report.answers += 1
             span = aligned.to_preprocessed(start, end)
-            if span is None:
+            wanted = _trim(context, start, end)
+            covered = aligned.to_original(*span) if span else (0, 0)
+            # AraBERT preprocessing deletes characters outside its whitelist (Chinese, Greek, Hebrew...): an answer
+            # that keeps less than half of itself (e.g. "Ἀλέξανδρος ὁ Μέγας؛" → "؛") would be a wrong label.
+            if span is None or 2 * (covered[1] - covered[0]) < wanted[1] - wanted[0]:
                 if qid not in report.unaligned_ids:
                     report.unaligned_ids.append(qid)
                 continue
             report.aligned += 1
-            report.exact += aligned.to_original(*span) == _trim(context, start, end)
+            report.exact += covered == wanted
             spans.append(span)
         out.append({"id": qid, "question": preprocessing.question(question), "aligned": aligned, "spans": spans})
     return out, report

@@ -125,11 +125,11 @@ def run_finetune(config: FinetuneConfig, log=print) -> FinetuneResult:
     from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 
     config = config.resolved()
+    preprocessing = _preprocessing_name(config)
+    config = dataclasses.replace(config, preprocessing=preprocessing)
     output = Path(config.output)
     started = time.time()
     resume_from = _prepare_output(output, config)
-
-    preprocessing = _preprocessing_name(config)
     settings = QASettings(config.max_seq_length, config.doc_stride, config.max_question_tokens, config.max_answer_tokens)
     train_files = [read_squad(s, misaligned="skip" if config.skip_misaligned else "error", download=config.download)
                    for s in config.train]
@@ -149,6 +149,8 @@ def run_finetune(config: FinetuneConfig, log=print) -> FinetuneResult:
     aligned, report = align_examples(train_examples, qa_preprocessing)
     log(report.summary())
     aligned = [a for a in aligned if a["spans"]]
+    if not aligned:
+        raise ConfigError("no training question left with an aligned answer")
     windows = build_windows(
         tokenizer,
         [a["question"] for a in aligned],
@@ -165,7 +167,10 @@ def run_finetune(config: FinetuneConfig, log=print) -> FinetuneResult:
     verbosity = transformers.logging.get_verbosity()
     transformers.logging.set_verbosity_error()  # its load report lists the fresh QA head: said below in one line
     try:
-        model, info = AutoModelForQuestionAnswering.from_pretrained(model_source, output_loading_info=True)
+        # fp32 master weights whatever the checkpoint's storage dtype; bf16 is only used inside autocast.
+        model, info = AutoModelForQuestionAnswering.from_pretrained(
+            model_source, output_loading_info=True, dtype=torch.float32
+        )
     finally:
         transformers.logging.set_verbosity(verbosity)
     if info["missing_keys"]:
@@ -191,10 +196,12 @@ def run_finetune(config: FinetuneConfig, log=print) -> FinetuneResult:
 
     progress = _progress_bar(total_steps, step, config.progress)
     model.train()
+    shuffled_epoch, order = -1, None
     while step < total_steps:
         epoch, position = divmod(step, steps_per_epoch)
-        # One seeded permutation per epoch: a resumed run replays the same batches from where it stopped.
-        order = np.random.default_rng([config.seed, epoch]).permutation(len(windows))
+        if epoch != shuffled_epoch:
+            # One seeded permutation per epoch: a resumed run replays the same batches from where it stopped.
+            shuffled_epoch, order = epoch, np.random.default_rng([config.seed, epoch]).permutation(len(windows))
         rows = order[position * config.batch_size : (position + 1) * config.batch_size]
         batch = {k: v.to(device) for k, v in collate(windows, rows, tokenizer.pad_token_id or 0, labels=True).items()}
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_bf16):

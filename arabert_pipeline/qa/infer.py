@@ -73,7 +73,13 @@ class QAModel:
                 f"{path_or_hub_id} has no {METADATA_FILE} recording its preprocessing: pass it explicitly "
                 "(e.g. preprocessing='arabertv02', or 'none' for models trained on raw text)"
             )
-        model, info = AutoModelForQuestionAnswering.from_pretrained(str(path_or_hub_id), output_loading_info=True)
+        import torch
+
+        # On CPU, fp16-stored weights (a shipped model) compute in fp32: CPU fp16 matmuls are slow or missing.
+        dtype = torch.float32 if torch.device(device).type == "cpu" else "auto"
+        model, info = AutoModelForQuestionAnswering.from_pretrained(
+            str(path_or_hub_id), output_loading_info=True, dtype=dtype
+        )
         if any("qa_outputs" in key for key in info.get("missing_keys", ())):
             raise ConfigError(
                 f"{path_or_hub_id} has no trained question-answering head (it looks like a pretrained checkpoint): "
@@ -115,7 +121,9 @@ class QAModel:
             n_examples=len(examples),
             n_best=self.settings.n_best,
             max_answer_tokens=self.settings.max_answer_tokens,
-            limit=max(top_k, self.settings.n_best),
+            # Distinct preprocessed spans can map back to one original span (a `+` marker token, a placeholder):
+            # decode a few more than needed so that top_k distinct original spans remain.
+            limit=4 * max(top_k, self.settings.n_best),
         )
         answers = []
         for (_, aligned), candidates in zip(prepared, spans):
