@@ -28,7 +28,6 @@ def register(subparsers) -> None:
         f"({', '.join(BUNDLED_MODELS)}), a QA model dir made by `arabert-pipeline finetune`, or a hub id (with "
         "--preprocessing). Answers are spans of the given context; the score is the answer's probability among the "
         "model's candidate spans.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--question", help="one question (with --context)")
@@ -36,12 +35,12 @@ def register(subparsers) -> None:
     source.add_argument("--demo", action="store_true", help="answer the bundled demo questions")
     p.add_argument("--context", help="the passage that holds the answer to --question")
     p.add_argument("--output", metavar="JSONL",
-                   help='with --input: write {"id", "answer", "score", "start", "end"} lines here (default stdout)')
-    p.add_argument("--model", default=DEFAULT_MODEL, help="bundled model name, QA model dir or hub id")
+                   help='with --input: write {"id", "answer", "score", "start", "end"} lines here, not to stdout')
+    p.add_argument("--model", default=DEFAULT_MODEL, help="bundled model name, QA model dir or hub id (default: %(default)s)")
     p.add_argument("--preprocessing", help="for models without arabert_pipeline.json: arabertv02, arabertv2 or none")
-    p.add_argument("--top-k", type=int, default=1, help="answers per question")
-    p.add_argument("--batch-size", type=int, default=32, help="windows per forward pass")
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--top-k", type=int, default=1, help="answers per question (default: %(default)s)")
+    p.add_argument("--batch-size", type=int, default=32, help="windows per forward pass (default: %(default)s)")
+    p.add_argument("--device", default="cpu", help="torch device (default: %(default)s)")
     p.add_argument("--quantize", action="store_true", help="int8 dynamic quantization of the linear layers (CPU)")
     p.set_defaults(run=run_answer)
 

@@ -7,10 +7,11 @@
 Windowing, preprocessing and span decoding are QAModel's (qa/infer.py); this layer resolves the model name, checks
 the user's input before it reaches torch, turns span logits into probabilities, and chunks large batches.
 
-The score of an answer is a probability: the softmax of the start + end logits over the model's n-best candidate
-spans for that question (all of its windows together, `n_best` = 20 by default). It lies in (0, 1], the scores of the
-top-k answers of one question sum to at most 1, and it is comparable across questions. It differs from Hugging
-Face's pipeline score (p_start · p_end within one window), which is not comparable across windows of a long context.
+The score of an answer is a probability: the softmax of the start + end logits over the model's candidate spans for
+that question (its max(n_best, top_k) best distinct spans over all of its windows; n_best = 20 by default). It lies in
+(0, 1], the scores of the top-k answers of one question sum to at most 1, and it is comparable across questions. It
+differs from Hugging Face's pipeline score (p_start · p_end within one window), which is not comparable across the
+windows of a long context; the raw logit sum is what QAModel.predict returns, for those who need it.
 """
 from __future__ import annotations
 
