@@ -145,5 +145,6 @@ def test_official_arcd_split_shares_fourteen_paragraphs(shared_data):
     # paragraphs occur verbatim in arcd-train and 9 more are excerpts/extensions of training paragraphs.
     load = lambda name: (name, read_squad(name, misaligned="keep").examples)  # noqa: E731
     report = find_leakage([load("arcd-train"), load("xquad-ar"), load("mlqa-ar-dev")], [load("arcd-test")])
-    assert report.counts() == {"arcd-train -> arcd-test": {"contexts": 14, "questions": 3, "eval_questions_affected": 42}}
+    expected = {"contexts": 14, "questions": 3, "eval_questions_affected": 42}
+    assert report.counts() == {"arcd-train -> arcd-test": expected}
     assert all(leak.train_set == "arcd-train" for leak in report.leaks)

@@ -263,5 +263,6 @@ def test_protocols_and_cli_defaults(shared_data, monkeypatch, tmp_path, capsys):
     with pytest.raises(ConfigError, match="--protocol"):
         FinetuneConfig(model="m", output="o", protocol="paper", train=["arcd"]).resolved()
     monkeypatch.setenv("ARABERT_PIPELINE_DATA", str(tmp_path))
-    assert main(["finetune", "--model", "m", "--preprocessing", "none", "-o", str(tmp_path / "o"), "--protocol", "paper"]) == 2
+    argv = ["finetune", "--model", "m", "--preprocessing", "none", "-o", str(tmp_path / "o"), "--protocol", "paper"]
+    assert main(argv) == 2
     assert "Arabic-SQuAD.json" in capsys.readouterr().err

@@ -106,7 +106,8 @@ class AlignmentReport:
 
     def summary(self) -> str:
         text = (
-            f"alignment through {self.preprocessing!r}: {self.aligned}/{self.answers} answers ({100 * self.rate:.2f}%), "
+            f"alignment through {self.preprocessing!r}: {self.aligned}/{self.answers} answers "
+            f"({100 * self.rate:.2f}%), "
             f"{self.exact} map back to exactly the original span"
         )
         if self.not_in_context:

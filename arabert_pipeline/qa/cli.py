@@ -21,16 +21,19 @@ def register(subparsers) -> None:
     p.add_argument("--model", required=True, help="checkpoint dir (MLM or QA) or hub id")
     p.add_argument("-o", "--output", required=True, help="output model dir (checkpoints go in OUTPUT/checkpoints)")
     p.add_argument("--train", nargs="+", default=[], metavar="FILE_OR_NAME", help="training sets")
-    p.add_argument("--eval", nargs="+", default=[], metavar="FILE_OR_NAME", help="evaluation sets (predicted at the end)")
+    p.add_argument("--eval", nargs="+", default=[], metavar="FILE_OR_NAME",
+                   help="evaluation sets (predicted and scored at the end)")
     p.add_argument("--protocol", choices=["paper", "offline"], help="preset training + evaluation sets")
-    p.add_argument("--preprocessing", help="needed for checkpoints without arabert_pipeline.json (arabertv2, arabertv02, none)")
+    p.add_argument("--preprocessing",
+                   help="needed for checkpoints without arabert_pipeline.json (arabertv2, arabertv02, none)")
     p.add_argument("--epochs", type=int, default=_DEFAULTS["epochs"])
     p.add_argument("--lr", type=float, default=_DEFAULTS["lr"])
     p.add_argument("--batch-size", type=int, default=_DEFAULTS["batch_size"])
     p.add_argument("--weight-decay", type=float, default=_DEFAULTS["weight_decay"])
     p.add_argument("--warmup-ratio", type=float, default=_DEFAULTS["warmup_ratio"])
     p.add_argument("--max-seq-length", type=int, default=_DEFAULTS["max_seq_length"])
-    p.add_argument("--doc-stride", type=int, default=_DEFAULTS["doc_stride"], help="tokens shared by consecutive windows")
+    p.add_argument("--doc-stride", type=int, default=_DEFAULTS["doc_stride"],
+                   help="tokens shared by consecutive windows")
     p.add_argument("--max-question-tokens", type=int, default=_DEFAULTS["max_question_tokens"])
     p.add_argument("--max-answer-tokens", type=int, default=_DEFAULTS["max_answer_tokens"])
     p.add_argument("--seed", type=int, default=_DEFAULTS["seed"])

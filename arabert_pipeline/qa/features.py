@@ -87,7 +87,8 @@ def build_windows(
         offsets[w, : len(spans)][in_context] = spans[in_context]
     windows = Windows(encoded["input_ids"], encoded.get("token_type_ids"), example_index, offsets)
     if answer_spans is not None:
-        cls_index = [ids.index(tokenizer.cls_token_id) if tokenizer.cls_token_id in ids else 0 for ids in windows.input_ids]
+        cls = tokenizer.cls_token_id
+        cls_index = [ids.index(cls) if cls in ids else 0 for ids in windows.input_ids]
         windows.start_positions, windows.end_positions = label_windows(
             offsets, example_index, answer_spans, np.asarray(cls_index)
         )

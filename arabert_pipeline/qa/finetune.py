@@ -6,7 +6,8 @@
 Steps: read the training/evaluation sets (SQuAD v1.1 files or registry names) → refuse train/eval leakage → align the
 gold answers through the model's preprocessing → sliding windows → train a start/end head
 (AutoModelForQuestionAnswering: an MLM checkpoint gets a fresh QA head; BERT and ELECTRA both work) → save a model dir
-that AutoModelForQuestionAnswering loads, with its tokenizer and arabert_pipeline.json → predict and score every evaluation set (evaluate/metrics.py).
+that AutoModelForQuestionAnswering loads, with its tokenizer and arabert_pipeline.json → predict and score every
+evaluation set (evaluate/metrics.py).
 
 The loop is written out rather than delegated to transformers.Trainer: QA needs its own evaluation (windows → spans →
 original text) anyway, and the whole schedule (seeded per-epoch shuffles, checkpoints that resume bit-for-bit,
@@ -92,7 +93,8 @@ class FinetuneConfig:
             raise ConfigError(f"bf16={config.bf16!r}: use one of {', '.join(BF16_CHOICES)}")
         if config.allow_leakage and config.drop_leaking_train:
             raise ConfigError("choose one of --allow-leakage and --drop-leaking-train")
-        for name in ("epochs", "batch_size", "max_seq_length", "doc_stride", "max_question_tokens", "max_answer_tokens"):
+        positive = ("epochs", "batch_size", "max_seq_length", "doc_stride", "max_question_tokens", "max_answer_tokens")
+        for name in positive:
             if getattr(config, name) < 1:
                 raise ConfigError(f"{name} must be ≥ 1, got {getattr(config, name)}")
         if not 0 <= config.warmup_ratio < 1:
@@ -130,7 +132,9 @@ def run_finetune(config: FinetuneConfig, log=print) -> FinetuneResult:
     output = Path(config.output)
     started = time.time()
     resume_from = _prepare_output(output, config)
-    settings = QASettings(config.max_seq_length, config.doc_stride, config.max_question_tokens, config.max_answer_tokens)
+    settings = QASettings(
+        config.max_seq_length, config.doc_stride, config.max_question_tokens, config.max_answer_tokens
+    )
     train_files = [read_squad(s, misaligned="skip" if config.skip_misaligned else "error", download=config.download)
                    for s in config.train]
     eval_files = [read_squad(s, misaligned="keep", download=config.download) for s in config.eval]
