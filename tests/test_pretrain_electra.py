@@ -293,6 +293,12 @@ def test_bad_options_are_refused(setup, tmp_path):
     bert.save_pretrained(tmp_path / "bert")
     with pytest.raises(ConfigError, match="'bert' model"):
         build(setup, model_size=None, init_from=str(tmp_path / "bert"))
+    objective, _ = build(setup)
+    objective.export(tmp_path / "electra")
+    with pytest.raises(ConfigError, match="model-size mini"):
+        build(setup, model_size="mini", init_from=str(tmp_path / "electra"))
+    with pytest.raises(ConfigError, match="exceeds the 512 positions"):
+        build(setup, model_size=None, init_from=str(tmp_path / "electra"), max_seq_length=600)
 
 
 # ------------------------------------------------------------------------------------------------ through the trainer

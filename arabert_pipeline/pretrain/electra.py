@@ -35,6 +35,20 @@ differs from its hidden width, loadable at all (`BertModel` has no embedding pro
 (e.g. the second, 512-token phase) able to restore exactly the pair that was trained. With equal embedding and
 hidden sizes the discriminator's encoder is layer for layer a BERT encoder, so the MLM vs ELECTRA comparison is
 between objectives, not architectures.
+
+Sequence length for QA (any objective). Position embeddings past the pretraining length get no gradient, so a model
+pretrained at 128 tokens meets untrained positions when QA fine-tunes at 384. BERT's fix is a second, short phase at
+512; here it is a second run that starts from the first (`--init-from` restores generator and discriminator exactly;
+batches are token budgets, so --batch-size 8 at 512 reads as many tokens per step as 32 at 128; the second run has its
+own warm-up and decay, so give it a lower --lr):
+
+    arabert-pipeline pretrain --objective electra --model-size mini --max-seq-length 128 --time-budget 135 \\
+        --tokenizer TOK --corpus CORPUS -o runs/electra-128
+    arabert-pipeline pretrain --objective electra --init-from runs/electra-128 --max-seq-length 512 --batch-size 8 \\
+        --lr 2.5e-4 --warmup 0.1 --time-budget 15 --tokenizer TOK --corpus CORPUS -o runs/electra-512
+
+and the same two calls with `--objective mlm`. Span selection (span_selection.py) then continues either at the QA
+length: `--objective span-selection --init-from runs/electra-512 --max-seq-length 384 --batch-size 10`.
 """
 from __future__ import annotations
 
@@ -209,6 +223,20 @@ class ReplacedTokenDetection(nn.Module):
             self.tokenizer.save_pretrained(directory / GENERATOR_DIR)
 
 
+def check_init_from(config, stored, directory: Path, tokenizer) -> None:
+    """The `--init-from` model fits this run: same vocabulary, enough positions, the --model-size if one is given."""
+    check_vocabulary(directory, stored.vocab_size, tokenizer)
+    if config.max_seq_length > stored.max_position_embeddings:
+        raise ConfigError(f"--max-seq-length {config.max_seq_length} exceeds the {stored.max_position_embeddings} "
+                          f"positions of --init-from {directory}")
+    if config.model_size is not None:
+        expected = bert_config_kwargs(config.model_size)
+        found = {key: getattr(stored, key) for key in expected}
+        if found != expected:
+            raise ConfigError(f"--init-from {directory} is {found}, not the --model-size {config.model_size} "
+                              f"architecture {expected}; leave out --model-size to keep the checkpoint's")
+
+
 def load_pair(config, tokenizer):
     """(generator, discriminator) from `--init-from` (an electra export or checkpoint), the generator rebuilt if absent."""
     from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
@@ -220,10 +248,7 @@ def load_pair(config, tokenizer):
             f"--init-from {directory}: a {stored.model_type!r} model; the electra objective continues ELECTRA "
             "discriminators (a model written by --objective electra)"
         )
-    check_vocabulary(directory, stored.vocab_size, tokenizer)
-    if config.max_seq_length > stored.max_position_embeddings:
-        raise ConfigError(f"--max-seq-length {config.max_seq_length} exceeds the {stored.max_position_embeddings} "
-                          f"positions of --init-from {directory}")
+    check_init_from(config, stored, directory, tokenizer)
     discriminator = ElectraForPreTraining.from_pretrained(directory, attn_implementation="sdpa")
     if (directory / GENERATOR_DIR / "config.json").is_file():
         generator = ElectraForMaskedLM.from_pretrained(directory / GENERATOR_DIR, attn_implementation="sdpa")

@@ -40,7 +40,8 @@ from torch import nn
 from ..errors import ConfigError
 from .config import bert_config_kwargs
 from .data import Example, SpecialIds
-from .objectives import check_vocabulary, init_model_dir
+from .electra import check_init_from
+from .objectives import init_model_dir
 
 MAX_SPAN_TOKENS = 10  # Splinter's max_span_length
 MAX_QUESTION_TOKENS = 64  # as HF's QA pipeline (max_question_len); at most a quarter of the sequence
@@ -305,10 +306,7 @@ def build(config, tokenizer) -> SpanSelection:
     if config.init_from:
         directory = init_model_dir(config.init_from)
         stored = AutoConfig.from_pretrained(directory)
-        check_vocabulary(directory, stored.vocab_size, tokenizer)
-        if config.max_seq_length > stored.max_position_embeddings:
-            raise ConfigError(f"--max-seq-length {config.max_seq_length} exceeds the {stored.max_position_embeddings} "
-                              f"positions of --init-from {directory}")
+        check_init_from(config, stored, directory, tokenizer)
         try:
             model = AutoModelForQuestionAnswering.from_pretrained(directory, attn_implementation="sdpa")
         except ValueError as exc:  # a model type without a QA head in transformers
