@@ -164,8 +164,10 @@ class ReplacedTokenDetection(nn.Module):
     def discriminator_encoder(self, input_ids, attention_mask=None, token_type_ids=None) -> torch.Tensor:
         """The discriminator's last hidden states, with the token embeddings the training uses."""
         if self.sharing == "gdes":
-            table = self.generator_embeddings.detach() + self.discriminator_embeddings
-            out = self.discriminator.electra(inputs_embeds=F.embedding(input_ids, table),
+            # Two lookups rather than one in (E_gen + E_delta): the same sums, without adding the whole tables.
+            embedded = F.embedding(input_ids, self.generator_embeddings.detach()) + F.embedding(
+                input_ids, self.discriminator_embeddings)
+            out = self.discriminator.electra(inputs_embeds=embedded,
                                              attention_mask=attention_mask, token_type_ids=token_type_ids)
         else:
             out = self.discriminator.electra(input_ids=input_ids, attention_mask=attention_mask,
