@@ -368,6 +368,31 @@ def test_output_is_a_hugging_face_masked_lm(finished_run):
         assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), last.state_dict().values()))
 
 
+def test_bf16_autocast_trains_like_fp32(tokenizer_dir, corpus, workdir):
+    from arabert_pipeline.pretrain.trainer import pretrain
+
+    for bf16 in ("no", "yes"):
+        assert pretrain(tiny_config(tokenizer_dir, corpus, workdir / f"bf16-{bf16}", steps=3, bf16=bf16))
+    fp32, bf16 = (read_log(workdir / f"bf16-{b}") for b in ("no", "yes"))
+    assert fp32[0]["loss"] == pytest.approx(bf16[0]["loss"], abs=0.05)
+    metadata = json.loads((workdir / "bf16-yes" / "arabert_pipeline.json").read_text(encoding="utf-8"))
+    assert metadata["pretrain"]["bf16"] is True
+
+
+def test_run_length_from_tokens_time_or_one_epoch(tokenizer_dir, corpus, workdir):
+    from arabert_pipeline.pretrain.trainer import Trainer, pretrain
+
+    epoch = Trainer(tiny_config(tokenizer_dir, corpus, workdir / "length", steps=None))
+    assert epoch.state.total_steps == len(epoch.data.epoch_batches(0))
+    assert epoch.state.warmup_steps == round(0.06 * epoch.state.total_steps)
+    by_tokens = Trainer(tiny_config(tokenizer_dir, corpus, workdir / "length", steps=None, tokens=2560, grad_accum=2))
+    assert 4 <= by_tokens.state.total_steps <= 6  # ~256 tokens per batch, 2 batches per step
+    timed = workdir / "timed"
+    assert pretrain(tiny_config(tokenizer_dir, corpus, timed, steps=None, time_budget=0.05))
+    steps = json.loads((timed / "arabert_pipeline.json").read_text(encoding="utf-8"))["pretrain"]["steps"]
+    assert steps >= 1
+
+
 # ------------------------------------------------------------------------------------------------- bad input
 
 

@@ -34,7 +34,8 @@ def register(subparsers) -> None:
     p.add_argument("--nsp", action="store_true", help="add next-sentence prediction (AraBERT v1)")
     length = p.add_mutually_exclusive_group()
     length.add_argument("--steps", type=int, help="optimizer steps")
-    length.add_argument("--tokens", type=int, help="tokens to read (special tokens included)")
+    length.add_argument("--tokens", type=lambda text: int(float(text)),
+                        help="tokens to read, special tokens included (e.g. 2e7)")
     length.add_argument("--time-budget", type=float, metavar="MIN", help="minutes of wall-clock time")
     p.add_argument("--batch-size", type=int, default=32, help="sequences per micro-batch per process")
     p.add_argument("--grad-accum", type=int, default=1, help="micro-batches per optimizer step")

@@ -87,7 +87,8 @@ def use_bf16(setting: str, device: torch.device) -> bool:
         return torch.cuda.is_bf16_supported()
     # Only with native bf16 (AVX512-BF16/AMX, or AVX512 that oneDNN handles well): on an AVX2-only CPU, bf16 autocast
     # measured 20× slower than fp32 for a mini BERT.
-    return device.type == "cpu" and torch.ops.mkldnn._is_mkldnn_bf16_supported()
+    native = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
+    return device.type == "cpu" and native is not None and bool(native())
 
 
 def parameter_groups(module: torch.nn.Module, weight_decay: float) -> list[dict]:
@@ -116,9 +117,10 @@ class Trainer:
         config.validate()
         self.config, self.on_step = config, on_step
         self.output = Path(config.output)
-        device = PartialState().device
-        self.bf16 = use_bf16(config.bf16, device)
-        self.accelerator = Accelerator(mixed_precision="bf16" if self.bf16 else "no")
+        self.bf16 = use_bf16(config.bf16, PartialState().device)
+        # bf16 needs no loss scaling, so autocast is all that accelerate's mixed_precision="bf16" would add; doing it
+        # here keeps accelerate's process-wide state the same for every run (it cannot change within a process).
+        self.accelerator = Accelerator()
         self.is_main = self.accelerator.is_main_process
         self.world = self.accelerator.num_processes
         self.state = TrainerState()
@@ -130,15 +132,16 @@ class Trainer:
         if not self.tokenizer.is_fast:
             raise ConfigError(f"--tokenizer {config.tokenizer}: a fast (tokenizers-backed) tokenizer is needed")
         self.preprocessing = check_corpus_preprocessing(config.corpus, config.tokenizer)
-        data_key = cache_key(config.corpus, self.tokenizer)
-        checkpoint = self.find_checkpoint(data_key)
+        self.data_key = cache_key(config.corpus, self.tokenizer)
+        checkpoint = self.find_checkpoint()
 
         set_seed(config.seed)
         objective = build_objective(config, self.tokenizer)
 
         cache_dir = Path(config.cache_dir) if config.cache_dir else default_cache_dir()
         with self.accelerator.local_main_process_first():
-            store_dir = tokenize_corpus(config.corpus, self.tokenizer, cache_dir, data_key, config.progress and self.is_main)
+            store_dir = tokenize_corpus(config.corpus, self.tokenizer, cache_dir, self.data_key,
+                                        config.progress and self.is_main)
         self.store = TokenStore.open(store_dir)
         self.data = PretrainingData(
             self.store, SpecialIds.from_tokenizer(self.tokenizer), config.max_seq_length,
@@ -174,9 +177,8 @@ class Trainer:
 
     # ------------------------------------------------------------------------------------------- setup helpers
 
-    def find_checkpoint(self, data_key: str) -> Path | None:
+    def find_checkpoint(self) -> Path | None:
         """The checkpoint to resume from (its state loaded into self.state), after checking it fits this run."""
-        self.data_key = data_key
         existing = list_checkpoints(self.output)
         if self.config.resume is None:
             if existing:
@@ -199,7 +201,7 @@ class Trainer:
             detail = "; ".join(f"{k}: checkpoint {saved['config'].get(k)!r}, now {getattr(self.config, k, None)!r}"
                                for k in differences)
             raise ConfigError(f"--resume {checkpoint} was written by a run with other settings ({detail})")
-        if saved["data_key"] != data_key:
+        if saved["data_key"] != self.data_key:
             raise ConfigError(
                 f"--resume {checkpoint}: the corpus or the tokenizer changed since the checkpoint was written "
                 "(their content hash differs)"
@@ -239,7 +241,9 @@ class Trainer:
             for index, rows in enumerate(batches):
                 batch = self.make_batch(self.data.train, rows, np.random.default_rng([self.config.seed, 0, index, 1]))
                 began = time.perf_counter()
-                self.accelerator.backward(self.model(batch)["loss"])
+                with self.autocast():
+                    loss = self.model(batch)["loss"]
+                self.accelerator.backward(loss)
                 timings.append(time.perf_counter() - began)
         self.optimizer.zero_grad(set_to_none=True)
         torch.set_rng_state(rng_state)
@@ -261,6 +265,9 @@ class Trainer:
     def request_stop(self) -> None:
         """Finish the current step, save a checkpoint and return from train() (what Ctrl-C does)."""
         self.stop_signal = self.stop_signal or signal.SIGINT
+
+    def autocast(self):
+        return torch.autocast(self.accelerator.device.type, dtype=torch.bfloat16, enabled=self.bf16)
 
     def make_batch(self, chunks, rows: np.ndarray, rng: np.random.Generator) -> dict[str, torch.Tensor]:
         batch = self.collator(self.data.examples(chunks, rows, rng), rng)
@@ -289,7 +296,8 @@ class Trainer:
             batch = self.make_batch(self.data.train, rows, np.random.default_rng([config.seed, epoch, index, 1]))
             last = position == len(micro_batches) - 1
             with contextlib.nullcontext() if last else accelerator.no_sync(self.model):
-                out = self.model(batch)
+                with self.autocast():
+                    out = self.model(batch)
                 accelerator.backward(out["loss"] / config.grad_accum)
             for key, value in out.items():
                 if key != "weight":
@@ -366,6 +374,9 @@ class Trainer:
         self.write_final_model()
         if board is not None:
             board.close()
+        if self.is_main:
+            quality = ", ".join(f"{k} {v:.4g}" for k, v in self.last_eval.items() if k != "step")
+            print(f"{self.output}: {state.step} steps, {state.tokens:,} tokens in {state.elapsed / 60:.1f} min; {quality}")
         return True
 
     def should_stop(self) -> bool:
@@ -406,7 +417,8 @@ class Trainer:
         total = 0.0
         try:
             for index, rows in enumerate(self.data.eval_batches()):
-                out = module(self.make_batch(self.data.eval, rows, np.random.default_rng([0, index, 2])))
+                with self.autocast():
+                    out = module(self.make_batch(self.data.eval, rows, np.random.default_rng([0, index, 2])))
                 weight = float(out.pop("weight", torch.tensor(1.0)))
                 total += weight
                 for key, value in out.items():
