@@ -106,7 +106,8 @@ class Baseline:
         self.model = BertForMaskedLM._from_config(bert_config)
         self.model.train()
         starts = store.line_starts
-        train_lines = np.concatenate([np.arange(store.doc_lines[d], store.doc_lines[d + 1]) for d in trainer.data.train_docs])
+        docs = trainer.data.train_docs
+        train_lines = np.concatenate([np.arange(store.doc_lines[d], store.doc_lines[d + 1]) for d in docs])
         keep = args.max_seq_length - 2
         self.examples = [
             {"input_ids": [tok.cls_token_id, *store.tokens[starts[i]: min(starts[i + 1], starts[i] + keep)].tolist(),
@@ -210,8 +211,8 @@ def main() -> None:
     baseline = Baseline(trainer, args)
     seconds = {"ours": 0.0, "baseline": 0.0}
     losses = {"ours": [], "baseline": []}
-    print(f"{args.model_size}, vocab {len(trainer.tokenizer)}, seq {args.max_seq_length}, batch {args.batch_size} lines "
-          f"(baseline) / {trainer.config.batch_size} packed sequences (ours), "
+    print(f"{args.model_size}, vocab {len(trainer.tokenizer)}, seq {args.max_seq_length}, "
+          f"batch {args.batch_size} lines (baseline) / {trainer.config.batch_size} packed sequences (ours), "
           f"{args.threads} thread(s), {args.tokens:,} tokens each; corpus {trainer.store.meta['tokens']:,} tokens")
     while min(trainer.state.tokens, baseline.tokens) < args.tokens:
         side = "ours" if trainer.state.tokens <= baseline.tokens else "baseline"
@@ -233,7 +234,8 @@ def main() -> None:
         ("seconds", f"{seconds['ours']:.1f}", f"{seconds['baseline']:.1f}", ""),
         ("tokens/s", f"{rates['ours']:.0f}", f"{rates['baseline']:.0f}", f"{rates['ours'] / rates['baseline']:.2f}×"),
         ("held-out MLM loss", f"{eval_ours['eval_mlm_loss']:.3f}", f"{eval_base['eval_mlm_loss']:.3f}", ""),
-        ("held-out masked accuracy", f"{eval_ours['eval_mlm_accuracy']:.3f}", f"{eval_base['eval_mlm_accuracy']:.3f}", ""),
+        ("held-out masked accuracy", f"{eval_ours['eval_mlm_accuracy']:.3f}",
+         f"{eval_base['eval_mlm_accuracy']:.3f}", ""),
         ("train loss, last 5 steps", f"{mean(losses['ours'][-5:]):.3f}", f"{mean(losses['baseline'][-5:]):.3f}", ""),
         (f"peak RSS MB ({args.child_steps} steps)", f"{memory['ours']:.0f}", f"{memory['baseline']:.0f}",
          f"{memory['baseline'] / memory['ours']:.2f}×"),
@@ -243,7 +245,8 @@ def main() -> None:
     for name, ours, base, ratio in rows:
         print(f"| {name:26} | {ours!s:>10} | {base!s:>11} | {ratio:>6} |")
     result = {"args": vars(args), "tokens_per_second": rates, "eval_ours": eval_ours, "eval_baseline": eval_base,
-              "peak_rss_mb": memory, "seconds": seconds, "steps": {"ours": trainer.state.step, "baseline": baseline.step}}
+              "peak_rss_mb": memory, "seconds": seconds,
+              "steps": {"ours": trainer.state.step, "baseline": baseline.step}}
     (Path(args.workdir) / "result.json").write_text(json.dumps(result, indent=2), encoding="utf-8")
 
 

@@ -11,7 +11,8 @@ import pytest
 
 from arabert_pipeline.errors import ArabertPipelineError, ConfigError, InputError
 
-SHARED_DATA = Path(os.environ.get("ARABERT_PIPELINE_TEST_DATA", Path(__file__).resolve().parents[2] / "shared" / "data"))
+REPO = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("ARABERT_PIPELINE_TEST_DATA", REPO.parent / "shared" / "data"))
 SHARD = SHARED_DATA / "corpus" / "ant-jawharafm-000.txt.xz"
 DOCUMENTS = 150
 
@@ -321,23 +322,61 @@ def test_resumed_run_repeats_the_uninterrupted_one(tokenizer_dir, corpus, workdi
 
     torch.set_num_threads(1)
     straight, interrupted = workdir / "straight", workdir / "interrupted"
-    assert pretrain(tiny_config(tokenizer_dir, corpus, straight, nsp=True, whole_word_masking=True, grad_accum=2))
+    # log_every=3 and a stop at step 7: the resumed run must also carry over the metrics of step 7 not yet logged.
+    options = dict(nsp=True, whole_word_masking=True, grad_accum=2, log_every=3)
+    assert pretrain(tiny_config(tokenizer_dir, corpus, straight, **options))
 
     def stop_at_seven(trainer):
         if trainer.state.step == 7:
             trainer.request_stop()
 
-    config = tiny_config(tokenizer_dir, corpus, interrupted, nsp=True, whole_word_masking=True, grad_accum=2)
+    config = tiny_config(tokenizer_dir, corpus, interrupted, **options)
     assert not pretrain(config, on_step=stop_at_seven)
     assert not (interrupted / "config.json").exists(), "an interrupted run must not look finished"
-    assert [r["step"] for r in read_log(interrupted)][-1] == 7
+    assert [r["step"] for r in read_log(interrupted)][-1] == 6
     config.resume = "latest"
     assert pretrain(config)
     curve = lambda run: [(r["step"], r.get("loss"), r.get("eval_loss")) for r in read_log(run)]  # noqa: E731
     assert curve(straight) == curve(interrupted)
-    assert len(curve(straight)) == 16 + 2
+    assert [step for step, _, _ in curve(straight)] == [3, 6, 8, 9, 12, 15, 16, 16]
     a, b = load_file(straight / "model.safetensors"), load_file(interrupted / "model.safetensors")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_two_processes_train_and_resume_exactly(tokenizer_dir, corpus, workdir):
+    """DDP on CPU (gloo) through torchrun: data sharded by process, RNG per process, same curve after a resume."""
+    import shutil
+    import subprocess
+    import sys
+
+    import torch
+    from safetensors.torch import load_file
+
+    def launch(out: Path, *extra: str) -> None:
+        command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "arabert_pipeline.cli",
+                   "pretrain", "--tokenizer", tokenizer_dir, "--corpus", corpus, "--model-size", "tiny", "-o", str(out),
+                   "--max-seq-length", "32", "--steps", "12", "--batch-size", "8", "--log-every", "3", "--eval-every",
+                   "6", "--save-every", "5", "--eval-sequences", "16", "--cache-dir", str(workdir / "cache"),
+                   "--no-progress", *extra]
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-3000:]
+
+    straight, resumed = workdir / "ddp", workdir / "ddp-resumed"
+    launch(straight)
+    metadata = json.loads((straight / "arabert_pipeline.json").read_text(encoding="utf-8"))
+    assert metadata["pretrain"]["processes"] == 2
+    single_step_tokens = 8 * 32
+    assert metadata["pretrain"]["tokens_seen"] > 12 * single_step_tokens * 1.5  # both processes' batches count
+    # Resume from step 10 as if the run had died there.
+    resumed.mkdir()
+    shutil.copytree(straight / "checkpoints" / "step-00000010", resumed / "checkpoints" / "step-00000010")
+    shutil.copy(straight / "log.jsonl", resumed / "log.jsonl")
+    launch(resumed, "--resume")
+    curve = lambda run: [(r["step"], r.get("loss"), r.get("eval_loss")) for r in read_log(run)]  # noqa: E731
+    assert curve(straight) == curve(resumed)
+    a, b = load_file(straight / "model.safetensors"), load_file(resumed / "model.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in a)
 
 
 def test_output_is_a_hugging_face_masked_lm(finished_run):

@@ -19,13 +19,15 @@ def register(subparsers) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--tokenizer", required=True, metavar="DIR", help="tokenizer directory (arabert-pipeline train-tokenizer)")
+    p.add_argument("--tokenizer", required=True, metavar="DIR",
+                   help="tokenizer directory (arabert-pipeline train-tokenizer)")
     p.add_argument("--corpus", required=True, nargs="+", metavar="FILE",
                    help="preprocessed corpus files (.txt/.txt.gz/.txt.xz, blank line between documents)")
     p.add_argument("-o", "--output", required=True, metavar="OUT",
                    help="run directory: log.jsonl, checkpoints/, and at the end the Hugging Face model")
     p.add_argument("--model-size", choices=list(MODEL_SIZES),
-                   help="architecture preset: " + ", ".join(f"{k} L{l}/H{h}/A{a}" for k, (l, h, a) in MODEL_SIZES.items()))
+                   help="architecture preset: "
+                   + ", ".join(f"{k} L{l}/H{h}/A{a}" for k, (l, h, a) in MODEL_SIZES.items()))
     p.add_argument("--objective", default="mlm", choices=list(OBJECTIVES))
     p.add_argument("--max-seq-length", type=int, default=128)
     p.add_argument("--mlm-probability", type=float, default=0.15)

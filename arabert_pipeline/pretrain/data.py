@@ -65,8 +65,8 @@ def check_corpus_preprocessing(corpus: list[str], tokenizer_dir: str) -> str:
             if expected == "none":
                 continue
             raise ConfigError(
-                f"{path}: no {sidecar.name} beside it, so its preprocessing is unknown, and the tokenizer {tokenizer_dir} "
-                f"expects {expected!r} text. Run `arabert-pipeline preprocess {path} -o OUT --config {expected}` and "
+                f"{path}: no {sidecar.name} beside it, so its preprocessing is unknown, and the tokenizer "
+                f"{tokenizer_dir} expects {expected!r} text. Run `arabert-pipeline preprocess {path} -o OUT --config {expected}` and "
                 f"pretrain on OUT (or, if the file is already {expected!r} text, write {{\"preprocessing\": "
                 f"\"{expected}\"}} to {sidecar})."
             )
@@ -101,7 +101,8 @@ def read_lines(paths: list[str], progress) -> Iterator[str | None]:
                 try:
                     line = data.decode("utf-8").strip()
                 except UnicodeDecodeError as exc:
-                    raise InputError(f"invalid UTF-8 ({exc.reason} at byte {exc.start})", path=path, line=number) from exc
+                    raise InputError(f"invalid UTF-8 ({exc.reason} at byte {exc.start})", path=path,
+                                     line=number) from exc
                 yield line or None
                 if number % 1024 == 0:
                     position = raw.tell()
@@ -442,7 +443,7 @@ class PretrainingData:
         return Example(ids, words, special)
 
     def nsp_example(self, chunks: Chunks, i: int, rng: np.random.Generator) -> Example:
-        """BERT's pair recipe: A = the first k paragraphs of the run, B = the rest or (50%) a span of another document."""
+        """BERT's pair recipe: A = the first paragraphs of the run, B = the rest or (50%) another document's span."""
         start, length, doc = int(chunks.start[i]), int(chunks.length[i]), int(chunks.doc[i])
         lines = self.store.line_starts
         cuts = lines[np.searchsorted(lines, start, side="right") : np.searchsorted(lines, start + length)]

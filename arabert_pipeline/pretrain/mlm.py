@@ -150,7 +150,9 @@ def build(config, tokenizer) -> MaskedLanguageModel:
         directory = init_model_dir(config.init_from)
         bert_config = BertConfig.from_pretrained(directory)
         if bert_config.model_type != "bert":
-            raise ConfigError(f"--init-from {directory}: a {bert_config.model_type!r} model, the mlm objective needs BERT")
+            raise ConfigError(
+                f"--init-from {directory}: a {bert_config.model_type!r} model, the mlm objective needs BERT"
+            )
         check_vocabulary(directory, bert_config.vocab_size, tokenizer)
         if config.model_size is not None:
             expected = bert_config_kwargs(config.model_size)

@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import json
 import math
+import os
 import shutil
 import signal
 import tempfile
@@ -117,15 +118,21 @@ class Trainer:
         config.validate()
         self.config, self.on_step = config, on_step
         self.output = Path(config.output)
-        self.bf16 = use_bf16(config.bf16, PartialState().device)
+        # Under torchrun without GPUs, accelerate only goes multi-process (gloo) when told the run is on CPU.
+        cpu = int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.cuda.is_available()
+        self.bf16 = use_bf16(config.bf16, PartialState(cpu=cpu).device)
         # bf16 needs no loss scaling, so autocast is all that accelerate's mixed_precision="bf16" would add; doing it
         # here keeps accelerate's process-wide state the same for every run (it cannot change within a process).
-        self.accelerator = Accelerator()
+        self.accelerator = Accelerator(cpu=cpu)
         self.is_main = self.accelerator.is_main_process
         self.world = self.accelerator.num_processes
         self.state = TrainerState()
         self.stop_signal: int | None = None
-        self.last_eval: dict[str, float] = {}
+        self.last_eval: dict[str, float] = {}  # on the main process only
+        self.last_eval_step = -1
+        # Sums of the step metrics since the last log row, and how many steps they hold.
+        self.window: dict[str, torch.Tensor] = {}
+        self.window_steps = 0
         self.last_saved_step = -1
 
         self.tokenizer = AutoTokenizer.from_pretrained(config.tokenizer)
@@ -167,7 +174,7 @@ class Trainer:
             saved = torch.load(checkpoint / "state.pt", map_location="cpu", weights_only=True)
             objective.load_state_dict(saved["objective"])
             optimizer.load_state_dict(saved["optimizer"])
-            self.restore_rng(saved["rng"])
+            self.restore_process_state(saved["processes"])
         elif self.world > 1:
             torch.manual_seed(config.seed + self.accelerator.process_index)  # distinct dropout masks per process
         self.collator = objective.collator
@@ -254,11 +261,14 @@ class Trainer:
         broadcast_object_list(estimate)
         return estimate[0]
 
-    def restore_rng(self, states: list[dict]) -> None:
+    def restore_process_state(self, states: list[dict]) -> None:
+        """This process's RNG and its unlogged metric sums (so the next log row averages the same steps)."""
         mine = states[self.accelerator.process_index]
         torch.set_rng_state(mine["torch"])
         if "cuda" in mine and torch.cuda.is_available():
             torch.cuda.set_rng_state(mine["cuda"])
+        self.window = {key: torch.tensor(value) for key, value in mine["window"].items()}
+        self.window_steps = mine["window_steps"]
 
     # ------------------------------------------------------------------------------------------- the loop
 
@@ -328,27 +338,27 @@ class Trainer:
                    disable=not (config.progress and self.is_main), desc="pretraining")
         session_start = time.perf_counter()
         elapsed_before = state.elapsed
-        window: dict[str, float] = defaultdict(float)
-        window_steps, window_tokens, window_start = 0, 0, time.perf_counter()
+        window_tokens, window_start = 0, time.perf_counter()
         try:
             while state.step < state.total_steps and not self.should_stop():
                 tokens_before = state.tokens
                 metrics = self.train_step()
                 state.elapsed = elapsed_before + time.perf_counter() - session_start
                 for key, value in metrics.items():
-                    window[key] += value
-                window_steps += 1
+                    self.window[key] = self.window.get(key, 0.0) + value
+                self.window_steps += 1
                 window_tokens += state.tokens - tokens_before
                 bar.update(1)
                 if state.step % config.log_every == 0 or state.step == state.total_steps:
                     now = time.perf_counter()
                     row = {"step": state.step, "tokens": state.tokens, "elapsed": round(state.elapsed, 2),
                            "tokens_per_second": round(window_tokens / (now - window_start), 1)}
-                    row.update({key: self.mean_over_processes(value / window_steps) for key, value in window.items()})
+                    row.update({key: self.mean_over_processes(value / self.window_steps)
+                                for key, value in self.window.items()})
                     self.log(row, board)
                     bar.set_postfix(loss=f"{row['loss']:.3f}", tok_s=f"{row['tokens_per_second']:.0f}")
-                    window.clear()
-                    window_steps, window_tokens, window_start = 0, 0, now
+                    self.window, self.window_steps = {}, 0
+                    window_tokens, window_start = 0, now
                 if state.step % config.eval_every == 0:
                     self.evaluate_and_log(board)
                 if state.step % config.save_every == 0:
@@ -369,14 +379,15 @@ class Trainer:
                 print(f"stopped at step {state.step}/{state.total_steps}; checkpoint saved in "
                       f"{self.output / CHECKPOINTS}. Continue with the same command plus --resume.")
             return False
-        if self.last_eval.get("step") != state.step:
+        if self.last_eval_step != state.step:
             self.evaluate_and_log(board)
         self.write_final_model()
         if board is not None:
             board.close()
         if self.is_main:
             quality = ", ".join(f"{k} {v:.4g}" for k, v in self.last_eval.items() if k != "step")
-            print(f"{self.output}: {state.step} steps, {state.tokens:,} tokens in {state.elapsed / 60:.1f} min; {quality}")
+            print(f"{self.output}: {state.step} steps, {state.tokens:,} tokens in {state.elapsed / 60:.1f} min; "
+                  f"{quality}")
         return True
 
     def should_stop(self) -> bool:
@@ -431,6 +442,7 @@ class Trainer:
         return metrics
 
     def evaluate_and_log(self, board) -> None:
+        self.last_eval_step = self.state.step  # on every process, so that all take the same barriers
         if self.is_main:
             metrics = self.evaluate()
             self.last_eval = {"step": self.state.step, **metrics}
@@ -499,10 +511,11 @@ class Trainer:
     def save_checkpoint(self) -> None:
         from accelerate.utils import gather_object
 
-        rng = {"torch": torch.get_rng_state()}
+        mine = {"torch": torch.get_rng_state(), "window_steps": self.window_steps,
+                "window": {key: float(value) for key, value in self.window.items()}}
         if torch.cuda.is_available():
-            rng["cuda"] = torch.cuda.get_rng_state()
-        rng_states = gather_object([rng])
+            mine["cuda"] = torch.cuda.get_rng_state()
+        process_states = gather_object([mine])
         if self.is_main:
             target = self.output / CHECKPOINTS / f"step-{self.state.step:08d}"
             with atomic_directory(target) as tmp:
@@ -511,7 +524,7 @@ class Trainer:
                     {
                         "objective": self.accelerator.unwrap_model(self.model).state_dict(),
                         "optimizer": self.optimizer.state_dict(),
-                        "rng": rng_states,
+                        "processes": process_states,
                     },
                     tmp / "state.pt",
                 )
