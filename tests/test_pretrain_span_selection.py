@@ -9,40 +9,14 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-# Authored news-like paragraphs (not from any dataset), with names that recur within a document.
-DOCUMENTS = [
-    ["افتتح وزير الثقافة محمد العلي معرض الكتاب الدولي في مدينة تونس اليوم .",
-     "وقال وزير الثقافة محمد العلي إن معرض الكتاب الدولي يستقبل هذا العام أكثر من مئتي دار نشر .",
-     "ويستمر معرض الكتاب الدولي عشرة أيام بمشاركة كتاب من عشرين بلدا ."],
-    ["فاز فريق النجم الساحلي على الترجي الرياضي بهدفين مقابل هدف في الملعب الأولمبي بسوسة .",
-     "وسجل اللاعب أحمد الصالحي هدفي فريق النجم الساحلي في الشوط الثاني .",
-     "وبهذا الفوز يتصدر فريق النجم الساحلي الترتيب العام للبطولة ."],
-    ["أعلنت الشركة الوطنية للكهرباء عن انقطاع التيار في مدينة صفاقس يوم الأحد .",
-     "وأوضحت الشركة الوطنية للكهرباء أن الانقطاع يهدف إلى صيانة الشبكة .",
-     "ودعت الشركة السكان إلى الاستعداد لانقطاع التيار ساعات قليلة ."],
-    ["شهدت أسعار النفط ارتفاعا ملحوظا في الأسواق العالمية خلال الأسبوع الماضي .",
-     "ويتوقع الخبراء أن تواصل أسعار النفط الارتفاع بسبب تراجع الإنتاج ."],
-    ["نظمت جامعة الملك سعود مؤتمرا علميا حول الذكاء الاصطناعي في الرياض .",
-     "وشارك في مؤتمر الذكاء الاصطناعي باحثون من جامعة الملك سعود وجامعات أخرى ."],
-]
+from objective_corpus import DOCUMENTS as ALL_DOCUMENTS, write_corpus_and_tokenizer  # noqa: E402
 
+DOCUMENTS = ALL_DOCUMENTS[:5]
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory) -> tuple[str, str]:
-    """A corpus (DOCUMENTS × 4) and a WordPiece tokenizer: words up to 6 letters are one token, longer ones are
-    spelled in letters, so multi-token words occur too."""
-    from arabert_pipeline.tokenizer.export import SPECIAL_TOKENS, save_tokenizer, wordpiece_backend
-
     torch.set_num_threads(1)
-    directory = tmp_path_factory.mktemp("span")
-    corpus = directory / "corpus.txt"
-    corpus.write_text("\n\n".join("\n".join(doc) for doc in DOCUMENTS * 4) + "\n", encoding="utf-8")
-    (directory / "corpus.txt.arabert_pipeline.json").write_text(json.dumps({"preprocessing": "arabertv02"}))
-    words = sorted({w for doc in DOCUMENTS for line in doc for w in line.split()} | {"البيت", "المدرسة"})
-    letters = sorted({c for w in words for c in w})
-    vocab = dict.fromkeys(SPECIAL_TOKENS + [w for w in words if len(w) <= 6] + letters + ["##" + c for c in letters])
-    save_tokenizer(wordpiece_backend(list(vocab), "arabertv02"), directory / "tok", preprocessing="arabertv02")
-    return str(corpus), str(directory / "tok")
+    return write_corpus_and_tokenizer(tmp_path_factory.mktemp("span"), DOCUMENTS, extra_words=("البيت", "المدرسة"))
 
 
 def config(setup, output="unused", **overrides):
