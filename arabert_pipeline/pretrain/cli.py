@@ -34,6 +34,15 @@ def register(subparsers) -> None:
     p.add_argument("--whole-word-masking", action="store_true",
                    help="mask whole space-delimited words (a Farasa segment such as ال+ is one word)")
     p.add_argument("--nsp", action="store_true", help="add next-sentence prediction (AraBERT v1)")
+    p.add_argument("--electra-generator-size", type=float, default=PretrainConfig.electra_generator_size,
+                   help="electra: generator width as a fraction of the discriminator's (default %(default)s)")
+    p.add_argument("--electra-generator-layers", type=float, default=PretrainConfig.electra_generator_layers,
+                   help="electra: generator depth as a fraction of the discriminator's (default %(default)s)")
+    p.add_argument("--electra-rtd-weight", type=float, default=PretrainConfig.electra_rtd_weight,
+                   help="electra: λ in generator loss + λ · replaced-token-detection loss (default %(default)s)")
+    p.add_argument("--electra-embedding-sharing", choices=["none", "full", "gdes"],
+                   default=PretrainConfig.electra_embedding_sharing,
+                   help="electra: none, full (ELECTRA) or gdes (DeBERTaV3 gradient-disentangled; default %(default)s)")
     length = p.add_mutually_exclusive_group()
     length.add_argument("--steps", type=int, help="optimizer steps")
     length.add_argument("--tokens", type=lambda text: int(float(text)),
