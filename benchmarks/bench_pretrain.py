@@ -9,7 +9,7 @@ Ours: the pretraining stage's `Trainer` (packed sequences, masked-only head, ...
 by default as many tokens per optimizer step as the baseline (see `our_batch_size`).
 
 The two alternate step by step in one process (the one that has read fewer tokens goes next), so both see the same
-load on a shared machine. Tokens = tokens the model reads ([CLS]/[SEP] included, padding excluded). After both have
+load on a shared machine; tokens per CPU second (process time, all threads) is printed too. Tokens = tokens the model reads ([CLS]/[SEP] included, padding excluded). After both have
 read --tokens tokens, both are evaluated on the trainer's held-out sequences with the same fixed masks. Peak memory
 is measured separately: each side runs a few steps in a child process, whose peak RSS os.wait4 reports.
 
@@ -210,6 +210,7 @@ def main() -> None:
     trainer = make_trainer(args, corpus, tokenizer, Path(args.workdir) / "ours")
     baseline = Baseline(trainer, args)
     seconds = {"ours": 0.0, "baseline": 0.0}
+    cpu_seconds = {"ours": 0.0, "baseline": 0.0}
     losses = {"ours": [], "baseline": []}
     print(f"{args.model_size}, vocab {len(trainer.tokenizer)}, seq {args.max_seq_length}, "
           f"batch {args.batch_size} lines (baseline) / {trainer.config.batch_size} packed sequences (ours), "
@@ -220,19 +221,24 @@ def main() -> None:
             side = "baseline"
         elif side == "baseline" and baseline.tokens >= args.tokens:
             side = "ours"
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         if side == "ours":
             losses["ours"].append(float(trainer.train_step()["loss"]))
         else:
             losses["baseline"].append(baseline.train_step())
         seconds[side] += time.perf_counter() - start
-    rates = {"ours": trainer.state.tokens / seconds["ours"], "baseline": baseline.tokens / seconds["baseline"]}
+        cpu_seconds[side] += time.process_time() - cpu_start
+    tokens = {"ours": trainer.state.tokens, "baseline": baseline.tokens}
+    rates = {side: tokens[side] / seconds[side] for side in tokens}
+    cpu_rates = {side: tokens[side] / cpu_seconds[side] for side in tokens}
     eval_ours, eval_base = trainer.evaluate(), evaluate_baseline(trainer, baseline)
     rows = [
         ("tokens read", f"{trainer.state.tokens:,}", f"{baseline.tokens:,}", ""),
         ("optimizer steps", trainer.state.step, baseline.step, ""),
         ("seconds", f"{seconds['ours']:.1f}", f"{seconds['baseline']:.1f}", ""),
         ("tokens/s", f"{rates['ours']:.0f}", f"{rates['baseline']:.0f}", f"{rates['ours'] / rates['baseline']:.2f}×"),
+        ("tokens per CPU second", f"{cpu_rates['ours']:.0f}", f"{cpu_rates['baseline']:.0f}",
+         f"{cpu_rates['ours'] / cpu_rates['baseline']:.2f}×"),
         ("held-out MLM loss", f"{eval_ours['eval_mlm_loss']:.3f}", f"{eval_base['eval_mlm_loss']:.3f}", ""),
         ("held-out masked accuracy", f"{eval_ours['eval_mlm_accuracy']:.3f}",
          f"{eval_base['eval_mlm_accuracy']:.3f}", ""),
@@ -244,7 +250,7 @@ def main() -> None:
     print(f"|{'-' * 28}|{'-' * 12}|{'-' * 13}|{'-' * 8}|")
     for name, ours, base, ratio in rows:
         print(f"| {name:26} | {ours!s:>10} | {base!s:>11} | {ratio:>6} |")
-    result = {"args": vars(args), "tokens_per_second": rates, "eval_ours": eval_ours, "eval_baseline": eval_base,
+    result = {"args": vars(args), "tokens_per_second": rates, "tokens_per_cpu_second": cpu_rates, "eval_ours": eval_ours, "eval_baseline": eval_base,
               "peak_rss_mb": memory, "seconds": seconds,
               "steps": {"ours": trainer.state.step, "baseline": baseline.step}}
     (Path(args.workdir) / "result.json").write_text(json.dumps(result, indent=2), encoding="utf-8")
