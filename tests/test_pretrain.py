@@ -292,7 +292,8 @@ def test_masked_only_head_matches_full_head(tokenizer_dir, corpus, workdir):
     with torch.no_grad():
         ours = objective(batch)
         full = objective.model(input_ids=batch["input_ids"], attention_mask=batch.get("attention_mask"), labels=labels)
-    assert torch.allclose(ours["loss"], full.loss, atol=1e-6, rtol=0)
+    # Same numbers up to float summation order (thread blocking differs between the gathered and the full matmul).
+    assert torch.allclose(ours["loss"], full.loss, atol=1e-5, rtol=0), (ours["loss"].item(), full.loss.item())
     predicted = full.logits.view(-1, full.logits.size(-1))[batch["mlm_positions"]].argmax(-1)
     assert ours["mlm_accuracy"].item() == pytest.approx((predicted == batch["mlm_labels"]).float().mean().item())
 
