@@ -40,3 +40,18 @@ def write_corpus_and_tokenizer(
     vocab = dict.fromkeys(SPECIAL_TOKENS + [w for w in words if len(w) <= 6] + letters + ["##" + c for c in letters])
     save_tokenizer(wordpiece_backend(list(vocab), "arabertv02"), directory / "tok", preprocessing="arabertv02")
     return str(corpus), str(directory / "tok")
+
+
+def train_losses(objective, batches, steps: int = 30, lr: float = 3e-3) -> tuple[list[float], dict]:
+    """Losses of `steps` AdamW steps cycling over `batches`, and the last step's outputs."""
+    import torch
+
+    optimizer = torch.optim.AdamW(objective.parameters(), lr=lr)
+    losses = []
+    for step in range(steps):
+        out = objective(batches[step % len(batches)])
+        out["loss"].backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        losses.append(float(out["loss"].detach()))
+    return losses, out

@@ -9,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from objective_corpus import DOCUMENTS as ALL_DOCUMENTS, write_corpus_and_tokenizer  # noqa: E402
+from objective_corpus import DOCUMENTS as ALL_DOCUMENTS, train_losses, write_corpus_and_tokenizer  # noqa: E402
 
 DOCUMENTS = ALL_DOCUMENTS[:5]
 
@@ -189,14 +189,7 @@ def test_a_few_steps_reduce_the_loss(setup):
     c = objective.collator
     examples = corpus_examples(setup, 64)
     batches = [c(examples[i : i + 8], np.random.default_rng(i)) for i in range(0, 16, 8)]
-    optimizer = torch.optim.AdamW(objective.parameters(), lr=3e-3)
-    losses = []
-    for step in range(30):
-        out = objective(batches[step % 2])
-        out["loss"].backward()
-        optimizer.step()
-        optimizer.zero_grad()
-        losses.append(float(out["loss"].detach()))
+    losses, out = train_losses(objective, batches[:2])
     assert np.mean(losses[-4:]) < 0.6 * np.mean(losses[:2]), losses
     assert {"span_loss", "span_exact", "start_accuracy", "end_accuracy", "answerable"} <= out.keys()
 
