@@ -433,6 +433,18 @@ def test_run_length_from_tokens_time_or_one_epoch(tokenizer_dir, corpus, workdir
     assert steps >= 1
 
 
+def test_time_budget_is_replanned_from_the_speed_of_real_steps(tokenizer_dir, corpus, workdir):
+    from arabert_pipeline.pretrain.trainer import Trainer
+
+    trainer = Trainer(tiny_config(tokenizer_dir, corpus, workdir / "replan", steps=None, time_budget=10, warmup=0.1))
+    trainer.eval_seconds_per_step = 0.5
+    trainer.state.step, trainer.state.elapsed = 20, 50.0  # 2.5 s per step so far, + 0.5 s of evaluation per step
+    trainer.replan_for_budget()
+    assert trainer.state.total_steps == 20 + int((600 - 50) / 3.0)
+    assert trainer.state.warmup_steps == round(0.1 * trainer.state.total_steps)
+    assert trainer.state.budget_replanned
+
+
 # ------------------------------------------------------------------------------------------------- bad input
 
 

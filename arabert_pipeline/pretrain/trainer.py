@@ -71,6 +71,7 @@ class TrainerState:
     elapsed: float = 0.0  # seconds of training over all sessions
     total_steps: int = 0
     warmup_steps: int = 0
+    budget_replanned: bool = False  # --time-budget: the plan was corrected from the speed of the first real steps
 
 
 def lr_factor(step: int, warmup: int, total: int) -> float:
@@ -259,10 +260,29 @@ class Trainer:
         torch.set_rng_state(rng_state)
         micro = float(np.median(timings[1:] if len(timings) > 1 else timings))
         evals_per_step = 1 / self.config.eval_every
-        eval_cost = len(self.data.eval_batches()) * micro / 3 * evals_per_step  # forward only ≈ a third
-        estimate = [max(1, int(seconds / (micro * self.config.grad_accum * 1.05 + eval_cost)))]
+        self.eval_seconds_per_step = len(self.data.eval_batches()) * micro / 3 * evals_per_step  # forward ≈ a third
+        estimate = [max(1, int(seconds / (micro * self.config.grad_accum * 1.05 + self.eval_seconds_per_step)))]
         broadcast_object_list(estimate)
         return estimate[0]
+
+    def replan_for_budget(self) -> None:
+        """Re-fix the schedule's length from the speed of the real steps so far (once, early in the warm-up).
+
+        The up-front timing misses batch collation, the optimizer and whatever else shares the machine: it measured
+        1.8x too optimistic with two runs on two cores, which would have cut the run off before the decay.
+        """
+        from accelerate.utils import broadcast_object_list
+
+        state, budget = self.state, self.config.time_budget * 60
+        per_step = state.elapsed / state.step + getattr(self, "eval_seconds_per_step", 0.0)
+        total = [max(state.step + 1, state.step + int((budget - state.elapsed) / per_step))]
+        broadcast_object_list(total)
+        warmup = self.config.warmup
+        state.total_steps = total[0]
+        state.warmup_steps = min(total[0], int(round(warmup * total[0])) if warmup < 1 else int(warmup))
+        state.budget_replanned = True
+        if self.is_main:
+            print(f"time budget: {state.total_steps} steps at the measured {per_step:.2f} s per step")
 
     def restore_process_state(self, states: list[dict]) -> None:
         """This process's RNG and its unlogged metric sums (so the next log row averages the same steps)."""
@@ -347,6 +367,10 @@ class Trainer:
                 tokens_before = state.tokens
                 metrics = self.train_step()
                 state.elapsed = elapsed_before + time.perf_counter() - session_start
+                if (config.time_budget is not None and not state.budget_replanned
+                        and state.elapsed >= min(60.0, 0.03 * config.time_budget * 60)):
+                    self.replan_for_budget()
+                    bar.total = state.total_steps
                 for key, value in metrics.items():
                     self.window[key] = self.window.get(key, 0.0) + value
                 self.window_steps += 1
