@@ -142,6 +142,19 @@ for dataset, entry in results["datasets"].items():
     print(f"{dataset}: {sentences['punkt']:.1f} Punkt vs {sentences['arabic']:.1f} Arabic sentences per context; "
           + (line or "no baselines in this run"))"""),
     ("md", """\
+## The pretraining behind the models
+
+When the evaluation was run with `--pretraining-log LABEL=RUN/log.jsonl`, the pretraining runs behind the models:
+their loss curves against tokens read (lines: training loss, dots: held-out evaluation with fixed masks) and their
+last held-out metrics. An ELECTRA run's masked-token loss is that of its small generator, so it is not comparable
+with an MLM run's loss; compare objectives by the QA scores above, at equal CPU budget."""),
+    ("code", """\
+if results.get("pretraining"):
+    display(Markdown(report.pretraining_table(results)))
+    display(Image(filename=str(RUN / "plots" / "pretraining.png")))
+else:
+    print("no pretraining logs in this run (evaluate --pretraining-log LABEL=RUN/log.jsonl)")"""),
+    ("md", """\
 ## Next to the paper's Table 6
 
 The AraBERT paper reports EM / F1 / SM on ARCD-test with SOQAL's script, so the comparable column here is the SOQAL

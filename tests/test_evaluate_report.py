@@ -168,3 +168,36 @@ def test_user_errors_are_clear_and_leave_reports_untouched(shared_data, tmp_path
         main(["evaluate", "--data", str(data), "-o", str(out), *FAST])
     assert (out / "results.json").read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+def test_pretraining_logs_become_a_table_curves_and_copies(shared_data, tmp_path, capsys):
+    data, examples = write_slice(tmp_path / "arcd-test-slice.json", articles=1)
+    first = tmp_path / "first.json"
+    first.write_text(json.dumps(first_sentences(examples), ensure_ascii=False), encoding="utf-8")
+    mlm, electra = tmp_path / "mlm.jsonl", tmp_path / "electra.jsonl"
+    mlm.write_text("".join(json.dumps(r) + "\n" for r in [
+        {"step": 10, "tokens": 80000, "elapsed": 30.0, "loss": 9.1, "mlm_loss": 9.1},
+        {"step": 20, "tokens": 160000, "elapsed": 60.0, "loss": 7.4, "mlm_loss": 7.4},
+        {"step": 20, "eval_mlm_loss": 7.25, "eval_mlm_accuracy": 0.125, "eval_mlm_perplexity": 1408.1},
+    ]), encoding="utf-8")
+    electra.write_text(json.dumps({"step": 10, "tokens": 70000, "elapsed": 33.0, "loss": 30.0,
+                                   "generator_loss": 9.5, "rtd_loss": 0.4}) + "\n", encoding="utf-8")
+    out = tmp_path / "report"
+    assert main(["evaluate", "--predictions", str(first), "--data", str(data), "-o", str(out), *FAST,
+                 "--pretraining-log", f"mlm={mlm}", "--pretraining-log", f"electra={electra}"]) == 0
+    results = report.load_results(out)
+    assert results["pretraining"]["mlm"]["eval"]["eval_mlm_loss"] == 7.25
+    assert results["pretraining"]["mlm"]["tokens"] == 160000 and results["pretraining"]["electra"]["eval"] == {}
+    table = (out / "table.md").read_text(encoding="utf-8")
+    assert "| mlm | 20 | 0.16 M | 1.0 | 7.250 | 1408.100 | 0.125 |" in table
+    assert (out / "plots" / "pretraining.png").stat().st_size > 0
+    assert (out / "pretraining" / "electra.jsonl").read_text(encoding="utf-8") == electra.read_text(encoding="utf-8")
+
+    capsys.readouterr()
+    mlm.write_text('{"step": 1, "loss": 2.0}\nnot json\n', encoding="utf-8")
+    assert main(["evaluate", "--predictions", str(first), "--data", str(data), "-o", str(tmp_path / "r2"), *FAST,
+                 "--pretraining-log", f"mlm={mlm}"]) == 2
+    assert "mlm.jsonl: line 2: not JSON" in capsys.readouterr().err
+    assert main(["evaluate", "--data", str(data), "-o", str(tmp_path / "r2"), "--pretraining-log", str(mlm)]) == 2
+    assert "write LABEL=PATH/log.jsonl" in capsys.readouterr().err
+    assert not (tmp_path / "r2").exists()

@@ -47,9 +47,13 @@ def test_evaluation_notebook_runs_on_a_tiny_run(shared_data, tmp_path, monkeypat
         answers[ex["id"]] = ex["context"][start:end]
     predictions = tmp_path / "first.json"
     predictions.write_text(json.dumps(answers, ensure_ascii=False), encoding="utf-8")
+    log = tmp_path / "log.jsonl"
+    log.write_text('{"step": 5, "tokens": 4000, "elapsed": 2.0, "loss": 8.5, "mlm_loss": 8.5}\n'
+                   '{"step": 5, "eval_mlm_loss": 8.25, "eval_mlm_accuracy": 0.0625, "eval_mlm_perplexity": 3827.6}\n',
+                   encoding="utf-8")
     run = tmp_path / "run"
     assert main(["evaluate", "--predictions", str(predictions), "--label", "tiny-system", "--data", str(sliced),
-                 "-o", str(run), "--resamples", "200"]) == 0
+                 "-o", str(run), "--resamples", "200", "--pretraining-log", f"tiny-mlm={log}"]) == 0
 
     monkeypatch.setenv(report.RESULTS_DIR_ENV, str(run))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
@@ -68,3 +72,4 @@ def test_evaluation_notebook_runs_on_a_tiny_run(shared_data, tmp_path, monkeypat
     shown = "\n".join(texts)
     assert "tiny-system" in shown and "| AraBERTv1 | 30.6 | 62.7 | 92.0 |" in shown
     assert "this run, SOQAL variant" in shown and "image/png" in shown
+    assert "| tiny-mlm | 5 | 0.00 M | 0.0 | 8.250 | 3827.600 | 0.062 |" in shown

@@ -43,6 +43,8 @@ def register(subparsers) -> None:
     parser.add_argument("--seed", type=int, default=0, help="bootstrap and random-baseline seed (default: 0)")
     parser.add_argument("--batch-size", type=int, default=32, help="inference batch size (default: %(default)s)")
     parser.add_argument("--limit", type=int, metavar="N", help="only the first N questions of each dataset")
+    parser.add_argument("--pretraining-log", action="append", default=[], metavar="LABEL=LOG.jsonl",
+                        help="add a pretraining run's log.jsonl: loss curves and held-out metrics (repeatable)")
     parser.set_defaults(run=run, systems=[])
 
 
@@ -54,11 +56,18 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--resamples {args.resamples}: use at least 100")
     if args.limit is not None and args.limit < 1:
         raise ConfigError(f"--limit {args.limit}: use a positive number of questions")
+    logs = []
+    for item in args.pretraining_log:
+        label, sep, path = item.partition("=")
+        if not sep or not label.strip() or not path.strip():
+            raise ConfigError(f"--pretraining-log {item!r}: write LABEL=PATH/log.jsonl")
+        logs.append((label.strip(), path.strip()))
     baselines = () if args.baselines.strip().lower() in ("", "none") else tuple(
         name.strip() for name in args.baselines.split(",") if name.strip())
     config = EvaluateConfig(
         data=args.data, out=args.out, systems=list(args.systems), labels=args.label, baselines=baselines,
         resamples=args.resamples, seed=args.seed, batch_size=args.batch_size, limit=args.limit,
+        pretraining_logs=logs,
     )
     results = run_evaluation(config, log=lambda message: print(message, file=sys.stderr))
     print_summary(results)

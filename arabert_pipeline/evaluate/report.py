@@ -18,6 +18,9 @@ Output directory (replaced as a whole once complete):
     predictions/LABEL.json            a model's answers {id: {"text", "start"}} over all datasets, reusable with
                                       --predictions (so a rerun need not predict again)
     plots/DATASET_metrics.png, DATASET_f1_by_answer_length.png, DATASET_f1_by_question_word.png
+    pretraining/LABEL.jsonl, plots/pretraining.png
+                                      with --pretraining-log: the pretraining runs' logs (log.jsonl of
+                                      `arabert-pipeline pretrain`), their loss curves and last held-out metrics
 """
 from __future__ import annotations
 
@@ -98,6 +101,7 @@ class EvaluateConfig:
     seed: int = 0
     batch_size: int = 32
     limit: int | None = None  # evaluate only the first N questions of each dataset (smoke runs)
+    pretraining_logs: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # (label, log.jsonl path)
 
 
 @dataclasses.dataclass
@@ -260,6 +264,9 @@ def run_evaluation(config: EvaluateConfig, log=print) -> dict:
     """Predict (when needed), score, summarize and write the report directory; returns results.json's content."""
     systems = _systems(config)
     _check_output_dir(config.out)
+    pretraining = {label: load_pretraining_log(path) for label, path in config.pretraining_logs}
+    if len(pretraining) != len(config.pretraining_logs):
+        raise ConfigError("--pretraining-log: the same label given twice")
     answers = {s.label: load_predictions_file(s.source) for s in systems if s.kind == "predictions"}
     models: dict[str, Any] = {}  # loaded once, used for every dataset
     datasets: dict[str, dict] = {}
@@ -292,8 +299,9 @@ def run_evaluation(config: EvaluateConfig, log=print) -> dict:
         "metric_note": METRIC_NOTE,
         "paper_table6": {"note": PAPER_NOTE, "dataset": "arcd-test", "variant": "soqal",
                          "rows": {name: dict(zip(("em", "f1", "sm"), row)) for name, row in PAPER_TABLE6.items()}},
+        "pretraining": {label: pretraining_summary(rows) for label, rows in pretraining.items()},
     }
-    write_report(config.out, results, per_question, model_answers)
+    write_report(config.out, results, per_question, model_answers, pretraining)
     return results
 
 
@@ -372,7 +380,8 @@ def _safe(name: str) -> str:
     return re.sub(r"[^\w.-]+", "_", name)
 
 
-def write_report(out: Path, results: dict, per_question: dict, predictions: dict) -> None:
+def write_report(out: Path, results: dict, per_question: dict, predictions: dict,
+                 pretraining: dict[str, list[dict]] | None = None) -> None:
     with atomic_directory(out) as tmp:
         tmp.chmod(0o755)  # a temporary directory is private; a report is not
         (tmp / RESULTS_FILE).write_text(json.dumps(results, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
@@ -389,6 +398,12 @@ def write_report(out: Path, results: dict, per_question: dict, predictions: dict
         (tmp / "plots").mkdir()
         for dataset in results["datasets"]:
             plot_dataset(results, dataset, tmp / "plots")
+        if pretraining:
+            (tmp / "pretraining").mkdir()
+            for label, rows in pretraining.items():
+                (tmp / "pretraining" / f"{_safe(label)}.jsonl").write_text(
+                    "".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+            plot_pretraining(pretraining, tmp / "plots")
 
 
 def _cell(score: dict) -> str:
@@ -493,6 +508,10 @@ def markdown_report(results: dict) -> str:
         parts += ["F1 (Arabic variant) by question word:", breakdown_table(results, dataset, "by_question_word"),
                   "F1 (Arabic variant) by gold answer length in words:",
                   breakdown_table(results, dataset, "by_answer_length")]
+    if results.get("pretraining"):
+        parts += ["## Pretraining runs", "Last logged training values and last held-out evaluation "
+                  "(fixed masks on held-out documents) of each run given with --pretraining-log.",
+                  pretraining_table(results)]
     parts += ["## Reference: the AraBERT paper's Table 6 (not comparable)", results["paper_table6"]["note"],
               paper_table(results)]
     return "\n\n".join(parts) + "\n"
@@ -578,6 +597,100 @@ def plot_dataset(results: dict, dataset: str, directory: Path) -> list[Path]:
         fig.savefig(paths[-1], dpi=110)
         plt.close(fig)
     return paths
+
+
+# ------------------------------------------------------------------------------------------------------ pretraining
+
+# Curves worth plotting, in panel order: (title, keys that measure it in the objectives' logs).
+PRETRAINING_PANELS = (
+    ("masked-token loss (MLM; ELECTRA generator)", ("mlm_loss", "generator_loss")),
+    ("replaced-token detection loss (ELECTRA)", ("rtd_loss",)),
+    ("span-selection loss", ("span_loss",)),
+)
+PRETRAINING_COLUMNS = (
+    ("eval_mlm_loss", "held-out MLM loss"), ("eval_mlm_perplexity", "perplexity"),
+    ("eval_mlm_accuracy", "masked accuracy"), ("eval_generator_loss", "held-out generator loss"),
+    ("eval_generator_accuracy", "generator accuracy"), ("eval_rtd_accuracy", "RTD accuracy"),
+    ("eval_span_exact", "span exact"),
+)
+
+
+def load_pretraining_log(path: str | os.PathLike) -> list[dict]:
+    """The rows of a pretraining run's log.jsonl; a malformed line is an error naming it."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError("no such pretraining log (the log.jsonl in a `pretrain` output directory)", path=path)
+    rows = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise InputError(f"not JSON ({error.msg})", path=path, line=number) from None
+        if not isinstance(row, dict) or not isinstance(row.get("step"), int):
+            raise InputError("a log row must be an object with an integer 'step'", path=path, line=number)
+        rows.append(row)
+    if not any("loss" in r for r in rows):
+        raise InputError("no training rows (with 'loss'): not a `pretrain` log, or the run logged nothing yet",
+                         path=path)
+    return rows
+
+
+def pretraining_summary(rows: list[dict]) -> dict:
+    """Size of the run and its last training and held-out values."""
+    train = [r for r in rows if "loss" in r]
+    evals = [r for r in rows if any(k.startswith("eval_") for k in r)]
+    last = train[-1]
+    return {"steps": last["step"], "tokens": last.get("tokens"), "minutes": round(last.get("elapsed", 0) / 60, 1),
+            "tokens_per_second": last.get("tokens_per_second"),
+            "train": {k: v for k, v in last.items() if isinstance(v, (int, float)) and k not in ("step", "tokens")},
+            "eval": {k: v for k, v in (evals[-1] if evals else {}).items() if k.startswith("eval_")},
+            "eval_step": evals[-1]["step"] if evals else None}
+
+
+def pretraining_table(results: dict) -> str:
+    runs = results.get("pretraining") or {}
+    columns = [(key, name) for key, name in PRETRAINING_COLUMNS if any(key in r["eval"] for r in runs.values())]
+    lines = ["| run | steps | tokens | minutes | " + " | ".join(name for _, name in columns) + " |",
+             "|---|---:|---:|---:|" + "---:|" * len(columns)]
+    for label, run in runs.items():
+        cells = [f"{run['eval'][key]:.3f}" if key in run["eval"] else "" for key, _ in columns]
+        tokens = f"{run['tokens'] / 1e6:.2f} M" if run.get("tokens") else ""
+        lines.append(f"| {label} | {run['steps']} | {tokens} | {run['minutes']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def plot_pretraining(logs: dict[str, list[dict]], directory: Path) -> Path:
+    """Training curves (lines) and held-out evaluations (markers) against tokens read, one panel per loss."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [(title, keys) for title, keys in PRETRAINING_PANELS
+              if any(k in r for rows in logs.values() for r in rows for k in keys)]
+    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2), squeeze=False)
+    for ax, (title, keys) in zip(axes[0], panels):
+        for index, (label, rows) in enumerate(logs.items()):
+            color = f"C{index}"
+            for key in keys:
+                train = [(r["tokens"] / 1e6, r[key]) for r in rows if key in r and "tokens" in r]
+                if train:
+                    ax.plot(*zip(*train), color=color, lw=1, alpha=0.8, label=f"{label} ({key})")
+                held_out = [(r["tokens"] / 1e6, r[f"eval_{key}"]) for r in rows
+                            if f"eval_{key}" in r and "tokens" in r]
+                if held_out:
+                    ax.plot(*zip(*held_out), "o", color=color, ms=4, label=f"{label} (held-out)")
+        ax.set_xlabel("tokens read (millions)")
+        ax.set_title(title)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    path = directory / "pretraining.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 # ---------------------------------------------------------------------------------------------------------- reading
