@@ -292,3 +292,13 @@ def test_trainer_runs_resumes_and_exports_electra(setup, tmp_path):
     fill = pipeline("fill-mask", model=str(straight / "generator"), tokenizer=tokenizer)
     predictions = fill("وقال وزير [MASK] محمد العلي")
     assert len(predictions) == 5 and all("token_str" in p for p in predictions)
+
+
+def test_a_collapsed_discriminator_is_reported():
+    from arabert_pipeline.pretrain.electra import ReplacedTokenDetection
+
+    warn = ReplacedTokenDetection.health_warning
+    assert "collapsed" in warn({"eval_rtd_recall": 0.0, "eval_replaced_rate": 0.9})
+    assert warn({"eval_rtd_recall": 0.31, "eval_replaced_rate": 0.9}) is None
+    assert warn({"eval_rtd_recall": 0.0, "eval_replaced_rate": 0.0}) is None  # nothing to detect: no verdict
+    assert warn({"eval_mlm_loss": 5.0}) is None

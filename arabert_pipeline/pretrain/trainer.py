@@ -37,6 +37,7 @@ import math
 import os
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -473,7 +474,12 @@ class Trainer:
         if self.is_main:
             metrics = self.evaluate()
             self.last_eval = {"step": self.state.step, **metrics}
-            self.log({"step": self.state.step, "tokens": self.state.tokens, **metrics}, board)
+            check = getattr(self.accelerator.unwrap_model(self.model), "health_warning", None)
+            warning = check(metrics) if check is not None and self.state.step > self.state.warmup_steps else None
+            if warning:
+                print(f"warning at step {self.state.step}: {warning}", file=sys.stderr)
+            self.log({"step": self.state.step, "tokens": self.state.tokens, **metrics,
+                      **({"warning": warning} if warning else {})}, board)
         self.accelerator.wait_for_everyone()
 
     def log(self, row: dict, board) -> None:
