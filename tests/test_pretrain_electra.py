@@ -299,6 +299,7 @@ def test_a_collapsed_discriminator_is_reported():
 
     warn = ReplacedTokenDetection.health_warning
     assert "collapsed" in warn({"eval_rtd_recall": 0.0, "eval_replaced_rate": 0.9})
+    assert "collapsed" in warn({"eval_rtd_recall": 0.004, "eval_replaced_rate": 0.9})
     assert warn({"eval_rtd_recall": 0.31, "eval_replaced_rate": 0.9}) is None
     assert warn({"eval_rtd_recall": 0.0, "eval_replaced_rate": 0.0}) is None  # nothing to detect: no verdict
     assert warn({"eval_mlm_loss": 5.0}) is None
