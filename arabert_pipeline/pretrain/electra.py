@@ -220,8 +220,8 @@ class ReplacedTokenDetection(nn.Module):
         rate, so the total loss alone does not show it.
         """
         if metrics.get("eval_rtd_recall", 1.0) < 0.01 and metrics.get("eval_replaced_rate", 0.0) > 0.0:
-            return ("the discriminator predicts 'original' for (almost) every token (recall < 1%): it has collapsed and only the "
-                    "generator is learning; the MLM objective is the safer choice at this budget")
+            return ("the discriminator predicts 'original' for (almost) every token (recall < 1%): it has collapsed "
+                    "and only the generator is learning; the MLM objective is the safer choice at this budget")
         return None
 
     def exported_discriminator(self):
