@@ -9,8 +9,8 @@
 # the three runs in parallel, one thread each): a bigger vocabulary or more tokens per word costs steps, as it would
 # in the paper's setting.
 # Usage: ARABERT_PIPELINE_DATA=../shared/data bash scripts/reproduce_table6.sh [RUNS_DIR]
-# BUDGET_MIN (default 75, what the README's runs used) = pretraining minutes per model; rerun the script after an interruption: finished stages
-# are skipped and an interrupted pretraining resumes from its last checkpoint.
+# BUDGET_MIN (default 75, what the README's runs used) = pretraining minutes per model. Rerun the script after an
+# interruption: finished stages are skipped and an interrupted pretraining resumes from its last checkpoint.
 set -euo pipefail
 : "${ARABERT_PIPELINE_DATA:?point ARABERT_PIPELINE_DATA at the data root (corpus/, qa/, vocab/)}"
 runs=${1:-runs}
