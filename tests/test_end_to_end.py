@@ -1,0 +1,77 @@
+"""The whole recipe through the command line at tiny size: preprocess → train-tokenizer → pretrain → finetune →
+evaluate → answer, each stage reading only what the previous one wrote."""
+from __future__ import annotations
+
+import json
+import lzma
+
+import pytest
+
+from arabert_pipeline.cli import main
+
+DOCUMENTS = 60
+
+
+def _first_documents(source, target, documents: int) -> None:
+    lines, seen = [], 0
+    with lzma.open(source, "rt", encoding="utf-8") as f:
+        for line in f:
+            lines.append(line)
+            seen += not line.strip()
+            if seen == documents:
+                break
+    target.write_text("".join(lines), encoding="utf-8")
+
+
+def _first_articles(source, target, articles: int) -> None:
+    data = json.loads(source.read_text(encoding="utf-8"))
+    data["data"] = data["data"][:articles]
+    target.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
+
+
+def test_preprocess_tokenizer_pretrain_finetune_evaluate_answer(shared_data, tmp_path, capsys):
+    import torch
+
+    torch.set_num_threads(1)
+    raw = tmp_path / "raw.txt"
+    _first_documents(shared_data / "corpus" / "ant-jawharafm-000.txt.xz", raw, DOCUMENTS)
+    train, test = tmp_path / "train.json", tmp_path / "test.json"
+    _first_articles(shared_data / "qa" / "arcd-train.json", train, 3)
+    _first_articles(shared_data / "qa" / "arcd-test.json", test, 2)
+    corpus, tokenizer = tmp_path / "corpus.txt", tmp_path / "tokenizer"
+    mlm, qa, report = tmp_path / "mlm", tmp_path / "qa", tmp_path / "report"
+
+    assert main(["preprocess", str(raw), "-o", str(corpus), "--config", "arabertv02", "--no-progress"]) == 0
+    assert main(["train-tokenizer", str(corpus), "-o", str(tokenizer), "--model-type", "unigram",
+                 "--vocab-size", "800", "--no-progress"]) == 0
+    assert main(["pretrain", "--tokenizer", str(tokenizer), "--corpus", str(corpus), "--model-size", "tiny",
+                 "-o", str(mlm), "--max-seq-length", "128", "--steps", "6", "--batch-size", "4", "--lr", "1e-3",
+                 "--whole-word-masking", "--eval-every", "6", "--eval-sequences", "8", "--log-every", "3",
+                 "--cache-dir", str(tmp_path / "cache"), "--no-progress"]) == 0
+    assert main(["finetune", "--model", str(mlm), "--train", str(train), "--eval", str(test), "-o", str(qa),
+                 "--max-seq-length", "128", "--doc-stride", "64", "--epochs", "1", "--batch-size", "16",
+                 "--skip-misaligned", "--allow-leakage", "--no-progress"]) == 0
+    assert main(["evaluate", "--model", str(qa), "--label", "tiny", "--data", str(test), "-o", str(report),
+                 "--resamples", "100", "--pretraining-log", f"tiny={mlm / 'log.jsonl'}"]) == 0
+    capsys.readouterr()
+
+    # The preprocessing chosen at the start travels with every artifact, down to the QA model.
+    for directory in (tokenizer, mlm, qa):
+        assert json.loads((directory / "arabert_pipeline.json").read_text(encoding="utf-8"))["preprocessing"] == \
+            "arabertv02"
+    results = json.loads((report / "results.json").read_text(encoding="utf-8"))
+    articles = json.loads(test.read_text(encoding="utf-8"))["data"]
+    questions = sum(len(paragraph["qas"]) for article in articles for paragraph in article["paragraphs"])
+    tiny = next(system for system in results["systems"] if system["label"] == "tiny")
+    assert tiny["kind"] == "model"
+    predictions = json.loads((report / "predictions" / "tiny.json").read_text(encoding="utf-8"))
+    assert len(predictions) == questions and all(p["text"] for p in predictions.values())
+    assert (report / "plots" / "pretraining.png").is_file() and "tiny" in (report / "table.md").read_text("utf-8")
+
+    context = articles[0]["paragraphs"][0]["context"]
+    questions_file, answers_file = tmp_path / "questions.jsonl", tmp_path / "answers.jsonl"
+    questions_file.write_text(json.dumps({"id": "q1", "question": "ما هو؟", "context": context}, ensure_ascii=False),
+                              encoding="utf-8")
+    assert main(["answer", "--model", str(qa), "--input", str(questions_file), "--output", str(answers_file)]) == 0
+    answer = json.loads(answers_file.read_text(encoding="utf-8").splitlines()[0])
+    assert answer["answer"] and context[answer["start"]:answer["end"]] == answer["answer"]
