@@ -3,30 +3,11 @@ evaluate → answer, each stage reading only what the previous one wrote."""
 from __future__ import annotations
 
 import json
-import lzma
-
-import pytest
 
 from arabert_pipeline.cli import main
+from data_slices import write_first_articles, write_first_documents
 
 DOCUMENTS = 60
-
-
-def _first_documents(source, target, documents: int) -> None:
-    lines, seen = [], 0
-    with lzma.open(source, "rt", encoding="utf-8") as f:
-        for line in f:
-            lines.append(line)
-            seen += not line.strip()
-            if seen == documents:
-                break
-    target.write_text("".join(lines), encoding="utf-8")
-
-
-def _first_articles(source, target, articles: int) -> None:
-    data = json.loads(source.read_text(encoding="utf-8"))
-    data["data"] = data["data"][:articles]
-    target.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
 
 
 def test_preprocess_tokenizer_pretrain_finetune_evaluate_answer(shared_data, tmp_path, capsys):
@@ -34,10 +15,10 @@ def test_preprocess_tokenizer_pretrain_finetune_evaluate_answer(shared_data, tmp
 
     torch.set_num_threads(1)
     raw = tmp_path / "raw.txt"
-    _first_documents(shared_data / "corpus" / "ant-jawharafm-000.txt.xz", raw, DOCUMENTS)
+    write_first_documents(shared_data / "corpus" / "ant-jawharafm-000.txt.xz", raw, DOCUMENTS)
     train, test = tmp_path / "train.json", tmp_path / "test.json"
-    _first_articles(shared_data / "qa" / "arcd-train.json", train, 3)
-    _first_articles(shared_data / "qa" / "arcd-test.json", test, 2)
+    write_first_articles("arcd-train", train, 3)
+    write_first_articles("arcd-test", test, 2)
     corpus, tokenizer = tmp_path / "corpus.txt", tmp_path / "tokenizer"
     mlm, qa, report = tmp_path / "mlm", tmp_path / "qa", tmp_path / "report"
 

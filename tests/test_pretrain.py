@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import lzma
 import os
 from pathlib import Path
 
@@ -10,6 +9,7 @@ import numpy as np
 import pytest
 
 from arabert_pipeline.errors import ArabertPipelineError, ConfigError, InputError
+from data_slices import write_first_documents
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_DATA = Path(os.environ.get("ARABERT_PIPELINE_TEST_DATA", REPO.parent / "shared" / "data"))
@@ -22,14 +22,7 @@ def workdir(tmp_path_factory) -> Path:
     if not SHARD.exists():
         pytest.skip(f"needs the shared corpus at {SHARD} (set ARABERT_PIPELINE_TEST_DATA to use another folder)")
     directory = tmp_path_factory.mktemp("pretrain")
-    lines, documents = [], 0
-    with lzma.open(SHARD, "rt", encoding="utf-8") as f:
-        for line in f:
-            lines.append(line)
-            documents += not line.strip()
-            if documents == DOCUMENTS:
-                break
-    (directory / "corpus.txt").write_text("".join(lines), encoding="utf-8")
+    write_first_documents(SHARD, directory / "corpus.txt", DOCUMENTS)
     return directory
 
 

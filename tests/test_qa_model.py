@@ -15,17 +15,11 @@ from arabert_pipeline.qa.features import build_windows
 from arabert_pipeline.qa.finetune import FinetuneConfig, run_finetune
 from arabert_pipeline.qa.infer import QAModel, predict_dataset
 from arabert_pipeline.qa.postprocess import decode_spans
+from data_slices import write_first_articles
 
 torch = pytest.importorskip("torch")
 _CACHE: dict = {}
 SMALL = dict(max_seq_length=128, doc_stride=32, batch_size=16, lr=1e-3, progress=False, skip_misaligned=True)
-
-
-def _slice(source: str, articles: int, path):
-    data = json.loads(read_squad(source, misaligned="keep").path.read_text(encoding="utf-8"))
-    data["data"] = data["data"][:articles]
-    path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
-    return path
 
 
 @pytest.fixture
@@ -57,8 +51,8 @@ def tiny_mlm(shared_data, tmp_path_factory):
 def qa_slices(shared_data, tmp_path_factory):
     if "slices" not in _CACHE:
         directory = tmp_path_factory.mktemp("qa-slices")
-        _CACHE["slices"] = (_slice("arcd-train", 6, directory / "train6.json"),
-                            _slice("arcd-test", 3, directory / "test3.json"))
+        _CACHE["slices"] = (write_first_articles("arcd-train", directory / "train6.json", 6),
+                            write_first_articles("arcd-test", directory / "test3.json", 3))
     return _CACHE["slices"]
 
 
