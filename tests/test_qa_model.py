@@ -14,7 +14,7 @@ from arabert_pipeline.qa.data import read_squad
 from arabert_pipeline.qa.features import build_windows
 from arabert_pipeline.qa.finetune import FinetuneConfig, run_finetune
 from arabert_pipeline.qa.infer import QAModel, predict_dataset
-from arabert_pipeline.qa.postprocess import decode_spans
+from arabert_pipeline.qa.postprocess import decode_spans, snap_to_words
 from data_slices import write_first_articles
 
 torch = pytest.importorskip("torch")
@@ -197,6 +197,19 @@ def test_answers_come_from_the_original_context_through_preprocessing(tiny_qa, p
     assert len(answers) == 20
     for answer in answers:
         assert answer.text == context[answer.start : answer.end] and answer.text == answer.text.strip()
+        assert snap_to_words(context, answer.start, answer.end) == (answer.start, answer.end), "a word was cut"
+
+
+def test_snap_to_words_widens_cut_words_only():
+    text = "وَالكتابُ، في 1988م (القاهرة)"
+    word = text.index("الكتابُ")
+    assert snap_to_words(text, word, word + 3) == (0, word + len("الكتابُ"))  # diacritics are part of the word
+    assert snap_to_words(text, 0, len("وَالكتابُ")) == (0, len("وَالكتابُ"))  # whole words stay as they are
+    year = text.index("1988")
+    assert snap_to_words(text, year + 1, year + 3) == (year, year + 5)  # digits and the glued م
+    paren = text.index("(")
+    assert snap_to_words(text, paren, paren + 4) == (paren, text.index(")"))  # punctuation is a boundary
+    assert snap_to_words(text, len(text) - 1, len(text)) == (len(text) - 1, len(text))
 
 
 def test_resume_after_interruption_gives_the_same_model(tiny_qa, tiny_mlm, qa_slices, tmp_path, monkeypatch):

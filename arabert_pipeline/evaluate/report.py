@@ -102,6 +102,7 @@ class EvaluateConfig:
     batch_size: int = 32
     limit: int | None = None  # evaluate only the first N questions of each dataset (smoke runs)
     pretraining_logs: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # (label, log.jsonl path)
+    whole_words: bool = True  # model answers widened to whole words (QAModel.whole_words)
 
 
 @dataclasses.dataclass
@@ -331,7 +332,7 @@ def _evaluate_dataset(config, source, key, systems, answers, models, log) -> tup
             if system.label not in models:
                 from ..qa.infer import QAModel
 
-                models[system.label] = QAModel.load(system.source)
+                models[system.label] = QAModel.load(system.source, whole_words=config.whole_words)
             predictions = _predict_with_model(models[system.label], examples, config.batch_size)
         elif system.kind == "predictions":
             predictions = answers[system.label]

@@ -42,6 +42,8 @@ def register(subparsers) -> None:
     p.add_argument("--batch-size", type=int, default=32, help="windows per forward pass (default: %(default)s)")
     p.add_argument("--device", default="cpu", help="torch device (default: %(default)s)")
     p.add_argument("--quantize", action="store_true", help="int8 dynamic quantization of the linear layers (CPU)")
+    p.add_argument("--spans-as-decoded", dest="whole_words", action="store_false",
+                   help="return the model's spans as decoded, without widening them to whole words")
     p.set_defaults(run=run_answer)
 
 
@@ -165,7 +167,7 @@ def _load_pipeline(args: argparse.Namespace):
 
     hf_logging.disable_progress_bar()  # "Loading weights: 100%" would interleave with the answers
     return Pipeline(args.model, preprocessing=args.preprocessing, device=args.device, batch_size=args.batch_size,
-                    quantize=args.quantize)
+                    quantize=args.quantize, whole_words=args.whole_words)
 
 
 def _utf8_stdout() -> None:

@@ -15,6 +15,7 @@ windows of a long context; the raw logit sum is what QAModel.predict returns, fo
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import os
@@ -50,12 +51,15 @@ class Pipeline:
         device: str = "cpu",
         batch_size: int = 32,
         quantize: bool = False,
+        whole_words: bool = True,
     ):
         """`model`: a bundled name ("arabert"), a QA model dir made by this project, a hub id (with `preprocessing`
         unless the hub repo has an arabert_pipeline.json), or a loaded QAModel.
 
         `quantize=True` converts the linear layers to int8 (torch dynamic quantization, CPU only): faster on CPU;
         check its accuracy with benchmarks/bench_pipeline.py before relying on it.
+        `whole_words=False` returns the model's span as decoded, even when it cuts a word of the context (by default
+        answers are widened to whole words, as Hugging Face's `align_to_words`).
         """
         from ..qa.infer import QAModel
 
@@ -66,7 +70,7 @@ class Pipeline:
         self.batch_size = batch_size
         if isinstance(model, QAModel):
             self.source = "QAModel"
-            self.qa = model
+            self.qa = copy.copy(model)  # whole_words is set below: leave the caller's object as it was
         else:
             self.source = str(model)
             self.qa = _load(model, preprocessing=preprocessing, device=device)
@@ -77,6 +81,7 @@ class Pipeline:
         if quantize:
             self.qa = QAModel(quantize_dynamic(self.qa.model), self.qa.tokenizer, self.qa.preprocessing.name,
                               self.qa.settings)
+        self.qa.whole_words = whole_words
         self.quantized = quantize
 
     @property

@@ -21,7 +21,7 @@ from ..artifacts import METADATA_FILE, read_metadata
 from ..errors import ConfigError, InputError
 from .align import QAPreprocessing
 from .features import Windows, build_windows
-from .postprocess import decode_spans
+from .postprocess import decode_spans, snap_to_words
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,14 +50,17 @@ class Answer:
 class QAModel:
     """A question-answering model with its tokenizer, preprocessing and window settings."""
 
-    def __init__(self, model, tokenizer, preprocessing: str, settings: QASettings = QASettings()):
+    def __init__(self, model, tokenizer, preprocessing: str, settings: QASettings = QASettings(),
+                 whole_words: bool = True):
         self.model = model
         self.tokenizer = tokenizer
         self.preprocessing = QAPreprocessing(preprocessing)
         self.settings = settings
+        self.whole_words = whole_words  # widen answers to whole words of the original context (snap_to_words)
 
     @classmethod
-    def load(cls, path_or_hub_id: str | Path, *, preprocessing: str | None = None, device: str = "cpu") -> "QAModel":
+    def load(cls, path_or_hub_id: str | Path, *, preprocessing: str | None = None, device: str = "cpu",
+             whole_words: bool = True) -> "QAModel":
         """A local QA model dir or a hub id; `preprocessing` is required when the model has no metadata."""
         from transformers import AutoModelForQuestionAnswering, AutoTokenizer
 
@@ -86,7 +89,7 @@ class QAModel:
                 "fine-tune it first with `arabert-pipeline finetune`"
             )
         tokenizer = AutoTokenizer.from_pretrained(str(path_or_hub_id))
-        return cls(model.to(device).eval(), tokenizer, preprocessing, QASettings.from_metadata(metadata))
+        return cls(model.to(device).eval(), tokenizer, preprocessing, QASettings.from_metadata(metadata), whole_words)
 
     def predict(self, examples: Iterable[dict[str, Any]], batch_size: int = 32, top_k: int = 1) -> list[list[Answer]]:
         """Answers for each example ({"question", "context"}, other keys ignored), best first, at most top_k."""
@@ -130,6 +133,8 @@ class QAModel:
             found: dict[tuple[int, int], Answer] = {}
             for start, end, score in candidates:
                 span = aligned.to_original(start, end)
+                if self.whole_words:
+                    span = snap_to_words(aligned.original, *span)
                 if span[1] > span[0] and span not in found:
                     found[span] = Answer(aligned.original[span[0] : span[1]], span[0], span[1], score)
                     if len(found) == top_k:

