@@ -269,26 +269,57 @@ def test_masked_only_head_matches_full_head(tokenizer_dir, corpus, workdir):
 
     from arabert_pipeline.pretrain.config import PretrainConfig
     from arabert_pipeline.pretrain.data import PretrainingData, SpecialIds
-    from arabert_pipeline.pretrain.mlm import build
+    from arabert_pipeline.pretrain.mlm import MLMCollator, build
 
     torch.manual_seed(0)
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
-    config = PretrainConfig(tokenizer=tokenizer_dir, corpus=[corpus], output="unused", model_size="tiny")
+    config = PretrainConfig(tokenizer=tokenizer_dir, corpus=[corpus], output="unused", model_size="tiny",
+                            max_seq_length=32, batch_size=8)
     objective = build(config, tokenizer).eval()
     store, _ = store_and_tokenizer(tokenizer_dir, corpus, workdir / "cache")
     data = PretrainingData(store, SpecialIds.from_tokenizer(tokenizer), 32, 8 * 32, 16, seed=0)
-    rng = np.random.default_rng(0)
     rows = max(data.epoch_batches(0), key=lambda r: np.ptp(data.train.length[r]))  # a batch with padding
-    batch = objective.collator(data.examples(data.train, rows, rng), rng)
+    examples = data.examples(data.train, rows, np.random.default_rng(0))
+    batch = objective.collator(examples, np.random.default_rng(1))
+    real = batch["mlm_labels"] != -100
+    assert len(batch["mlm_positions"]) % 64 == 0 and not real.all(), "the training collator pads the positions"
     labels = torch.full(batch["input_ids"].shape, -100)
-    labels.view(-1)[batch["mlm_positions"]] = batch["mlm_labels"]
+    labels.view(-1)[batch["mlm_positions"][real]] = batch["mlm_labels"][real]
     with torch.no_grad():
         ours = objective(batch)
         full = objective.model(input_ids=batch["input_ids"], attention_mask=batch.get("attention_mask"), labels=labels)
+        # The same masks without any padding to fixed shapes: the padded rows and positions change nothing.
+        exact = MLMCollator(objective.collator.specials, len(tokenizer), whole_word_masking=False)
+        unpadded = objective(exact(examples, np.random.default_rng(1)))
     # Same numbers up to float summation order (thread blocking differs between the gathered and the full matmul).
     assert torch.allclose(ours["loss"], full.loss, atol=1e-5, rtol=0), (ours["loss"].item(), full.loss.item())
-    predicted = full.logits.view(-1, full.logits.size(-1))[batch["mlm_positions"]].argmax(-1)
-    assert ours["mlm_accuracy"].item() == pytest.approx((predicted == batch["mlm_labels"]).float().mean().item())
+    assert torch.allclose(ours["loss"], unpadded["loss"], atol=1e-5, rtol=0)
+    assert ours["weight"] == unpadded["weight"] == real.sum()
+    predicted = full.logits.view(-1, full.logits.size(-1))[batch["mlm_positions"][real]].argmax(-1)
+    expected_accuracy = (predicted == batch["mlm_labels"][real]).float().mean().item()
+    assert ours["mlm_accuracy"].item() == pytest.approx(expected_accuracy) == unpadded["mlm_accuracy"].item()
+
+
+def test_batches_come_in_few_shapes():
+    """Every batch is padded to one of a few shapes (a new shape costs native memory for good, see BatchShape)."""
+    from arabert_pipeline.pretrain.data import POSITIONS_MULTIPLE, WIDTH_MULTIPLE, BatchShape, plan_batches
+
+    rng = np.random.default_rng(0)
+    lengths = np.concatenate([np.full(3000, 256), rng.integers(10, 256, 2000)])
+    shape = BatchShape(token_budget=32 * 256, max_width=256)
+    collator = make_collator(whole_word_masking=True)
+    collator.shape = shape
+    seen = set()
+    for rows in plan_batches(lengths, shape, rng)[:300]:
+        examples = random_examples(rng, len(rows), max_length=int(lengths[rows].max()) - 2)
+        batch = collator(examples, rng)
+        assert batch["input_ids"].numel() <= shape.token_budget
+        assert (batch["mlm_labels"] == -100).sum() < POSITIONS_MULTIPLE
+        seen.add((tuple(batch["input_ids"].shape), len(batch["mlm_positions"])))
+    widths = {width for (_, width), _ in seen}
+    assert widths <= set(range(WIDTH_MULTIPLE, 257, WIDTH_MULTIPLE))
+    assert len({shape for shape, _ in seen}) == len(widths), "one row count per width"
+    assert len(seen) < 60, len(seen)
 
 
 def test_weight_decay_skips_biases_and_layer_norms():

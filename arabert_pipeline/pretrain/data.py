@@ -340,21 +340,68 @@ def split_eval_documents(store: TokenStore, chunks: Chunks, eval_sequences: int)
     return np.sort(order[: max(1, min(needed, store.n_documents // 10))])
 
 
-def plan_batches(lengths: np.ndarray, token_budget: int, rng: np.random.Generator) -> list[np.ndarray]:
-    """Shuffled batches of sequence indices whose padded size (rows × longest row) fits `token_budget`.
+# A batch's padded width is rounded up to this multiple and its rows filled up to the token budget, so training
+# sees a few dozen distinct tensor shapes instead of thousands. Each new shape makes the CPU kernels (oneDNN's
+# bf16 matmuls above all) allocate native memory that is never given back: with exact shapes the resident memory of a
+# mini run grew by ~5-8 MB per step until the OOM killer stopped it (benchmarks/bench_pretrain_memory.py measures it).
+WIDTH_MULTIPLE = 32
+POSITIONS_MULTIPLE = 64  # the number of predicted positions is padded likewise (labels IGNORE)
+
+
+@dataclass(frozen=True)
+class BatchShape:
+    """The padded (rows × width) of a batch whose longest sequence has `longest` tokens."""
+
+    token_budget: int
+    max_width: int
+
+    def width(self, longest: int) -> int:
+        return max(longest, min(-(-longest // WIDTH_MULTIPLE) * WIDTH_MULTIPLE, self.max_width))
+
+    def rows(self, longest: int) -> int:
+        """How many sequences of at most `longest` tokens a batch holds."""
+        return max(1, self.token_budget // self.width(longest))
+
+    def padded(self, rows: int, longest: int) -> tuple[int, int]:
+        return max(rows, self.rows(longest)), self.width(longest)
+
+    @classmethod
+    def for_config(cls, config) -> "BatchShape":
+        return cls(config.batch_size * config.max_seq_length, config.max_seq_length)
+
+
+IGNORE = -100  # the label of a padding row (PyTorch's default ignore_index)
+
+
+def padded_shape(sequences, shape: BatchShape | None) -> tuple[int, int]:
+    """(rows, width) of the batch of `sequences` (anything with `input_ids`); exact when `shape` is None."""
+    rows, longest = len(sequences), max(len(s.input_ids) for s in sequences)
+    return shape.padded(rows, longest) if shape is not None else (rows, longest)
+
+
+def row_lengths(sequences, rows: int) -> np.ndarray:
+    """Attended length of each of `rows` rows. A padding row attends to its first position only: a row with no
+    attended position would make SDPA's softmax NaN, and NaN × 0 still poisons the gradients."""
+    lengths = np.ones(rows, dtype=np.int64)
+    lengths[: len(sequences)] = [len(s.input_ids) for s in sequences]
+    return lengths
+
+
+def plan_batches(lengths: np.ndarray, shape: BatchShape, rng: np.random.Generator) -> list[np.ndarray]:
+    """Shuffled batches of sequence indices whose padded shape fits the token budget.
 
     Sorting by length only inside windows of a few hundred batches keeps the order random while the rows of
     a batch have nearly equal lengths, so padding is rare.
     """
     order = rng.permutation(len(lengths))
-    window = max(1, 64 * token_budget // int(lengths.max(initial=1)))
+    window = max(1, 64 * shape.token_budget // int(lengths.max(initial=1)))
     batches: list[np.ndarray] = []
     for begin in range(0, len(order), window):
         part = order[begin : begin + window]
         part = part[np.argsort(-lengths[part], kind="stable")]
         i = 0
         while i < len(part):
-            rows = max(1, token_budget // int(lengths[part[i]]))
+            rows = shape.rows(int(lengths[part[i]]))
             batches.append(part[i : i + rows])
             i += rows
     return [batches[i] for i in rng.permutation(len(batches))]
@@ -396,7 +443,7 @@ class PretrainingData:
     def __init__(self, store: TokenStore, specials: SpecialIds, max_seq_length: int, token_budget: int,
                  eval_sequences: int, seed: int, nsp: bool = False):
         self.store, self.specials, self.nsp, self.seed = store, specials, nsp, seed
-        self.token_budget = token_budget
+        self.shape = BatchShape(token_budget, max_seq_length)
         self.content = max_seq_length - (3 if nsp else 2)
         chunks = pack_whole_lines(store, self.content) if nsp else pack_contiguous(store, self.content)
         self.eval_docs = split_eval_documents(store, chunks, eval_sequences)
@@ -420,12 +467,12 @@ class PretrainingData:
         if self._epoch_plan is None or self._epoch_plan[0] != epoch:
             lengths = self.train.length + self.specials_per_sequence
             rng = np.random.default_rng([self.seed, epoch, 0])
-            self._epoch_plan = (epoch, plan_batches(lengths, self.token_budget, rng))
+            self._epoch_plan = (epoch, plan_batches(lengths, self.shape, rng))
         return self._epoch_plan[1]
 
     def eval_batches(self) -> list[np.ndarray]:
         lengths = self.eval.length + self.specials_per_sequence
-        return plan_batches(lengths, self.token_budget, np.random.default_rng([0, 0, 1]))
+        return plan_batches(lengths, self.shape, np.random.default_rng([0, 0, 1]))
 
     def examples(self, chunks: Chunks, indices: np.ndarray, rng: np.random.Generator) -> list[Example]:
         if self.nsp:

@@ -62,7 +62,7 @@ from torch import nn
 
 from ..errors import ConfigError
 from .config import bert_config_kwargs
-from .data import Example, SpecialIds
+from .data import IGNORE, BatchShape, Example, SpecialIds
 from .mlm import MLMCollator
 from .objectives import check_vocabulary, init_model_dir
 
@@ -100,12 +100,14 @@ def corrupt(input_ids: torch.Tensor, positions: torch.Tensor, originals: torch.T
             scored: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(discriminator input, labels): originals with `sampled` at the flat `positions`; labels 1 where the token
     differs from the original, 0 elsewhere, -100 where not scored (padding, [CLS], [SEP])."""
+    real = originals != IGNORE  # the collator pads the positions to a multiple (see BatchShape)
+    positions, originals, sampled = positions[real], originals[real], sampled[real]
     clean = input_ids.reshape(-1).clone()
     clean[positions] = originals  # the mlm collator's [MASK]/random tokens go back to the originals first
     corrupted = clean.clone()
     corrupted[positions] = sampled
     labels = (corrupted != clean).long()
-    labels[~scored.reshape(-1)] = -100
+    labels[~scored.reshape(-1)] = IGNORE
     return corrupted.view_as(input_ids), labels.view_as(input_ids)
 
 
@@ -182,7 +184,8 @@ class ReplacedTokenDetection(nn.Module):
                                         token_type_ids=token_type_ids).last_hidden_state
         picked = hidden.reshape(-1, hidden.size(-1)).index_select(0, positions)
         logits = self.generator.generator_lm_head(self.generator.generator_predictions(picked)).float()
-        generator_loss = F.cross_entropy(logits, originals)
+        generator_loss = F.cross_entropy(logits, originals, ignore_index=IGNORE)
+        predicted_positions = originals != IGNORE
         with torch.no_grad():
             sampled = sample_replacements(logits.detach(), batch["sample_uniforms"])
             corrupted, labels = corrupt(batch["input_ids"], positions, originals, sampled, batch["rtd_mask"])
@@ -196,11 +199,11 @@ class ReplacedTokenDetection(nn.Module):
             replaced = targets.sum()
             metrics = {
                 "generator_loss": generator_loss.detach(),
-                "generator_accuracy": (logits.argmax(-1) == originals).float().mean(),
+                "generator_accuracy": (logits.argmax(-1) == originals)[predicted_positions].float().mean(),
                 "rtd_loss": rtd_loss.detach(),
                 "rtd_accuracy": (predicted == targets).float().mean(),
                 "rtd_recall": (predicted * targets).sum() / replaced.clamp_min(1),
-                "replaced_rate": replaced / max(1, len(originals)),
+                "replaced_rate": replaced / predicted_positions.sum().clamp_min(1),
                 "weight": torch.full((), float(len(targets)), device=targets.device),
             }
         return generator_loss, rtd_loss, metrics
@@ -311,6 +314,7 @@ def build(config, tokenizer) -> ReplacedTokenDetection:
                 discriminator.electra.embeddings.word_embeddings.weight.zero_()  # E_delta starts at zero
     generator.train()
     discriminator.train()
-    collator = ElectraCollator(MLMCollator(specials, len(tokenizer), config.mlm_probability, config.whole_word_masking))
+    collator = ElectraCollator(MLMCollator(specials, len(tokenizer), config.mlm_probability, config.whole_word_masking,
+                                           BatchShape.for_config(config)))
     return ReplacedTokenDetection(generator, discriminator, collator, config.electra_embedding_sharing,
                                   config.electra_rtd_weight, tokenizer)

@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .config import bert_config_kwargs
-from .data import Example, SpecialIds
+from .data import IGNORE, POSITIONS_MULTIPLE, BatchShape, Example, SpecialIds, padded_shape, row_lengths
 from .objectives import check_vocabulary, init_model_dir
 
 
@@ -33,12 +33,12 @@ class MLMCollator:
     """Examples → padded tensors with BERT masking; `mlm_positions` index the flattened (batch × length) grid."""
 
     def __init__(self, specials: SpecialIds, vocab_size: int, mlm_probability: float = 0.15,
-                 whole_word_masking: bool = False):
-        self.specials, self.vocab_size = specials, vocab_size
+                 whole_word_masking: bool = False, shape: BatchShape | None = None):
+        self.specials, self.vocab_size, self.shape = specials, vocab_size, shape
         self.mlm_probability, self.whole_word_masking = mlm_probability, whole_word_masking
 
     def __call__(self, examples: list[Example], rng: np.random.Generator) -> dict[str, torch.Tensor]:
-        rows, width = len(examples), max(len(e.input_ids) for e in examples)
+        rows, width = padded_shape(examples, self.shape)
         ids = np.full((rows, width), self.specials.pad, dtype=np.int64)
         maskable = np.zeros((rows, width), dtype=bool)
         word_starts = np.ones((rows, width), dtype=bool)
@@ -55,12 +55,16 @@ class MLMCollator:
         masked[positions[action < 0.8]] = self.specials.mask
         randomised = positions[(action >= 0.8) & (action < 0.9)]
         masked[randomised] = rng.integers(0, self.vocab_size, len(randomised))
+        if self.shape is not None:  # few distinct prediction-head shapes too (see BatchShape); the extra rows are ignored
+            extra = -len(positions) % POSITIONS_MULTIPLE
+            positions = np.append(positions, np.zeros(extra, dtype=np.int64))
+            labels = np.append(labels, np.full(extra, IGNORE, dtype=np.int64))
         batch = {
             "input_ids": torch.from_numpy(masked.reshape(rows, width)),
             "mlm_positions": torch.from_numpy(positions),
             "mlm_labels": torch.from_numpy(labels),
         }
-        lengths = np.array([len(e.input_ids) for e in examples])
+        lengths = row_lengths(examples, rows)
         if (lengths < width).any():  # without padding, SDPA runs maskless (its fastest kernel)
             batch["attention_mask"] = torch.from_numpy((np.arange(width) < lengths[:, None]).astype(np.int64))
         if examples[0].token_type_ids is not None:
@@ -68,7 +72,9 @@ class MLMCollator:
             for row, example in enumerate(examples):
                 types[row, : len(example.token_type_ids)] = example.token_type_ids
             batch["token_type_ids"] = torch.from_numpy(types)
-            batch["next_sentence_label"] = torch.tensor([e.next_sentence_label for e in examples])
+            nsp_labels = np.full(rows, IGNORE, dtype=np.int64)  # padding rows are not scored
+            nsp_labels[: len(examples)] = [e.next_sentence_label for e in examples]
+            batch["next_sentence_label"] = torch.from_numpy(nsp_labels)
         return batch
 
     def choose(self, maskable: np.ndarray, word_starts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -119,19 +125,21 @@ class MaskedLanguageModel(nn.Module):
         picked = hidden.reshape(-1, hidden.size(-1)).index_select(0, batch["mlm_positions"])
         logits = self.model.cls.predictions(picked).float()
         labels = batch["mlm_labels"]
-        mlm_loss = F.cross_entropy(logits, labels)
+        mlm_loss = F.cross_entropy(logits, labels, ignore_index=IGNORE)
+        scored = labels != IGNORE
         metrics = {
             "mlm_loss": mlm_loss.detach(),
-            "mlm_accuracy": (logits.detach().argmax(-1) == labels).float().mean(),
-            "weight": torch.full((), float(len(labels)), device=labels.device),
+            "mlm_accuracy": (logits.detach().argmax(-1) == labels)[scored].float().mean(),
+            "weight": scored.sum().float(),
         }
         loss = mlm_loss
         if self.nsp:
             nsp_logits = self.model.cls.seq_relationship(encoded.pooler_output).float()
             nsp_labels = batch["next_sentence_label"]
-            nsp_loss = F.cross_entropy(nsp_logits, nsp_labels)
+            nsp_loss = F.cross_entropy(nsp_logits, nsp_labels, ignore_index=IGNORE)
+            scored = nsp_labels != IGNORE
             metrics["nsp_loss"] = nsp_loss.detach()
-            metrics["nsp_accuracy"] = (nsp_logits.detach().argmax(-1) == nsp_labels).float().mean()
+            metrics["nsp_accuracy"] = (nsp_logits.detach().argmax(-1) == nsp_labels)[scored].float().mean()
             loss = loss + nsp_loss
         return {"loss": loss, **metrics}
 
@@ -174,5 +182,6 @@ def build(config, tokenizer) -> MaskedLanguageModel:
         )
         model = model_class._from_config(bert_config, attn_implementation="sdpa")
     model.train()
-    collator = MLMCollator(specials, len(tokenizer), config.mlm_probability, config.whole_word_masking)
+    collator = MLMCollator(specials, len(tokenizer), config.mlm_probability, config.whole_word_masking,
+                           BatchShape.for_config(config))
     return MaskedLanguageModel(model, collator)

@@ -39,7 +39,7 @@ from torch import nn
 
 from ..errors import ConfigError
 from .config import bert_config_kwargs
-from .data import Example, SpecialIds
+from .data import BatchShape, Example, SpecialIds, padded_shape, row_lengths
 from .electra import check_init_from
 from .objectives import init_model_dir
 
@@ -71,8 +71,8 @@ class SpanExample:
 class SpanSelectionCollator:
     """Packed sequences → span-selection examples → padded tensors (`start_positions`/`end_positions` as HF QA)."""
 
-    def __init__(self, tokenizer, specials: SpecialIds, max_seq_length: int):
-        self.specials, self.max_seq_length = specials, max_seq_length
+    def __init__(self, tokenizer, specials: SpecialIds, max_seq_length: int, shape: BatchShape | None = None):
+        self.specials, self.max_seq_length, self.shape = specials, max_seq_length, shape
         self.question_budget = min(MAX_QUESTION_TOKENS, max_seq_length // 4)
         pieces = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
         # The text of each token without its WordPiece `##` / SentencePiece `▁` mark, to spell words out.
@@ -82,20 +82,22 @@ class SpanSelectionCollator:
 
     def __call__(self, examples: list[Example], rng: np.random.Generator) -> dict[str, torch.Tensor]:
         built = [self.example(e, rng) for e in examples]
-        rows, width = len(built), max(len(b.input_ids) for b in built)
+        rows, width = padded_shape(built, self.shape)
         ids = np.full((rows, width), self.specials.pad, dtype=np.int64)
         types = np.zeros((rows, width), dtype=np.int64)
-        mask = np.zeros((rows, width), dtype=np.int64)
+        # Padding rows point at `width`, the index Hugging Face's QA loss ignores.
+        answers = np.full((rows, 2), width, dtype=np.int64)
         for row, b in enumerate(built):
             ids[row, : len(b.input_ids)] = b.input_ids
             types[row, : len(b.token_type_ids)] = b.token_type_ids
-            mask[row, : len(b.input_ids)] = 1
+            answers[row] = b.answer
+        mask = (np.arange(width) < row_lengths(built, rows)[:, None]).astype(np.int64)
         return {
             "input_ids": torch.from_numpy(ids),
             "token_type_ids": torch.from_numpy(types),
             "attention_mask": torch.from_numpy(mask),
-            "start_positions": torch.tensor([b.answer[0] for b in built]),
-            "end_positions": torch.tensor([b.answer[1] for b in built]),
+            "start_positions": torch.from_numpy(answers[:, 0].copy()),
+            "end_positions": torch.from_numpy(answers[:, 1].copy()),
         }
 
     # ------------------------------------------------------------------------------------------- words and spans
@@ -280,9 +282,10 @@ class SpanSelection(nn.Module):
             start_positions=batch["start_positions"], end_positions=batch["end_positions"],
         )
         with torch.no_grad():
-            starts, ends = batch["start_positions"], batch["end_positions"]
-            start_hit = out.start_logits.argmax(-1) == starts
-            end_hit = out.end_logits.argmax(-1) == ends
+            scored = batch["start_positions"] < batch["input_ids"].size(1)  # not a padding row
+            starts, ends = batch["start_positions"][scored], batch["end_positions"][scored]
+            start_hit = out.start_logits[scored].argmax(-1) == starts
+            end_hit = out.end_logits[scored].argmax(-1) == ends
             metrics = {
                 "span_loss": out.loss.detach(),
                 "span_exact": (start_hit & end_hit).float().mean(),
@@ -316,4 +319,5 @@ def build(config, tokenizer) -> SpanSelection:
                                  **bert_config_kwargs(config.model_size))
         model = BertForQuestionAnswering._from_config(bert_config, attn_implementation="sdpa")
     model.train()
-    return SpanSelection(model, SpanSelectionCollator(tokenizer, specials, config.max_seq_length))
+    return SpanSelection(model, SpanSelectionCollator(tokenizer, specials, config.max_seq_length,
+                                                      BatchShape.for_config(config)))
