@@ -463,10 +463,35 @@ def test_time_budget_is_replanned_from_the_speed_of_real_steps(tokenizer_dir, co
     trainer = Trainer(tiny_config(tokenizer_dir, corpus, workdir / "replan", steps=None, time_budget=10, warmup=0.1))
     trainer.eval_seconds_per_step = 0.5
     trainer.state.step, trainer.state.elapsed = 20, 50.0  # 2.5 s per step so far, + 0.5 s of evaluation per step
+    assert trainer.replan_due()
     trainer.replan_for_budget()
-    assert trainer.state.total_steps == 20 + int((600 - 50) / 3.0)
-    assert trainer.state.warmup_steps == round(0.1 * trainer.state.total_steps)
-    assert trainer.state.budget_replanned
+    state = trainer.state
+    assert state.total_steps == 20 + int((600 - 50) / 3.0)
+    assert state.warmup_steps == round(0.1 * state.total_steps)
+    assert state.budget_replanned and not trainer.replan_due()
+
+
+def test_time_budget_replans_when_the_speed_changes_with_a_continuous_learning_rate(tokenizer_dir, corpus, workdir):
+    from arabert_pipeline.pretrain.trainer import Trainer, lr_factor
+
+    trainer = Trainer(tiny_config(tokenizer_dir, corpus, workdir / "replan2", steps=None, time_budget=10, warmup=0.1))
+    trainer.eval_seconds_per_step = 0.0
+    state = trainer.state
+    state.step, state.elapsed = 20, 60.0  # 3 s per step while the machine was busy
+    trainer.replan_for_budget()
+    assert state.total_steps == 20 + 180 and state.warmup_steps == 20
+    state.step, state.elapsed = 80, 120.0  # then 1 s per step: the 480 s left are 480 steps, not 160
+    assert trainer.replan_due()
+    factor = lr_factor(80, state.warmup_steps, state.total_steps)
+    trainer.replan_for_budget()
+    assert state.total_steps == 80 + 480 and state.warmup_steps == 20
+    after = [lr_factor(step, state.warmup_steps, state.total_steps, state.decay_step, state.decay_factor)
+             for step in (80, 81, 559, 560)]
+    assert after[0] == pytest.approx(factor) and after[0] > after[1] > after[2] > 0 and after[3] == 0
+    state.step, state.elapsed = 100, 150.0  # less than a tenth of the budget since the last correction
+    assert not trainer.replan_due()
+    state.step, state.elapsed = 500, 560.0  # in the last tenth: no more corrections
+    assert not trainer.replan_due()
 
 
 # ------------------------------------------------------------------------------------------------- bad input

@@ -73,16 +73,25 @@ class TrainerState:
     total_steps: int = 0
     warmup_steps: int = 0
     budget_replanned: bool = False  # --time-budget: the plan was corrected from the speed of the first real steps
+    # --time-budget, later corrections: the decay restarts from (decay_step, decay_factor) towards the new total, so
+    # the learning rate stays continuous; replanned_step/replanned_elapsed mark the last correction.
+    decay_step: int = 0
+    decay_factor: float = 1.0
+    replanned_step: int = 0
+    replanned_elapsed: float = 0.0
 
 
-def lr_factor(step: int, warmup: int, total: int) -> float:
-    """BERT's schedule: linear warm-up to the peak, then linear decay to zero at `total`.
+def lr_factor(step: int, warmup: int, total: int, decay_step: int = 0, decay_factor: float = 1.0) -> float:
+    """BERT's schedule: linear warm-up to the peak, then linear decay to zero at `total`; after a --time-budget
+    correction, linear decay from `decay_factor` at `decay_step` to zero at the corrected `total`.
 
-    Written here rather than taken from transformers because with --time-budget the total is only known after
-    measuring the speed, and it must come back from a checkpoint; this way it is just two numbers in the state.
+    Written here rather than taken from transformers because with --time-budget the total is only known while
+    training, and it must come back from a checkpoint; this way it is a few numbers in the state.
     """
     if step < warmup:
         return (step + 1) / warmup
+    if decay_step > warmup:
+        return max(0.0, decay_factor * (total - step) / max(1, total - decay_step))
     return max(0.0, (total - step) / max(1, total - warmup))
 
 
@@ -266,22 +275,46 @@ class Trainer:
         broadcast_object_list(estimate)
         return estimate[0]
 
-    def replan_for_budget(self) -> None:
-        """Re-fix the schedule's length from the speed of the real steps so far (once, early in the warm-up).
+    def replan_due(self) -> bool:
+        """--time-budget: correct the plan early in the warm-up, then after every further tenth of the budget (but
+        not in the last tenth), from the speed since the last correction.
 
-        The up-front timing misses batch collation, the optimizer and whatever else shares the machine: it measured
-        1.8x too optimistic with two runs on two cores, which would have cut the run off before the decay.
+        The up-front timing misses batch collation, the optimizer and whatever else shares the machine (it measured
+        1.8x too optimistic with two runs on two cores), and the load changes: a run planned while another job was
+        running used 60 of its 95 minutes before the corrections were periodic.
         """
         from accelerate.utils import broadcast_object_list
 
         state, budget = self.state, self.config.time_budget * 60
-        per_step = state.elapsed / state.step + getattr(self, "eval_seconds_per_step", 0.0)
+        if not state.budget_replanned:
+            due = [state.elapsed >= min(60.0, 0.03 * budget)]
+        else:
+            due = [state.replanned_elapsed + 0.1 * budget <= state.elapsed <= 0.9 * budget]
+        if self.world > 1:  # clocks differ slightly: the main process decides, or one would wait in the broadcast
+            broadcast_object_list(due)
+        return due[0]
+
+    def replan_for_budget(self) -> None:
+        """Re-fix the schedule's length from the measured speed, keeping the learning rate continuous."""
+        from accelerate.utils import broadcast_object_list
+
+        state, budget = self.state, self.config.time_budget * 60
+        first = not state.budget_replanned
+        since = (state.elapsed, state.step) if first else (
+            state.elapsed - state.replanned_elapsed, state.step - state.replanned_step)
+        per_step = since[0] / max(1, since[1]) + getattr(self, "eval_seconds_per_step", 0.0)
         total = [max(state.step + 1, state.step + int((budget - state.elapsed) / per_step))]
         broadcast_object_list(total)
-        warmup = self.config.warmup
+        if state.step < state.warmup_steps or first:  # still warming up: rescale the warm-up too
+            warmup = self.config.warmup
+            state.warmup_steps = min(total[0], int(round(warmup * total[0])) if warmup < 1 else int(warmup))
+        else:
+            state.decay_factor = lr_factor(state.step, state.warmup_steps, state.total_steps, state.decay_step,
+                                           state.decay_factor)
+            state.decay_step = state.step
         state.total_steps = total[0]
-        state.warmup_steps = min(total[0], int(round(warmup * total[0])) if warmup < 1 else int(warmup))
         state.budget_replanned = True
+        state.replanned_step, state.replanned_elapsed = state.step, state.elapsed
         if self.is_main:
             print(f"time budget: {state.total_steps} steps at the measured {per_step:.2f} s per step")
 
@@ -338,7 +371,9 @@ class Trainer:
                     totals[key] = totals.get(key, 0) + value.detach().float() / config.grad_accum
         if config.max_grad_norm > 0:
             totals["grad_norm"] = accelerator.clip_grad_norm_(self.model.parameters(), config.max_grad_norm)
-        lr = config.lr * lr_factor(self.state.step, self.state.warmup_steps, self.state.total_steps)
+        state = self.state
+        lr = config.lr * lr_factor(state.step, state.warmup_steps, state.total_steps, state.decay_step,
+                                   state.decay_factor)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         self.optimizer.step()
@@ -368,8 +403,7 @@ class Trainer:
                 tokens_before = state.tokens
                 metrics = self.train_step()
                 state.elapsed = elapsed_before + time.perf_counter() - session_start
-                if (config.time_budget is not None and not state.budget_replanned
-                        and state.elapsed >= min(60.0, 0.03 * config.time_budget * 60)):
+                if config.time_budget is not None and self.replan_due():
                     self.replan_for_budget()
                     bar.total = state.total_steps
                 for key, value in metrics.items():
