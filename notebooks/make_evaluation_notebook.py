@@ -173,6 +173,27 @@ if "arcd-test" in results["datasets"]:
         lines.append(f"| {label} | {s['soqal_em']['mean']:.1f} | {s['soqal_f1']['mean']:.1f} | "
                      f"{s['soqal_sm']['mean']:.1f} | this run, SOQAL variant |")
 display(Markdown(paper["note"] + "\\n\\n" + "\\n".join(lines)))"""),
+    ("md", """\
+## The shipped default model: what each lever gave
+
+A second evaluate run (`notebooks/results-default-model/`, written by `scripts/train_default_model.sh`'s evaluation
+step plus the comparison systems): the model that ships in the package, next to the models it was chosen among and
+the previous default, all scored the same way (answers widened to whole words unless a label says otherwise).
+Paired differences are against the first system, the shipped model."""),
+    ("code", """\
+LEVERS = RUN.parent / "results-default-model"
+if (LEVERS / "results.json").exists():
+    levers = report.load_results(LEVERS)
+    display(Markdown(report.systems_table(levers)))
+    for dataset in levers["datasets"]:
+        display(Markdown(f"### {dataset}\\n\\n" + report.scores_table(levers, dataset) + "\\n\\n"
+                         + report.paired_table(levers, dataset)))
+    display(Image(filename=str(LEVERS / "plots" / "arcd-test_metrics.png")))
+    if levers.get("pretraining"):
+        display(Markdown(report.pretraining_table(levers)))
+        display(Image(filename=str(LEVERS / "plots" / "pretraining.png")))
+else:
+    print("no default-model run next to", RUN)"""),
 ]
 
 
