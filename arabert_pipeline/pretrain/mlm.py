@@ -47,7 +47,11 @@ class MLMCollator:
             ids[row, :n] = example.input_ids
             maskable[row, :n] = ~example.special
             word_starts[row, :n] = example.word_starts
-        chosen = self.choose(maskable, word_starts, rng)
+        # Masks are drawn on the unpadded grid so that padding to a fixed batch shape leaves them, and the random
+        # stream after them, exactly as they would be without padding.
+        real_rows, longest = len(examples), max(len(example.input_ids) for example in examples)
+        chosen = np.zeros((rows, width), dtype=bool)
+        chosen[:real_rows, :longest] = self.choose(maskable[:real_rows, :longest], word_starts[:real_rows, :longest], rng)
         positions = np.flatnonzero(chosen)
         labels = ids.reshape(-1)[positions]
         action = rng.random(len(positions))
