@@ -181,19 +181,33 @@ step plus the comparison systems): the model that ships in the package, next to 
 the previous default, all scored the same way (answers widened to whole words unless a label says otherwise).
 Paired differences are against the first system, the shipped model."""),
     ("code", """\
-LEVERS = RUN.parent / "results-default-model"
-if (LEVERS / "results.json").exists():
-    levers = report.load_results(LEVERS)
-    display(Markdown(report.systems_table(levers)))
-    for dataset in levers["datasets"]:
-        display(Markdown(f"### {dataset}\\n\\n" + report.scores_table(levers, dataset) + "\\n\\n"
-                         + report.paired_table(levers, dataset)))
-    display(Image(filename=str(LEVERS / "plots" / "arcd-test_metrics.png")))
-    if levers.get("pretraining"):
-        display(Markdown(report.pretraining_table(levers)))
-        display(Image(filename=str(LEVERS / "plots" / "pretraining.png")))
-else:
-    print("no default-model run next to", RUN)"""),
+def show_run(directory):
+    \"\"\"Systems, scores and paired differences (against the run's first system) of another evaluate run.\"\"\"
+    if not (directory / "results.json").exists():
+        print("no evaluate run at", directory)
+        return
+    other = report.load_results(directory)
+    display(Markdown(report.systems_table(other)))
+    for dataset in other["datasets"]:
+        display(Markdown(f"### {dataset}\\n\\n" + report.scores_table(other, dataset) + "\\n\\n"
+                         + report.paired_table(other, dataset)))
+    display(Image(filename=str(directory / "plots" / "arcd-test_metrics.png")))
+    if other.get("pretraining"):
+        display(Markdown(report.pretraining_table(other)))
+        display(Image(filename=str(directory / "plots" / "pretraining.png")))
+
+
+show_run(RUN.parent / "results-default-model")"""),
+    ("md", """\
+## Objectives at equal CPU budget: MLM vs ELECTRA, each with and without span selection
+
+`scripts/compare_objectives.sh` (`notebooks/results-objectives/`): two L4/H256 models pretrained side by side, one
+core each, for the same wall-clock minutes on the shipped model's corpus and tokenizer (MLM as the shipped recipe;
+ELECTRA at ELECTRA-Small's learning rate with separate generator/discriminator embeddings), then each continued by
+span-selection pretraining for the same minutes, all four fine-tuned with the `offline` protocol. Paired differences
+are against the first system, MLM."""),
+    ("code", """\
+show_run(RUN.parent / "results-objectives")"""),
 ]
 
 

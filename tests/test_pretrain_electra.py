@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -179,7 +180,7 @@ def test_a_few_steps_reduce_the_loss(setup):
     batches = [batch_of(objective, setup, cfg, seed) for seed in range(2)]
     losses, out = train_losses(objective, batches[:2])
     assert np.mean(losses[-4:]) < 0.8 * np.mean(losses[:2]), losses
-    assert {"generator_loss", "generator_accuracy", "rtd_loss", "rtd_accuracy", "replaced_rate"} <= out.keys()
+    assert {"generator_loss", "generator_accuracy", "rtd_loss", "rtd_accuracy", "replaced_rate", "replaced_share"} <= out.keys()
 
 
 # ------------------------------------------------------------------------------------------------ export, init-from
@@ -302,8 +303,11 @@ def test_a_collapsed_discriminator_is_reported():
     from arabert_pipeline.pretrain.electra import ReplacedTokenDetection
 
     warn = ReplacedTokenDetection.health_warning
-    assert "collapsed" in warn({"eval_rtd_recall": 0.0, "eval_replaced_rate": 0.9})
-    assert "collapsed" in warn({"eval_rtd_recall": 0.004, "eval_replaced_rate": 0.9})
-    assert warn({"eval_rtd_recall": 0.31, "eval_replaced_rate": 0.9}) is None
-    assert warn({"eval_rtd_recall": 0.0, "eval_replaced_rate": 0.0}) is None  # nothing to detect: no verdict
+    constant = -(0.15 * math.log(0.15) + 0.85 * math.log(0.85))  # 0.423: always answering "original"
+    collapsed = {"eval_rtd_recall": 0.0, "eval_replaced_share": 0.15, "eval_rtd_loss": constant}
+    assert "collapsed" in warn(collapsed)
+    assert "collapsed" in warn({**collapsed, "eval_rtd_recall": 0.004, "eval_rtd_loss": 0.99 * constant})
+    assert warn({**collapsed, "eval_rtd_recall": 0.31}) is None
+    assert warn({**collapsed, "eval_rtd_loss": 0.333}) is None  # under-confident, yet better than the base rate
+    assert warn({**collapsed, "eval_replaced_share": 0.0}) is None  # nothing to detect: no verdict
     assert warn({"eval_mlm_loss": 5.0}) is None
