@@ -222,9 +222,10 @@ class ReplacedTokenDetection(nn.Module):
         Recall alone does not tell: an under-confident discriminator never crosses 0.5 yet already beats the
         constant answer. Collapsed means both: recall < 1% and a loss within 2% of the constant answer's (the
         entropy of the replaced share). Seen here with mini (L4/H256, generator H64), with GDES and with separate
-        embeddings, lr 3e-4 to 8e-4: the discriminator beats the constant answer while the generator samples near-uniformly
-        (rare tokens, recognisable by identity alone), then falls back to it as the generator learns the frequent
-        tokens, whose replacements only context gives away: the discriminator's form of MLM's unigram plateau.
+        embeddings, lr 3e-4 to 8e-4: the discriminator beats the constant answer while the generator samples
+        near-uniformly (rare tokens, recognisable by identity alone), then falls back to it as the generator learns
+        the frequent tokens, whose replacements only context gives away: the discriminator's form of MLM's unigram
+        plateau.
         """
         share = metrics.get("eval_replaced_share", 0.0)
         if not 0.0 < share < 1.0 or metrics.get("eval_rtd_recall", 1.0) >= 0.01:
