@@ -199,6 +199,14 @@ def show_run(directory):
 
 show_run(RUN.parent / "results-default-model")"""),
     ("md", """\
+## QA windows longer than the pretraining length
+
+`notebooks/results-qa-window/`: the shipped model's pretrained encoder (sequences of 256) fine-tuned with QA windows
+of 256 (every position trained) and of 384 (positions 256–383 never trained, Hugging Face's default window).
+Paired differences are against windows of 256."""),
+    ("code", """\
+show_run(RUN.parent / "results-qa-window")"""),
+    ("md", """\
 ## Objectives at equal CPU budget: MLM vs ELECTRA, each with and without span selection
 
 `scripts/compare_objectives.sh` (`notebooks/results-objectives/`): two L4/H256 models pretrained side by side, one
