@@ -611,7 +611,9 @@ PRETRAINING_PANELS = (
 PRETRAINING_COLUMNS = (
     ("eval_mlm_loss", "held-out MLM loss"), ("eval_mlm_perplexity", "perplexity"),
     ("eval_mlm_accuracy", "masked accuracy"), ("eval_generator_loss", "held-out generator loss"),
-    ("eval_generator_accuracy", "generator accuracy"), ("eval_rtd_accuracy", "RTD accuracy"),
+    ("eval_generator_accuracy", "generator accuracy"), ("eval_rtd_loss", "held-out RTD loss"),
+    # Accuracy alone flatters a collapsed discriminator (always "original" scores 1 − replaced share): recall shows it.
+    ("eval_rtd_accuracy", "RTD accuracy"), ("eval_rtd_recall", "RTD recall"),
     ("eval_span_exact", "span exact"),
 )
 
