@@ -59,6 +59,7 @@ from .objectives import build_objective
 
 CHECKPOINTS = "checkpoints"
 LOG_FILE = "log.jsonl"
+REPLAN_CHECK_EVERY = 10  # steps between --time-budget checks
 
 
 @dataclass
@@ -286,6 +287,8 @@ class Trainer:
         from accelerate.utils import broadcast_object_list
 
         state, budget = self.state, self.config.time_budget * 60
+        if state.step % REPLAN_CHECK_EVERY:  # the same on every process: no per-step broadcast (a GPU sync)
+            return False
         if not state.budget_replanned:
             due = [state.elapsed >= min(60.0, 0.03 * budget)]
         else:
