@@ -443,6 +443,27 @@ def test_bf16_autocast_trains_like_fp32(tokenizer_dir, corpus, workdir):
     assert metadata["pretrain"]["bf16"] is True
 
 
+def test_dropout_zero_makes_training_steps_deterministic_and_export_keeps_bert_dropout(tokenizer_dir, corpus, workdir):
+    import torch
+    from transformers import AutoConfig
+
+    from arabert_pipeline.pretrain.trainer import Trainer
+
+    def two_losses(dropout):
+        trainer = Trainer(tiny_config(tokenizer_dir, corpus, workdir / f"dropout-{dropout}", dropout=dropout))
+        rows = trainer.data.epoch_batches(0)[0]
+        batch = trainer.make_batch(trainer.data.train, rows, np.random.default_rng(0))
+        with torch.no_grad():
+            return trainer, [trainer.model(batch)["loss"].item() for _ in range(2)]
+
+    _, with_dropout = two_losses(None)
+    assert with_dropout[0] != with_dropout[1]  # BERT's 0.1 dropout: two passes differ
+    trainer, without = two_losses(0.0)
+    assert without[0] == without[1]
+    trainer.export(workdir / "dropout-export")
+    assert AutoConfig.from_pretrained(workdir / "dropout-export").hidden_dropout_prob == 0.1
+
+
 def test_run_length_from_tokens_time_or_one_epoch(tokenizer_dir, corpus, workdir):
     from arabert_pipeline.pretrain.trainer import Trainer, pretrain
 

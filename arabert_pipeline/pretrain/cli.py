@@ -54,6 +54,8 @@ def register(subparsers) -> None:
     p.add_argument("--warmup", type=float, default=0.06, help="warm-up: a fraction of the steps (<1) or steps (>=1)")
     p.add_argument("--weight-decay", type=float, default=0.01)
     p.add_argument("--max-grad-norm", type=float, default=1.0, help="gradient clipping (0 = off)")
+    p.add_argument("--dropout", type=float, metavar="P",
+                   help="dropout while pretraining (default: the architecture's 0.1; the exported model keeps 0.1)")
     p.add_argument("--bf16", choices=["auto", "yes", "no"], default="auto",
                    help="bf16 autocast; auto = on a GPU that supports it or a CPU with native bf16")
     p.add_argument("--seed", type=int, default=42)

@@ -107,6 +107,16 @@ def use_bf16(setting: str, device: torch.device) -> bool:
     return device.type == "cpu" and native is not None and bool(native())
 
 
+def set_dropout(module: torch.nn.Module, p: float) -> None:
+    """Every dropout layer of `module` drops with probability p; Hugging Face attention reads its rate from these too.
+
+    The model configs are left as they are, so an exported model fine-tunes with its architecture's dropout.
+    """
+    for layer in module.modules():
+        if isinstance(layer, torch.nn.Dropout):
+            layer.p = p
+
+
 def parameter_groups(module: torch.nn.Module, weight_decay: float) -> list[dict]:
     """BERT's exclusions: no weight decay on biases and LayerNorm weights (the parameters with < 2 dimensions)."""
     decay, no_decay = [], []
@@ -159,6 +169,8 @@ class Trainer:
 
         set_seed(config.seed)
         objective = build_objective(config, self.tokenizer)
+        if config.dropout is not None:
+            set_dropout(objective, config.dropout)
 
         cache_dir = Path(config.cache_dir) if config.cache_dir else default_cache_dir()
         with self.accelerator.local_main_process_first():
