@@ -6,7 +6,7 @@ import json
 import pytest
 
 from arabert_pipeline.errors import ConfigError, DataNotFoundError, InputError
-from arabert_pipeline.qa.data import REGISTRY, load_squad, read_squad
+from arabert_pipeline.qa.data import REGISTRY, SPLITS, load_squad, read_squad
 from arabert_pipeline.qa.leakage import find_leakage, normalize
 
 ARCD_MISALIGNED = {"411858985910", "512657045685", "736438426218", "281472164170", "964512591997", "811471729708"}
@@ -82,7 +82,24 @@ def test_arcd_has_six_misaligned_answers(shared_data):
 def test_registry_resolves_the_shared_sets(shared_data):
     counts = {name: len(read_squad(name, misaligned="keep").examples) for name in REGISTRY if name != "arabic-squad"}
     assert counts == {"arcd": 1395, "arcd-train": 693, "arcd-test": 702, "xquad-ar": 1190,
-                      "tydiqa-goldp-ar-dev": 921, "mlqa-ar-dev": 517}
+                      "tydiqa-goldp-ar-dev": 921, "mlqa-ar-dev": 517, "aqad": 11491}
+
+
+def test_dev_split_takes_whole_articles_and_is_fixed(shared_data):
+    dev, rest = (read_squad(name, misaligned="keep").examples for name in SPLITS)
+    assert (len(dev), len(rest)) == (135, 558)
+    dev_titles, rest_titles = {e["title"] for e in dev}, {e["title"] for e in rest}
+    assert len(dev_titles) == 15 and not dev_titles & rest_titles
+    assert {e["id"] for e in dev} | {e["id"] for e in rest} == {e["id"] for e in read_squad("arcd-train",
+                                                                                           misaligned="keep").examples}
+    # Drawn from the sorted titles with a fixed seed, so every machine gets the same dev articles.
+    assert {"سويسرا", "موناليزا", "كأس العالم 2018"} <= dev_titles
+
+
+def test_opt_in_set_says_what_its_user_must_know(shared_data, caplog):
+    with caplog.at_level("WARNING"):
+        read_squad("aqad", misaligned="keep")
+    assert "no licence stated" in caplog.text and "noisy" in caplog.text
 
 
 def test_missing_registered_set_says_where_to_put_it(tmp_path, monkeypatch):
@@ -95,7 +112,7 @@ def test_missing_registered_set_says_where_to_put_it(tmp_path, monkeypatch):
 
 def test_unknown_name_and_missing_path(tmp_path):
     with pytest.raises(ConfigError, match="arcd-test"):
-        read_squad("arcd-dev")
+        read_squad("arcd-validation")
     with pytest.raises(DataNotFoundError):
         read_squad(tmp_path / "nothing.json")
 

@@ -135,9 +135,9 @@ def answer_length_bucket(answer: str) -> str:
 
 
 def _dataset_key(source: str) -> str:
-    from ..qa.data import REGISTRY
+    from ..qa.data import dataset_names
 
-    return source if source in REGISTRY else Path(source).stem
+    return source if source in dataset_names() else Path(source).stem
 
 
 def load_predictions_file(path: str | os.PathLike) -> dict[str, tuple[str, int | None]]:

@@ -37,8 +37,27 @@ _XQUAD = "https://raw.githubusercontent.com/google-deepmind/xquad/7d30520c717524
 @dataclasses.dataclass(frozen=True)
 class RegisteredSet:
     relative: str  # path under data_root()
-    url: str
+    url: str | None  # None: no single file to download (the message says how to build it)
     license: str
+    note: str = ""  # said whenever the set is read: what a user of it must know
+
+
+@dataclasses.dataclass(frozen=True)
+class ArticleSplit:
+    """Part of a registered set, split by article so that no paragraph of one part's articles is in the other."""
+
+    base: str
+    part: str  # "dev": `fraction` of the articles drawn with `seed`; "rest": the others
+    fraction: float = 0.2
+    seed: int = 0
+
+    def titles(self, examples: list[dict[str, Any]]) -> set[str]:
+        import numpy as np
+
+        titles = sorted({example["title"] for example in examples})
+        order = np.random.default_rng(self.seed).permutation(len(titles))
+        dev = {titles[i] for i in order[: round(self.fraction * len(titles))]}
+        return dev if self.part == "dev" else set(titles) - dev
 
 
 REGISTRY: dict[str, RegisteredSet] = {
@@ -53,6 +72,20 @@ REGISTRY: dict[str, RegisteredSet] = {
     "mlqa-ar-dev": RegisteredSet(
         "qa/mlqa-dev-context-ar-question-ar.json", _SOQAL_FORK + "MLQA-dev-context-ar-question-ar.json", "CC BY-SA 3.0"
     ),
+    # Opt-in only (no protocol uses it): the answers were located automatically and some are wrong, and the authors
+    # state no licence. Its contexts are Arabic Wikipedia (CC BY-SA upstream).
+    "aqad": RegisteredSet(
+        "qa/aqad-answerable.json", None, "none stated (research use only)",
+        note="AQAD (Atef et al. 2020): answers located automatically (noisy), no licence stated: research use only. "
+        "Build qa/aqad-answerable.json from the answerable questions of github.com/EmanElrefai/AAQAD "
+        "(AAQAD-v1.0 shards, ids renamed aqad-<shard>-<id>).",
+    ),
+}
+
+# Dev splits: every choice of recipe and checkpoint is made on these, never on arcd-test or TyDiQA dev.
+SPLITS: dict[str, ArticleSplit] = {
+    "arcd-dev": ArticleSplit("arcd-train", "dev"),  # 15 of ARCD-train's 77 articles (seed 0)
+    "arcd-train-rest": ArticleSplit("arcd-train", "rest"),  # ARCD-train without the arcd-dev articles
 }
 
 
@@ -78,15 +111,19 @@ def resolve(source: str | Path, *, download: bool = False) -> Path:
     if path.is_file():
         return path
     name = str(source)
+    if name in SPLITS:
+        return resolve(SPLITS[name].base, download=download)
     if name not in REGISTRY:
         if path.suffix or "/" in name or "\\" in name:
             raise DataNotFoundError(f"{path}: no such file")
-        raise ConfigError(f"unknown QA dataset {name!r}: use a file path or one of {', '.join(REGISTRY)}")
+        raise ConfigError(f"unknown QA dataset {name!r}: use a file path or one of {', '.join(dataset_names())}")
     entry = REGISTRY[name]
     target = data_root() / entry.relative
     if target.is_file():
         return target
-    if not download:
+    if not download or entry.url is None:
+        if entry.url is None:
+            raise DataNotFoundError(f"dataset {name!r} not found at {target}. {entry.note}")
         raise DataNotFoundError(
             f"dataset {name!r} not found at {target}. Download {entry.url} to that path, point ${DATA_ROOT_ENV} "
             f"at a folder holding {entry.relative}, or ask for the download (download=True / --download)."
@@ -120,7 +157,25 @@ def read_squad(source: str | Path, *, misaligned: str = "error", download: bool 
     except UnicodeDecodeError as exc:
         raise InputError(f"not UTF-8 ({exc})", path=path) from exc
     examples, bad = _parse_squad(text, path, str(source), misaligned)
+    split = SPLITS.get(str(source))
+    if split is not None:
+        titles = split.titles(examples)
+        examples = [e for e in examples if e["title"] in titles]
+        kept = {e["id"] for e in examples}
+        bad = [b for b in bad if b["id"] in kept]
+    entry = REGISTRY.get(str(source))
+    if entry is not None and entry.note:
+        log.warning(entry.note)
     return SquadFile(str(source), path, examples, bad, misaligned)
+
+
+def dataset_names() -> list[str]:
+    return [*REGISTRY, *SPLITS]
+
+
+def dataset_license(name: str) -> str | None:
+    entry = REGISTRY.get(SPLITS[name].base if name in SPLITS else name)
+    return entry.license if entry else None
 
 
 def load_squad(source: str | Path, *, misaligned: str = "error", download: bool = False):
