@@ -70,7 +70,7 @@ def test_cli_end_to_end_with_prediction_files(shared_data, tmp_path, capsys):
     entry = results["datasets"]["arcd-test-slice"]
     n = len(examples)
     assert entry["questions"] == n and results["reference"] == "oracle-half"
-    assert list(entry["systems"]) == ["oracle-half", "first", "first-sentence", "random-sentence"]
+    assert list(entry["systems"]) == ["oracle-half", "first", *report.BASELINES]
     oracle_summary = entry["systems"]["oracle-half"]
     assert oracle_summary["missing"] == n - len(answered)
     for key in SCORE_KEYS:  # every answered question is its own gold answer, every missing one scores 0
@@ -84,7 +84,7 @@ def test_cli_end_to_end_with_prediction_files(shared_data, tmp_path, capsys):
     assert report.MBERT_NOTE in table and "| AraBERTv1 | 30.6 | 62.7 | 92.0 |" in table
     assert "*first-sentence* (baseline)" in table and "Paired differences, oracle-half − system" in table
     rows = list(csv.DictReader((out / "table.csv").open(encoding="utf-8")))
-    assert len(rows) == 4 * len(SCORE_KEYS) + 9
+    assert len(rows) == (2 + len(report.BASELINES)) * len(SCORE_KEYS) + 9
     per_question = report.load_per_question(out, "arcd-test-slice", "oracle-half")
     assert len(per_question) == n and sum(r["missing"] for r in per_question) == n - len(answered)
     assert {r["id"] for r in per_question} == {ex["id"] for ex in examples}

@@ -8,10 +8,14 @@ from pathlib import Path
 DESCRIPTION = """\
 Score QA models and/or prediction files side by side: EM, F1 and Sentence-Match in two variants (SOQAL-compatible,
 as in the AraBERT paper's table, and Arabic-correct), with 95% bootstrap CIs and paired comparisons against the first
-system, plus two reference baselines (first sentence / random sentence of the context). Writes OUT/table.md,
+system, next to lexical reference baselines (first, random and TF-IDF sentence, sliding window, word-overlap span). Writes OUT/table.md,
 table.csv, results.json, per-question JSONL, reusable predictions and plots. "mBERT" means bert-base-multilingual-cased
 online; offline, a model like ours trained with mBERT's WordPiece vocabulary on unsegmented text (stated in reports).
 """
+
+
+# evaluate/baselines.py's BASELINES, repeated so that `--help` needs no numpy import (a test keeps the two equal).
+BASELINE_NAMES = ("first-sentence", "random-sentence", "tfidf-sentence", "sliding-window", "overlap-span")
 
 
 class _AppendSystem(argparse.Action):
@@ -37,7 +41,7 @@ def register(subparsers) -> None:
                         help="dataset: arcd-test, tydiqa-goldp-ar-dev, ... or a SQuAD v1.1 JSON file (repeatable)")
     parser.add_argument("-o", "--out", required=True, type=Path, metavar="OUTDIR",
                         help="report directory (replaced as a whole when the run completes)")
-    parser.add_argument("--baselines", default="first-sentence,random-sentence", metavar="LIST",
+    parser.add_argument("--baselines", default=",".join(BASELINE_NAMES), metavar="LIST",
                         help="comma-separated reference baselines, or 'none' (default: %(default)s)")
     parser.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=0, help="bootstrap and random-baseline seed (default: 0)")

@@ -6,8 +6,8 @@
 
 A system is a QA model dir / hub id (answers predicted with `qa.infer.QAModel`), a predictions file
 (`{question id: answer text}` or `{question id: {"text": ..., "start": ...}}`, as `evaluate` itself writes under
-predictions/), or a baseline that needs no model (`first-sentence`, `random-sentence`: one Punkt sentence of the
-context, as in the ARCD paper's sentence baselines). Every metric is the ×100 mean over ALL questions of the dataset
+predictions/), or a baseline that needs no model (baselines.py: first / random / TF-IDF sentence, sliding window,
+word-overlap span). Every metric is the ×100 mean over ALL questions of the dataset
 (a missing prediction scores 0 and is counted), with a seeded bootstrap 95% CI, and a paired bootstrap comparison
 (CI of the difference, p-value; exact McNemar for EM) of every system against the first one.
 
@@ -39,13 +39,13 @@ import numpy as np
 from ..artifacts import atomic_directory, read_metadata
 from ..errors import ConfigError, InputError
 from . import metrics
+from .baselines import BASELINES, baseline_predictions
 
 RESULTS_DIR_ENV = "ARABERT_PIPELINE_EVAL_DIR"
 # Results of the real evaluation run, committed with the repository; the notebook reads them unless the env var is set.
 DEFAULT_RESULTS_DIR = Path(__file__).resolve().parents[2] / "notebooks" / "results"
 RESULTS_FILE = "results.json"
 
-BASELINES = ("first-sentence", "random-sentence")
 
 MBERT_NOTE = (
     '"mBERT" means `bert-base-multilingual-cased` when the Hugging Face hub is reachable. Offline it means a model of '
@@ -182,19 +182,6 @@ def _predict_with_model(model, examples: list[dict], batch_size: int) -> dict[st
     """The best answer of a `qa.infer.QAModel` per question; a question it finds no span for stays missing."""
     answers = model.predict(examples, batch_size=batch_size)
     return {ex["id"]: (found[0].text, found[0].start) for ex, found in zip(examples, answers) if found}
-
-
-def baseline_predictions(name: str, examples: list[dict], seed: int) -> dict[str, tuple[str, int | None]]:
-    """A whole Punkt sentence of each context: the first one, or one drawn uniformly (seeded)."""
-    rng = np.random.default_rng(seed)
-    predictions = {}
-    for ex in examples:
-        spans = metrics.punkt_sentence_spans(ex["context"])
-        if not spans:
-            continue
-        start, end = spans[0] if name == "first-sentence" else spans[int(rng.integers(len(spans)))]
-        predictions[ex["id"]] = (ex["context"][start:end], start)
-    return predictions
 
 
 # ---------------------------------------------------------------------------------------------------------- scoring

@@ -5,6 +5,9 @@ question first, then a slice of the context; consecutive slices overlap by `doc_
 (truncation="only_second", return_overflowing_tokens, return_offsets_mapping). A training window is labelled with the
 first and last token of the answer when the answer lies entirely inside its context slice, else with the CLS index.
 Questions longer than `max_question_tokens` are cut (at a token boundary) so that every window keeps room for context.
+
+With `question_overlap`, context tokens inside a word that the question also has (overlap.py) get token type 2
+(`QUESTION_OVERLAP_TYPE`) instead of 1; the model needs `type_vocab_size` ≥ 3.
 """
 from __future__ import annotations
 
@@ -13,9 +16,11 @@ import dataclasses
 import numpy as np
 
 from ..errors import ConfigError
+from .overlap import matching_word_spans
 
 # Special tokens in a BERT pair: [CLS] question [SEP] context [SEP].
 _PAIR_SPECIAL_TOKENS = 3
+CONTEXT_TYPE, QUESTION_OVERLAP_TYPE = 1, 2
 
 
 @dataclasses.dataclass
@@ -61,6 +66,7 @@ def build_windows(
     doc_stride: int = 128,
     max_question_tokens: int = 64,
     answer_spans: list[tuple[int, int] | None] | None = None,
+    question_overlap: bool = False,
 ) -> Windows:
     """Tokenize pairs into windows; with `answer_spans` (char spans in `contexts`, None = unlabelled) add labels."""
     check_fast_tokenizer(tokenizer)
@@ -85,7 +91,10 @@ def build_windows(
         in_context = np.asarray([s == 1 for s in encoded.sequence_ids(w)])
         spans = np.asarray(encoded["offset_mapping"][w], dtype=np.int64).reshape(-1, 2)
         offsets[w, : len(spans)][in_context] = spans[in_context]
-    windows = Windows(encoded["input_ids"], encoded.get("token_type_ids"), example_index, offsets)
+    token_types = encoded.get("token_type_ids")
+    if question_overlap:
+        token_types = overlap_token_types(questions, contexts, encoded, offsets, example_index)
+    windows = Windows(encoded["input_ids"], token_types, example_index, offsets)
     if answer_spans is not None:
         cls = tokenizer.cls_token_id
         cls_index = [ids.index(cls) if cls in ids else 0 for ids in windows.input_ids]
@@ -93,6 +102,29 @@ def build_windows(
             offsets, example_index, answer_spans, np.asarray(cls_index)
         )
     return windows
+
+
+def overlap_token_types(questions, contexts, encoded, offsets: np.ndarray, example_index: np.ndarray) -> list[list[int]]:
+    """The pair's token types (0 question, 1 context), with 2 on context tokens of words shared with the question."""
+    matched_chars = {}
+    for e in np.unique(example_index):
+        matched = np.zeros(len(contexts[e]) + 1, dtype=bool)
+        for start, end in matching_word_spans(questions[e], contexts[e]):
+            matched[start:end] = True
+        matched_chars[e] = matched
+    given = encoded.get("token_type_ids")
+    types = []
+    for w, e in enumerate(example_index):
+        n = len(encoded["input_ids"][w])
+        if given is not None:
+            row = np.asarray(given[w], dtype=np.int64)
+        else:  # tokenizers without segment ids (RoBERTa-style): derive them from the pair structure
+            row = np.asarray([CONTEXT_TYPE if s == 1 else 0 for s in encoded.sequence_ids(w)], dtype=np.int64)
+        starts = offsets[w, :n, 0]
+        context = np.flatnonzero(starts >= 0)
+        row[context[matched_chars[e][starts[context]]]] = QUESTION_OVERLAP_TYPE
+        types.append(row.tolist())
+    return types
 
 
 def truncate_questions(tokenizer, questions: list[str], limit: int) -> list[str]:
