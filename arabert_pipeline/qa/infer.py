@@ -7,7 +7,14 @@
 Contexts and questions go through the model's preprocessing; contexts keep an offset map, so every answer is sliced
 from the original context: `answer.text == context[answer.start:answer.end]`. Windows of all examples are batched
 together (sorted by length to limit padding) and run under torch.inference_mode. `score` is the start + end logit of
-the span, comparable between the answers of one example.
+the span (plus the sentence prior below), comparable between the answers of one example.
+
+Two inputs that a plain Hugging Face QA pipeline does not compute, each recorded in the model's settings:
+- `question_overlap`: context tokens of words the question shares get token type 2 (features.py, overlap.py); a model
+  fine-tuned with it expects them.
+- `sentence_prior` λ > 0: each candidate span gains λ × (the IDF-weighted question overlap of its sentence / the best
+  sentence's), a lexical prior on which sentence holds the answer. The IDF is counted on the fine-tuning contexts and
+  stored beside the model (`SENTENCE_IDF_FILE`).
 """
 from __future__ import annotations
 
@@ -21,7 +28,10 @@ from ..artifacts import METADATA_FILE, read_metadata
 from ..errors import ConfigError, InputError
 from .align import QAPreprocessing
 from .features import Windows, build_windows
+from .overlap import KeyIDF, sentence_overlap_scores, sentence_spans
 from .postprocess import decode_spans, snap_to_words
+
+SENTENCE_IDF_FILE = "sentence_idf.json"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,10 +43,32 @@ class QASettings:
     max_question_tokens: int = 64
     max_answer_tokens: int = 30
     n_best: int = 20
+    question_overlap: bool = False
+    sentence_prior: float = 0.0
 
     @classmethod
-    def from_metadata(cls, metadata: dict[str, Any]) -> "QASettings":
-        return cls(**{f.name: int(metadata[f.name]) for f in dataclasses.fields(cls) if f.name in metadata})
+    def from_metadata(cls, metadata: dict[str, Any], source: object = METADATA_FILE) -> "QASettings":
+        """The stored settings, each checked: a wrong type or a value that cannot work names the field."""
+        values = {}
+        for field in dataclasses.fields(cls):
+            if field.name not in metadata:
+                continue
+            value, kind = metadata[field.name], type(field.default)
+            if kind is float and isinstance(value, int) and not isinstance(value, bool):
+                value = float(value)
+            if type(value) is not kind:
+                raise ConfigError(f"{source}: {field.name} must be a {kind.__name__}, not {value!r}")
+            values[field.name] = value
+        settings = cls(**values)
+        settings.check(source)
+        return settings
+
+    def check(self, source: object = "settings") -> None:
+        for name in ("max_seq_length", "doc_stride", "max_question_tokens", "max_answer_tokens", "n_best"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{source}: {name} must be ≥ 1, got {getattr(self, name)}")
+        if self.sentence_prior < 0:
+            raise ConfigError(f"{source}: sentence_prior must be ≥ 0, got {self.sentence_prior}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,12 +83,15 @@ class QAModel:
     """A question-answering model with its tokenizer, preprocessing and window settings."""
 
     def __init__(self, model, tokenizer, preprocessing: str, settings: QASettings = QASettings(),
-                 whole_words: bool = True):
+                 whole_words: bool = True, sentence_idf: KeyIDF | None = None):
         self.model = model
         self.tokenizer = tokenizer
         self.preprocessing = QAPreprocessing(preprocessing)
         self.settings = settings
         self.whole_words = whole_words  # widen answers to whole words of the original context (snap_to_words)
+        if settings.sentence_prior > 0 and sentence_idf is None:
+            raise ConfigError(f"sentence_prior {settings.sentence_prior} needs the IDF table ({SENTENCE_IDF_FILE})")
+        self.sentence_idf = sentence_idf
 
     @classmethod
     def load(cls, path_or_hub_id: str | Path, *, preprocessing: str | None = None, device: str = "cpu",
@@ -89,7 +124,9 @@ class QAModel:
                 "fine-tune it first with `arabert-pipeline finetune`"
             )
         tokenizer = AutoTokenizer.from_pretrained(str(path_or_hub_id))
-        return cls(model.to(device).eval(), tokenizer, preprocessing, QASettings.from_metadata(metadata), whole_words)
+        settings = QASettings.from_metadata(metadata, Path(str(path_or_hub_id)) / METADATA_FILE)
+        idf = _read_sentence_idf(path_or_hub_id) if settings.sentence_prior > 0 else None
+        return cls(model.to(device).eval(), tokenizer, preprocessing, settings, whole_words, idf)
 
     def predict(self, examples: Iterable[dict[str, Any]], batch_size: int = 32, top_k: int = 1) -> list[list[Answer]]:
         """Answers for each example ({"question", "context"}, other keys ignored), best first, at most top_k."""
@@ -99,14 +136,7 @@ class QAModel:
         if not examples:
             return []
         prepared = [self._prepare(i, example) for i, example in enumerate(examples)]
-        windows = build_windows(
-            self.tokenizer,
-            [question for question, _ in prepared],
-            [aligned.text for _, aligned in prepared],
-            max_seq_length=self.settings.max_seq_length,
-            doc_stride=self.settings.doc_stride,
-            max_question_tokens=self.settings.max_question_tokens,
-        )
+        windows = self.windows(prepared)
         has_context = np.zeros(len(examples), dtype=bool)
         has_context[windows.example_index[(windows.offsets[:, :, 0] >= 0).any(axis=1)]] = True
         if not has_context.all():
@@ -116,17 +146,35 @@ class QAModel:
                 field=f"example {examples[index].get('id', index)}",
             )
         start_logits, end_logits = self.window_logits(windows, batch_size)
+        return self.decode(prepared, windows, start_logits, end_logits, top_k)
+
+    def windows(self, prepared) -> Windows:
+        return build_windows(
+            self.tokenizer,
+            [question for question, _ in prepared],
+            [aligned.text for _, aligned in prepared],
+            max_seq_length=self.settings.max_seq_length,
+            doc_stride=self.settings.doc_stride,
+            max_question_tokens=self.settings.max_question_tokens,
+            question_overlap=self.settings.question_overlap,
+        )
+
+    def decode(self, prepared, windows: Windows, start_logits: np.ndarray, end_logits: np.ndarray, top_k: int = 1,
+               sentence_prior: float | None = None) -> list[list[Answer]]:
+        """Window logits → answers in original-context coordinates (`sentence_prior` overrides the setting)."""
+        weight = self.settings.sentence_prior if sentence_prior is None else sentence_prior
         spans = decode_spans(
             start_logits,
             end_logits,
             windows.offsets,
             windows.example_index,
-            n_examples=len(examples),
+            n_examples=len(prepared),
             n_best=self.settings.n_best,
             max_answer_tokens=self.settings.max_answer_tokens,
             # Distinct preprocessed spans can map back to one original span (a `+` marker token, a placeholder):
             # decode a few more than needed so that top_k distinct original spans remain.
             limit=4 * max(top_k, self.settings.n_best),
+            start_bonus=self.sentence_bonus(prepared, weight) if weight > 0 else None,
         )
         answers = []
         for (_, aligned), candidates in zip(prepared, spans):
@@ -141,6 +189,21 @@ class QAModel:
                         break
             answers.append(list(found.values()))
         return answers
+
+    def sentence_bonus(self, prepared, weight: float) -> list[np.ndarray]:
+        """Per example, per preprocessed-context character: `weight` × its sentence's share of the best overlap."""
+        if self.sentence_idf is None:
+            raise ConfigError(f"a sentence prior needs the IDF table ({SENTENCE_IDF_FILE}) of the model")
+        bonus = []
+        for question, aligned in prepared:
+            spans = sentence_spans(aligned.text)
+            scores = np.asarray(sentence_overlap_scores(question, aligned.text, self.sentence_idf, spans))
+            per_char = np.zeros(len(aligned.text) + 1, dtype=np.float32)
+            if scores.size and scores.max() > 0:
+                for (start, end), score in zip(spans, scores / scores.max()):
+                    per_char[start:end] = weight * score
+            bonus.append(per_char)
+        return bonus
 
     def _prepare(self, index: int, example: dict[str, Any]):
         qid = example.get("id", index)
@@ -209,6 +272,21 @@ def predict_dataset(model_dir: str | Path, examples: Iterable[dict[str, Any]], b
 
 def predictions_by_id(examples: list[dict[str, Any]], answers: list[list[Answer]]) -> dict[str, str]:
     return {str(example["id"]): (found[0].text if found else "") for example, found in zip(examples, answers)}
+
+
+def _read_sentence_idf(path_or_hub_id: str | Path) -> KeyIDF:
+    import json
+
+    if Path(path_or_hub_id).is_dir():
+        path = Path(path_or_hub_id) / SENTENCE_IDF_FILE
+    else:
+        from huggingface_hub import hf_hub_download
+
+        path = Path(hf_hub_download(str(path_or_hub_id), SENTENCE_IDF_FILE))
+    try:
+        return KeyIDF.from_json(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"{path}: cannot read the sentence-prior IDF table ({exc})") from exc
 
 
 def _read_metadata(path_or_hub_id: str | Path) -> dict[str, Any]:

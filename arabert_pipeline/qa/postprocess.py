@@ -26,10 +26,12 @@ def decode_spans(
     n_best: int = 20,
     max_answer_tokens: int = 30,
     limit: int = 20,
+    start_bonus: list[np.ndarray] | None = None,
 ) -> list[list[tuple[int, int, float]]]:
     """The `limit` best distinct spans per example as (char start, char end, score), best first.
 
     start_logits/end_logits: (windows, tokens); offsets: (windows, ≥tokens, 2) with -1 outside the context.
+    start_bonus: per example, an array over its context's characters added to the score of spans starting there.
     """
     tokens = start_logits.shape[1]
     in_context = offsets[:, :tokens, 0] >= 0
@@ -49,6 +51,9 @@ def decode_spans(
     example = example_index[window]
     keep = char_end > char_start
     example, char_start, char_end, score = example[keep], char_start[keep], char_end[keep], score[keep]
+    if start_bonus is not None:
+        first_char = np.cumsum([0] + [len(b) for b in start_bonus])
+        score = score + np.concatenate(start_bonus)[first_char[example] + char_start]
     # Best first within each example; overlapping windows propose the same span again: keep its best score only.
     order = np.lexsort((-score, example))
     keys = np.stack([example[order], char_start[order], char_end[order]], axis=1)
