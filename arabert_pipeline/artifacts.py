@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterator
 
-from .errors import ConfigError, DataNotFoundError
+from .errors import ConfigError, DataNotFoundError, InputError
 
 METADATA_FILE = "arabert_pipeline.json"
 DATA_ROOT_ENV = "ARABERT_PIPELINE_DATA"
@@ -113,3 +113,43 @@ def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def load_tensor_state(path: str | os.PathLike) -> Any:
+    """A training state saved with torch.save, read without unpickling arbitrary objects.
+
+    Checkpoints are user paths: a pickle can run code on load, so only tensors and plain containers are accepted.
+    """
+    import pickle
+
+    import torch
+
+    path = Path(path)
+    if not path.is_file():
+        raise InputError("checkpoint state not found", path=path)
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        raise InputError(f"not a plain tensor checkpoint, refused (it would need to unpickle objects): {exc}",
+                         path=path) from exc
+    except (RuntimeError, EOFError, OSError, ValueError) as exc:
+        raise InputError(f"unreadable checkpoint state ({type(exc).__name__}: {exc})", path=path) from exc
+
+
+def read_json_file(path: str | os.PathLike, kind: type = dict) -> Any:
+    """A JSON file that must hold a `kind` (object by default); any problem is an InputError naming the file."""
+    path = Path(path)
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise InputError("not found", path=path) from exc
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 ({exc})", path=path) from exc
+    except json.JSONDecodeError as exc:
+        raise InputError(f"invalid JSON ({exc})", path=path) from exc
+    except OSError as exc:
+        raise InputError(f"unreadable ({exc.strerror or exc})", path=path) from exc
+    if not isinstance(value, kind):
+        raise InputError(f"expected a JSON {'object' if kind is dict else kind.__name__}, "
+                         f"found {type(value).__name__}", path=path)
+    return value

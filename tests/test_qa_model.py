@@ -242,6 +242,63 @@ def test_resume_after_interruption_gives_the_same_model(tiny_qa, tiny_mlm, qa_sl
     assert all(torch.equal(resumed[k], expected[k]) for k in expected)
 
 
+class _RunsCode:
+    """A pickle payload: unpickling it calls Path.touch on the marker file."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        from pathlib import Path
+
+        return Path.touch, (Path(self.marker),)
+
+
+def test_resume_never_unpickles_code_and_names_broken_checkpoint_files(tiny_mlm, qa_slices, tmp_path, monkeypatch):
+    train, _ = qa_slices
+    config = FinetuneConfig(model=str(tiny_mlm), output=str(tmp_path / "model"), train=[str(train)], epochs=2,
+                            save_steps=4, **SMALL)
+    save = finetune_module._save_checkpoint
+
+    def save_then_stop(*args, **kwargs):
+        save(*args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(finetune_module, "_save_checkpoint", save_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        run_finetune(config, log=lambda message: None)
+    monkeypatch.setattr(finetune_module, "_save_checkpoint", save)
+    checkpoint = tmp_path / "model" / "checkpoints" / "step-00000004"
+    resume = FinetuneConfig(**{**vars(config), "resume": True})
+    state = checkpoint / "trainer_state.pt"
+    original = state.read_bytes()
+    marker = tmp_path / "code-ran"
+    torch.save({"optimizer": _RunsCode(marker)}, state)
+    with pytest.raises(InputError, match="trainer_state.pt: not a plain tensor checkpoint"):
+        run_finetune(resume, log=lambda message: None)
+    assert not marker.exists()
+    state.write_bytes(original[:100])
+    with pytest.raises(InputError, match="trainer_state.pt: unreadable checkpoint state"):
+        run_finetune(resume, log=lambda message: None)
+    state.write_bytes(original)
+
+    stored = checkpoint / "finetune_config.json"
+    fingerprint = stored.read_text(encoding="utf-8")
+    stored.write_text("{not json", encoding="utf-8")
+    with pytest.raises(InputError, match="finetune_config.json: invalid JSON"):
+        run_finetune(resume, log=lambda message: None)
+    stored.write_text("[1, 2]", encoding="utf-8")
+    with pytest.raises(InputError, match="finetune_config.json: expected a JSON object, found list"):
+        run_finetune(resume, log=lambda message: None)
+    stored.unlink()
+    with pytest.raises(InputError, match="finetune_config.json: not found"):
+        run_finetune(resume, log=lambda message: None)
+    stored.write_text(fingerprint, encoding="utf-8")
+    messages = []
+    run_finetune(resume, log=messages.append)
+    assert any("resumed from" in m for m in messages)
+
+
 def test_leaking_training_data_is_refused_before_training(tiny_mlm, qa_slices, tmp_path):
     train, test = qa_slices
     config = FinetuneConfig(model=str(tiny_mlm), output=str(tmp_path / "m"), train=[str(train), str(test)],

@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ..artifacts import atomic_directory, atomic_write, read_metadata, write_metadata
+from ..artifacts import atomic_directory, atomic_write, load_tensor_state, read_json_file, read_metadata, write_metadata
 from ..errors import ConfigError
 from .align import QAPreprocessing, align_examples
 from .data import REGISTRY, SquadFile, read_squad
@@ -191,7 +191,7 @@ def run_finetune(config: FinetuneConfig, log=print) -> FinetuneResult:
     )
     step, losses, running = 0, [], []
     if resume_from is not None:
-        state = torch.load(resume_from / STATE_FILE, weights_only=False)
+        state = load_tensor_state(resume_from / STATE_FILE)
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
         torch.set_rng_state(state["torch_rng"])
@@ -285,7 +285,7 @@ def _prepare_output(output: Path, config: FinetuneConfig) -> Path | None:
     checkpoints = sorted((output / CHECKPOINTS).glob("step-*")) if output.is_dir() else []
     if config.resume and checkpoints:
         latest = checkpoints[-1]
-        stored = json.loads((latest / CONFIG_FILE).read_text(encoding="utf-8"))
+        stored = read_json_file(latest / CONFIG_FILE)
         differences = {k: (stored.get(k), v) for k, v in config.fingerprint().items() if stored.get(k) != v}
         if differences:
             details = "; ".join(f"{k}: checkpoint {a!r}, now {b!r}" for k, (a, b) in differences.items())
