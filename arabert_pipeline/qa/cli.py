@@ -4,7 +4,8 @@ from __future__ import annotations
 import argparse
 
 # FinetuneConfig's defaults, repeated so that `--help` needs no numpy import (a test keeps the two equal).
-_DEFAULTS = dict(epochs=4, lr=3e-5, batch_size=32, weight_decay=0.01, warmup_ratio=0.1, max_seq_length=384,
+_DEFAULTS = dict(epochs=4, lr=3e-5, batch_size=32, weight_decay=0.01, warmup_ratio=0.1, layer_lr_decay=1.0, patience=0,
+                 max_seq_length=384,
                  doc_stride=128, max_question_tokens=64, max_answer_tokens=30, seed=42, bf16="auto", save_steps=0)
 
 
@@ -15,15 +16,20 @@ def register(subparsers) -> None:
         description="Fine-tune any Hugging Face encoder checkpoint for extractive question answering. Defaults are "
         "the AraBERT paper's for base-size models. Protocols: 'paper' = train Arabic-SQuAD + arcd-train, evaluate "
         "arcd-test; 'offline' = train arcd-train + xquad-ar + mlqa-ar-dev, evaluate arcd-test + "
-        "tydiqa-goldp-ar-dev. Datasets are files or registry names resolved under $ARABERT_PIPELINE_DATA.",
+        "tydiqa-goldp-ar-dev; 'offline-dev' = train arcd-train-rest + xquad-ar, choose the epoch and the sentence "
+        "prior on arcd-dev + mlqa-ar-dev, evaluate arcd-test + tydiqa-goldp-ar-dev. Datasets are files or registry "
+        "names resolved under $ARABERT_PIPELINE_DATA (aqad: opt-in, noisy, no licence stated).",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("--model", required=True, help="checkpoint dir (MLM or QA) or hub id")
     p.add_argument("-o", "--output", required=True, help="output model dir (checkpoints go in OUTPUT/checkpoints)")
     p.add_argument("--train", nargs="+", default=[], metavar="FILE_OR_NAME", help="training sets")
+    p.add_argument("--dev", nargs="+", default=[], metavar="FILE_OR_NAME",
+                   help="dev sets, scored after every epoch: the best epoch is kept and the sentence prior chosen")
     p.add_argument("--eval", nargs="+", default=[], metavar="FILE_OR_NAME",
                    help="evaluation sets (predicted and scored at the end)")
-    p.add_argument("--protocol", choices=["paper", "offline"], help="preset training + evaluation sets")
+    p.add_argument("--protocol", choices=["paper", "offline", "offline-dev"],
+                   help="preset training + dev + evaluation sets")
     p.add_argument("--preprocessing",
                    help="needed for checkpoints without arabert_pipeline.json (arabertv2, arabertv02, none)")
     p.add_argument("--epochs", type=int, default=_DEFAULTS["epochs"])
@@ -31,6 +37,15 @@ def register(subparsers) -> None:
     p.add_argument("--batch-size", type=int, default=_DEFAULTS["batch_size"])
     p.add_argument("--weight-decay", type=float, default=_DEFAULTS["weight_decay"])
     p.add_argument("--warmup-ratio", type=float, default=_DEFAULTS["warmup_ratio"])
+    p.add_argument("--layer-lr-decay", type=float, default=_DEFAULTS["layer_lr_decay"],
+                   help="learning rate × this per layer below the top (ELECTRA: 0.8; 1 = off)")
+    p.add_argument("--patience", type=int, default=_DEFAULTS["patience"],
+                   help="with --dev: stop after this many epochs without a better dev F1 (0 = run every epoch)")
+    p.add_argument("--question-overlap", action="store_true",
+                   help="mark context words shared with the question (token type 2); answering computes it too")
+    p.add_argument("--sentence-prior", type=float, metavar="WEIGHT",
+                   help="decoding prior on the sentence sharing the question's words (default: chosen on --dev, "
+                   "else 0)")
     p.add_argument("--max-seq-length", type=int, default=_DEFAULTS["max_seq_length"])
     p.add_argument("--doc-stride", type=int, default=_DEFAULTS["doc_stride"],
                    help="tokens shared by consecutive windows")

@@ -3,11 +3,14 @@
     run_finetune(FinetuneConfig(model="runs/mlm-small", protocol="offline", output="runs/qa-small",
                                 drop_leaking_train=True, skip_misaligned=True))
 
-Steps: read the training/evaluation sets (SQuAD v1.1 files or registry names) → refuse train/eval leakage → align the
-gold answers through the model's preprocessing → sliding windows → train a start/end head
-(AutoModelForQuestionAnswering: an MLM checkpoint gets a fresh QA head; BERT and ELECTRA both work) → save a model dir
-that AutoModelForQuestionAnswering loads, with its tokenizer and arabert_pipeline.json → predict and score every
-evaluation set (evaluate/metrics.py).
+Steps: read the training/dev/evaluation sets (SQuAD v1.1 files or registry names) → refuse leakage into dev or
+evaluation data → align the gold answers through the model's preprocessing → sliding windows → train a start/end head
+(AutoModelForQuestionAnswering: an MLM checkpoint gets a fresh QA head; BERT and ELECTRA both work) → with dev sets,
+score them after every epoch, keep the best epoch's weights (early stopping with `patience`) and choose the sentence
+prior's weight on them → save a model dir that AutoModelForQuestionAnswering loads, with its tokenizer,
+arabert_pipeline.json and the sentence prior's IDF table → predict and score every evaluation set (evaluate/metrics.py).
+
+Choose on dev, report on test: dev sets decide the epoch and the prior; evaluation sets are only scored at the end.
 
 The loop is written out rather than delegated to transformers.Trainer: QA needs its own evaluation (windows → spans →
 original text) anyway, and the whole schedule (seeded per-epoch shuffles, checkpoints that resume bit-for-bit,
@@ -19,6 +22,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import shutil
 import sys
 import time
@@ -30,22 +34,30 @@ import numpy as np
 from ..artifacts import atomic_directory, atomic_write, load_tensor_state, read_json_file, read_metadata, write_metadata
 from ..errors import ConfigError
 from .align import QAPreprocessing, align_examples
-from .data import REGISTRY, SquadFile, read_squad
-from .features import build_windows, check_fast_tokenizer
-from .infer import QAModel, QASettings, collate, predictions_by_id
+from .data import SquadFile, dataset_license, dataset_names, read_squad
+from .features import CONTEXT_TYPE, QUESTION_OVERLAP_TYPE, build_windows, check_fast_tokenizer
+from .infer import SENTENCE_IDF_FILE, QAModel, QASettings, collate, predictions_by_id
+from .overlap import KeyIDF
 from .leakage import LeakageReport, find_leakage
 
 # Named train/evaluation presets. "paper" is the AraBERT paper's ARCD protocol; "offline" is what runs without
 # Arabic-SQuAD (it is not distributed with the shared data).
+# "offline-dev" keeps a dev split out of training (ARCD-train's arcd-dev articles and MLQA-ar dev) to choose on.
 PROTOCOLS = {
     "paper": {"train": ["arabic-squad", "arcd-train"], "eval": ["arcd-test"]},
     "offline": {"train": ["arcd-train", "xquad-ar", "mlqa-ar-dev"], "eval": ["arcd-test", "tydiqa-goldp-ar-dev"]},
+    "offline-dev": {"train": ["arcd-train-rest", "xquad-ar"], "dev": ["arcd-dev", "mlqa-ar-dev"],
+                    "eval": ["arcd-test", "tydiqa-goldp-ar-dev"]},
 }
+# Sentence-prior weights tried on the dev sets (in logits: a span's score is its start + end logit).
+SENTENCE_PRIOR_GRID = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0)
+DEV_METRIC = "soqal_f1"  # the paper's metric; pooled over the questions of all dev sets
 BF16_CHOICES = ("auto", "on", "off")
 MAX_GRAD_NORM = 1.0  # BERT's fine-tuning recipe clips gradients at norm 1
 CHECKPOINTS = "checkpoints"
 STATE_FILE = "trainer_state.pt"
 CONFIG_FILE = "finetune_config.json"
+BEST_WEIGHTS = "best.safetensors"  # in CHECKPOINTS: the weights of the best epoch on the dev sets so far
 
 
 @dataclasses.dataclass
@@ -55,14 +67,19 @@ class FinetuneConfig:
     model: str  # MLM or QA checkpoint dir, or hub id
     output: str
     train: list[str] = dataclasses.field(default_factory=list)  # SQuAD files or registry names
-    eval: list[str] = dataclasses.field(default_factory=list)
-    protocol: str | None = None  # "paper" | "offline": fills train and eval
+    dev: list[str] = dataclasses.field(default_factory=list)  # scored after every epoch; the best epoch is kept
+    eval: list[str] = dataclasses.field(default_factory=list)  # scored once, at the end
+    protocol: str | None = None  # a PROTOCOLS name: fills train, dev and eval
     preprocessing: str | None = None  # required for checkpoints without arabert_pipeline.json
     epochs: int = 4
     lr: float = 3e-5
     batch_size: int = 32
     weight_decay: float = 0.01
     warmup_ratio: float = 0.1
+    layer_lr_decay: float = 1.0  # lr × decay^(layers above): ELECTRA's 0.8 keeps lower layers closer to pretraining
+    patience: int = 0  # with dev sets: stop after this many epochs without a better dev F1 (0: run every epoch)
+    question_overlap: bool = False  # mark context words shared with the question (token type 2; overlap.py)
+    sentence_prior: float | None = None  # decoding prior weight; None: chosen on the dev sets (0 without them)
     max_seq_length: int = 384
     doc_stride: int = 128
     max_question_tokens: int = 64
@@ -83,9 +100,11 @@ class FinetuneConfig:
         if config.protocol is not None:
             if config.protocol not in PROTOCOLS:
                 raise ConfigError(f"unknown protocol {config.protocol!r}: use one of {', '.join(PROTOCOLS)}")
-            if config.train or config.eval:
-                raise ConfigError("--protocol sets the training and evaluation data: drop --train/--eval or --protocol")
+            if config.train or config.eval or config.dev:
+                raise ConfigError("--protocol sets the training, dev and evaluation data: drop --train/--dev/--eval "
+                                  "or --protocol")
             config.train = list(PROTOCOLS[config.protocol]["train"])
+            config.dev = list(PROTOCOLS[config.protocol].get("dev", []))
             config.eval = list(PROTOCOLS[config.protocol]["eval"])
         if not config.train:
             raise ConfigError("no training data: pass --train FILE_OR_NAME... or --protocol paper|offline")
@@ -99,6 +118,14 @@ class FinetuneConfig:
                 raise ConfigError(f"{name} must be ≥ 1, got {getattr(config, name)}")
         if not 0 <= config.warmup_ratio < 1:
             raise ConfigError(f"warmup_ratio must be in [0, 1), got {config.warmup_ratio}")
+        if not 0 < config.layer_lr_decay <= 1:
+            raise ConfigError(f"layer_lr_decay must be in (0, 1], got {config.layer_lr_decay}")
+        if config.patience < 0:
+            raise ConfigError(f"patience must be ≥ 0, got {config.patience}")
+        if config.patience and not config.dev:
+            raise ConfigError("patience needs dev sets to watch (--dev)")
+        if config.sentence_prior is not None and config.sentence_prior < 0:
+            raise ConfigError(f"sentence_prior must be ≥ 0, got {config.sentence_prior}")
         return config
 
     def fingerprint(self) -> dict[str, Any]:
@@ -121,7 +148,7 @@ class FinetuneResult:
 
 
 def run_finetune(config: FinetuneConfig, log=print) -> FinetuneResult:
-    """Train, save, predict. `log` receives one-line progress messages."""
+    """Train, choose on dev, save, predict. `log` receives one-line progress messages."""
     import torch
     import transformers
     from transformers import AutoModelForQuestionAnswering, AutoTokenizer
@@ -132,16 +159,16 @@ def run_finetune(config: FinetuneConfig, log=print) -> FinetuneResult:
     output = Path(config.output)
     started = time.time()
     resume_from = _prepare_output(output, config)
-    settings = QASettings(
-        config.max_seq_length, config.doc_stride, config.max_question_tokens, config.max_answer_tokens
-    )
     train_files = [read_squad(s, misaligned="skip" if config.skip_misaligned else "error", download=config.download)
                    for s in config.train]
+    dev_files = [read_squad(s, misaligned="keep", download=config.download) for s in config.dev]
     eval_files = [read_squad(s, misaligned="keep", download=config.download) for s in config.eval]
-    for f in train_files + eval_files:
+    for f in train_files + dev_files + eval_files:
         if f.misaligned:
             log(f.describe_misaligned())
-    leakage = find_leakage([(f.name, f.examples) for f in train_files], [(f.name, f.examples) for f in eval_files])
+    # Dev sets are held out like evaluation sets: a leak into either is refused (or dropped) the same way.
+    leakage = find_leakage([(f.name, f.examples) for f in train_files],
+                           [(f.name, f.examples) for f in dev_files + eval_files])
     train_examples, dropped = _apply_leakage_policy(leakage, train_files, config, log)
 
     try:
@@ -163,8 +190,11 @@ def run_finetune(config: FinetuneConfig, log=print) -> FinetuneResult:
         doc_stride=config.doc_stride,
         max_question_tokens=config.max_question_tokens,
         answer_spans=[a["spans"][0] for a in aligned],
+        question_overlap=config.question_overlap,
     )
     log(f"training on {len(aligned)} questions → {len(windows)} windows of ≤ {config.max_seq_length} tokens")
+    # The sentence prior's IDF is counted over the training contexts, as the model will see them (preprocessed).
+    sentence_idf = KeyIDF.from_texts(sorted({a["aligned"].text for a in aligned}))
 
     transformers.set_seed(config.seed)
     model_source = resume_from or config.model
@@ -179,24 +209,31 @@ def run_finetune(config: FinetuneConfig, log=print) -> FinetuneResult:
         transformers.logging.set_verbosity(verbosity)
     if info["missing_keys"]:
         log(f"initialised {', '.join(sorted(info['missing_keys']))} (new question-answering head)")
+    if config.question_overlap and add_question_overlap_type(model):
+        log("token type 2 (context word shared with the question) added, initialised as the context type")
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     model.to(device)
     use_bf16 = _bf16_enabled(config.bf16, device)
 
     steps_per_epoch = math.ceil(len(windows) / config.batch_size)
     total_steps = steps_per_epoch * config.epochs
-    optimizer = torch.optim.AdamW(_parameter_groups(model, config.weight_decay), lr=config.lr)
+    optimizer = torch.optim.AdamW(
+        parameter_groups(model, config.weight_decay, config.lr, config.layer_lr_decay), lr=config.lr
+    )
     scheduler = transformers.get_linear_schedule_with_warmup(
         optimizer, int(config.warmup_ratio * total_steps), total_steps
     )
-    step, losses, running = 0, [], []
+    settings = QASettings(config.max_seq_length, config.doc_stride, config.max_question_tokens,
+                          config.max_answer_tokens, question_overlap=config.question_overlap)
+    progress_state = {"step": 0, "losses": [], "running": [], "dev": []}  # dev: per-epoch dev scores
     if resume_from is not None:
         state = load_tensor_state(resume_from / STATE_FILE)
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
         torch.set_rng_state(state["torch_rng"])
-        step, losses, running = state["step"], state["losses"], state["running"]
-        log(f"resumed from {resume_from} at step {step}/{total_steps}")
+        progress_state.update({key: state[key] for key in progress_state if key in state})
+        log(f"resumed from {resume_from} at step {progress_state['step']}/{total_steps}")
+    step, losses, running, dev_history = (progress_state[k] for k in ("step", "losses", "running", "dev"))
 
     progress = _progress_bar(total_steps, step, config.progress)
     model.train()
@@ -220,43 +257,124 @@ def run_finetune(config: FinetuneConfig, log=print) -> FinetuneResult:
         progress.update(1)
         progress.set_postfix(epoch=epoch + 1, loss=f"{np.mean(running[-50:]):.3f}")
         epoch_done = step % steps_per_epoch == 0
+        stop = False
         if epoch_done:
             losses.append(float(np.mean(running)))
-            log(f"epoch {epoch + 1}/{config.epochs}: mean loss {losses[-1]:.4f}")
             running = []
+            message = f"epoch {epoch + 1}/{config.epochs}: mean loss {losses[-1]:.4f}"
+            if dev_files:
+                model.eval()
+                qa = QAModel(model, tokenizer, preprocessing, settings)
+                dev_history.append(dev_score(qa, dev_files, config.batch_size))
+                model.train()
+                best = int(np.argmax(dev_history))
+                if best == len(dev_history) - 1:
+                    _save_best_weights(output, model)
+                message += f"; dev {DEV_METRIC} {dev_history[-1]:.2f} (best: epoch {best + 1})"
+                stop = bool(config.patience) and len(dev_history) - 1 - best >= config.patience
+            log(message)
+        if stop:
+            log(f"early stop: no better dev {DEV_METRIC} for {config.patience} epoch(s)")
+            break
         if step < total_steps and (epoch_done or (config.save_steps and step % config.save_steps == 0)):
-            _save_checkpoint(output, config, model, optimizer, scheduler, step, losses, running)
+            _save_checkpoint(output, config, model, optimizer, scheduler,
+                             {"step": step, "losses": losses, "running": running, "dev": dev_history})
     progress.close()
 
     model.eval()
+    chosen = {}
+    if dev_history:
+        best = int(np.argmax(dev_history))
+        if best != len(dev_history) - 1:
+            model.load_state_dict(_load_best_weights(output), strict=True)
+        chosen["epoch"] = best + 1
+        log(f"kept epoch {best + 1} (dev {DEV_METRIC} {dev_history[best]:.2f})")
+    prior, prior_scores = config.sentence_prior, {}
+    if prior is None:
+        prior = 0.0
+        if dev_files:
+            qa = QAModel(model, tokenizer, preprocessing, settings, sentence_idf=sentence_idf)
+            prior_scores = tune_sentence_prior(qa, dev_files, config.batch_size)
+            prior = max(prior_scores, key=lambda weight: (prior_scores[weight], -weight))
+            log("sentence prior on dev: " + ", ".join(f"{w:g} → {v:.2f}" for w, v in prior_scores.items())
+                + f"; chose {prior:g}")
+    settings = dataclasses.replace(settings, sentence_prior=float(prior))
     metadata = {
         "preprocessing": preprocessing,
         "task": "question-answering",
         "base_model": config.model,
         **dataclasses.asdict(settings),
         "training_data": [_describe(f, dropped) for f in train_files],
+        "dev_data": [_describe(f, {}) for f in dev_files],
         "evaluation_data": [_describe(f, {}) for f in eval_files],
         "alignment": {"answers": report.answers, "aligned": report.aligned, "exact": report.exact,
                       "rate": report.rate, "unaligned_ids": report.unaligned_ids},
         "leakage": {"policy": _leakage_policy(config), "counts": leakage.counts(),
                     "dropped_train_questions": sum(dropped.values())},
-        "finetune": {**config.fingerprint(), "bf16_used": use_bf16, "steps": total_steps,
-                     "train_questions": len(aligned), "train_windows": len(windows), "epoch_losses": losses},
+        "finetune": {**config.fingerprint(), "bf16_used": use_bf16, "steps": step,
+                     "train_questions": len(aligned), "train_windows": len(windows), "epoch_losses": losses,
+                     "dev_metric": DEV_METRIC, "dev_scores": dev_history, **chosen,
+                     "sentence_prior_dev_scores": {f"{w:g}": v for w, v in prior_scores.items()}},
         "pretrained": read_metadata(config.model, missing_ok=True) if Path(config.model).is_dir() else {},
     }
-    _save_final_model(output, model, tokenizer, metadata)
+    _save_final_model(output, model, tokenizer, metadata, sentence_idf)
     shutil.rmtree(output / CHECKPOINTS, ignore_errors=True)
     seconds = time.time() - started
-    log(f"saved {output} ({total_steps} steps, {seconds:.0f} s)")
+    log(f"saved {output} ({step} steps, {seconds:.0f} s)")
 
-    qa = QAModel(model, tokenizer, preprocessing, settings)
+    qa = QAModel(model, tokenizer, preprocessing, settings, sentence_idf=sentence_idf)
     predictions, metrics = {}, {}
     for f in eval_files:
         predictions[f.name], metrics[f.name] = evaluate_file(qa, f, output / "eval", config.batch_size)
         scores = ", ".join(f"{k} {v:.1f}" for k, v in metrics[f.name].items() if k != "questions")
         log(f"{f.name} ({len(f.examples)} questions): {scores}; predictions in {predictions[f.name]}")
-    return FinetuneResult(output, len(aligned), len(windows), total_steps, seconds, losses, report.summary(),
+    return FinetuneResult(output, len(aligned), len(windows), step, seconds, losses, report.summary(),
                           predictions, metrics)
+
+
+def add_question_overlap_type(model) -> bool:
+    """Give the model a third token type (row 2 starts as a copy of the context type 1); False if it has one."""
+    import torch
+
+    embeddings = model.base_model.embeddings.token_type_embeddings
+    if embeddings.num_embeddings > QUESTION_OVERLAP_TYPE:
+        return False
+    grown = torch.nn.Embedding(QUESTION_OVERLAP_TYPE + 1, embeddings.embedding_dim)
+    with torch.no_grad():
+        grown.weight[: embeddings.num_embeddings] = embeddings.weight
+        grown.weight[QUESTION_OVERLAP_TYPE] = embeddings.weight[CONTEXT_TYPE]
+    model.base_model.embeddings.token_type_embeddings = grown.to(embeddings.weight.device)
+    model.config.type_vocab_size = QUESTION_OVERLAP_TYPE + 1
+    return True
+
+
+def dev_score(qa: QAModel, dev_files: list[SquadFile], batch_size: int) -> float:
+    """DEV_METRIC ×100 pooled over the questions of all dev sets."""
+    from ..evaluate.metrics import score_question
+
+    scores = []
+    for f in dev_files:
+        for example, found in zip(f.examples, qa.predict(f.examples, batch_size=batch_size)):
+            best = found[0] if found else None
+            scores.append(score_question(example, best and best.text, best and best.start)[DEV_METRIC])
+    return 100.0 * float(np.mean(scores))
+
+
+def tune_sentence_prior(qa: QAModel, dev_files: list[SquadFile], batch_size: int) -> dict[float, float]:
+    """Pooled dev DEV_METRIC for each weight of SENTENCE_PRIOR_GRID; the model runs once per dev set."""
+    from ..evaluate.metrics import score_question
+
+    scores: dict[float, list[float]] = {weight: [] for weight in SENTENCE_PRIOR_GRID}
+    for f in dev_files:
+        prepared = [qa._prepare(i, example) for i, example in enumerate(f.examples)]
+        windows = qa.windows(prepared)
+        start_logits, end_logits = qa.window_logits(windows, batch_size)
+        for weight in SENTENCE_PRIOR_GRID:
+            answers = qa.decode(prepared, windows, start_logits, end_logits, sentence_prior=weight)
+            for example, found in zip(f.examples, answers):
+                best = found[0] if found else None
+                scores[weight].append(score_question(example, best and best.text, best and best.start)[DEV_METRIC])
+    return {weight: 100.0 * float(np.mean(values)) for weight, values in scores.items()}
 
 
 def evaluate_file(qa: QAModel, squad: SquadFile, directory: Path, batch_size: int) -> tuple[Path, dict[str, float]]:
@@ -271,7 +389,7 @@ def evaluate_file(qa: QAModel, squad: SquadFile, directory: Path, batch_size: in
     ]
     metrics = {key: 100.0 * float(np.mean([s[key] for s in scores])) for key in SCORE_KEYS}
     metrics["questions"] = len(scores)
-    stem = squad.name if squad.name in REGISTRY else Path(squad.name).stem
+    stem = squad.name if squad.name in dataset_names() else Path(squad.name).stem
     path = directory / f"{stem}.predictions.json"
     with atomic_write(path) as f:
         json.dump(predictions, f, ensure_ascii=False, indent=1)
@@ -347,8 +465,8 @@ def _leakage_policy(config: FinetuneConfig) -> str:
 def _describe(f: SquadFile, dropped: dict[str, int]) -> dict[str, Any]:
     entry = {"name": f.name, "path": str(f.path), "questions": len(f.examples),
              "misaligned": {"policy": f.policy, "ids": [m["id"] for m in f.misaligned]}}
-    if f.name in REGISTRY:
-        entry["license"] = REGISTRY[f.name].license
+    if dataset_license(f.name):
+        entry["license"] = dataset_license(f.name)
     if dropped.get(f.name):
         entry["dropped_for_leakage"] = dropped[f.name]
     return entry
@@ -365,12 +483,23 @@ def _bf16_enabled(choice: str, device) -> bool:
     return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
 
 
-def _parameter_groups(model, weight_decay: float) -> list[dict]:
-    """BERT's recipe: no weight decay on biases and LayerNorm weights."""
-    decay, no_decay = [], []
+def parameter_groups(model, weight_decay: float, lr: float, layer_lr_decay: float = 1.0) -> list[dict]:
+    """BERT's recipe (no weight decay on biases and LayerNorm weights), with layer-wise learning rates.
+
+    With decay d < 1 (ELECTRA's fine-tuning recipe), encoder layer i of L trains at lr · d^(L − i), the embeddings at
+    lr · d^(L + 1) and everything above the encoder (the QA head) at lr: the layers that pretraining shaped most
+    generally move least.
+    """
+    layers = model.config.num_hidden_layers
+    groups: dict[tuple[float, float], list] = {}
     for name, parameter in model.named_parameters():
-        (no_decay if name.endswith("bias") or "LayerNorm" in name or "layer_norm" in name else decay).append(parameter)
-    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+        no_decay = name.endswith("bias") or "LayerNorm" in name or "layer_norm" in name
+        match = re.search(r"\.layer\.(\d+)\.", name)
+        depth = layers - int(match.group(1)) if match else layers + 1 if ".embeddings." in name else 0
+        key = (lr * layer_lr_decay**depth, 0.0 if no_decay else weight_decay)
+        groups.setdefault(key, []).append(parameter)
+    return [{"params": params, "lr": group_lr, "weight_decay": decay}
+            for (group_lr, decay), params in groups.items()]
 
 
 def _progress_bar(total: int, done: int, enabled: bool):
@@ -379,28 +508,45 @@ def _progress_bar(total: int, done: int, enabled: bool):
     return tqdm(total=total, initial=done, desc="finetune", unit="step", disable=not enabled, file=sys.stderr)
 
 
-def _save_checkpoint(output: Path, config, model, optimizer, scheduler, step, losses, running) -> None:
-    """Model + optimizer + scheduler + RNG at `step`, written atomically; older checkpoints are removed after."""
+def _save_checkpoint(output: Path, config, model, optimizer, scheduler, progress: dict) -> None:
+    """Model + optimizer + scheduler + RNG + progress at its step, written atomically; older checkpoints go after."""
     import torch
 
-    target = output / CHECKPOINTS / f"step-{step:08d}"
+    target = output / CHECKPOINTS / f"step-{progress['step']:08d}"
     with atomic_directory(target) as tmp:
         model.save_pretrained(tmp)
         torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                    "torch_rng": torch.get_rng_state(), "step": step, "losses": losses, "running": running},
-                   tmp / STATE_FILE)
+                    "torch_rng": torch.get_rng_state(), **progress}, tmp / STATE_FILE)
         (tmp / CONFIG_FILE).write_text(json.dumps(config.fingerprint(), ensure_ascii=False, indent=1), "utf-8")
     for old in (output / CHECKPOINTS).glob("step-*"):
         if old != target:
             shutil.rmtree(old, ignore_errors=True)
 
 
-def _save_final_model(output: Path, model, tokenizer, metadata: dict) -> None:
+def _save_best_weights(output: Path, model) -> None:
+    from safetensors.torch import save_file
+
+    (output / CHECKPOINTS).mkdir(parents=True, exist_ok=True)
+    tensors = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
+    tmp = output / CHECKPOINTS / f".{BEST_WEIGHTS}.tmp"
+    save_file(tensors, str(tmp))
+    os.replace(tmp, output / CHECKPOINTS / BEST_WEIGHTS)
+
+
+def _load_best_weights(output: Path) -> dict:
+    from safetensors.torch import load_file
+
+    return load_file(str(output / CHECKPOINTS / BEST_WEIGHTS))
+
+
+def _save_final_model(output: Path, model, tokenizer, metadata: dict, sentence_idf: KeyIDF) -> None:
     """Write the model dir beside the checkpoints; config.json moves in last, so a partial dir never loads."""
     staging = output / ".final.tmp"
     shutil.rmtree(staging, ignore_errors=True)
     model.save_pretrained(staging)
     tokenizer.save_pretrained(staging)
+    with atomic_write(staging / SENTENCE_IDF_FILE) as f:
+        json.dump(sentence_idf.to_json(), f, ensure_ascii=False, separators=(",", ":"))
     write_metadata(staging, **metadata)
     names = sorted(p.name for p in staging.iterdir())
     for name in [n for n in names if n != "config.json"] + ["config.json"]:

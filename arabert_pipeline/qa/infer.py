@@ -125,7 +125,7 @@ class QAModel:
             )
         tokenizer = AutoTokenizer.from_pretrained(str(path_or_hub_id))
         settings = QASettings.from_metadata(metadata, Path(str(path_or_hub_id)) / METADATA_FILE)
-        idf = _read_sentence_idf(path_or_hub_id) if settings.sentence_prior > 0 else None
+        idf = _read_sentence_idf(path_or_hub_id, required=settings.sentence_prior > 0)
         return cls(model.to(device).eval(), tokenizer, preprocessing, settings, whole_words, idf)
 
     def predict(self, examples: Iterable[dict[str, Any]], batch_size: int = 32, top_k: int = 1) -> list[list[Answer]]:
@@ -274,15 +274,24 @@ def predictions_by_id(examples: list[dict[str, Any]], answers: list[list[Answer]
     return {str(example["id"]): (found[0].text if found else "") for example, found in zip(examples, answers)}
 
 
-def _read_sentence_idf(path_or_hub_id: str | Path) -> KeyIDF:
+def _read_sentence_idf(path_or_hub_id: str | Path, required: bool) -> KeyIDF | None:
+    """The model's IDF table; None when it has none and its settings do not need one."""
     import json
 
     if Path(path_or_hub_id).is_dir():
         path = Path(path_or_hub_id) / SENTENCE_IDF_FILE
+        if not path.is_file() and not required:
+            return None
     else:
         from huggingface_hub import hf_hub_download
 
-        path = Path(hf_hub_download(str(path_or_hub_id), SENTENCE_IDF_FILE))
+        try:
+            path = Path(hf_hub_download(str(path_or_hub_id), SENTENCE_IDF_FILE))
+        except Exception as exc:  # offline or absent: only an error when the settings need the table
+            if required:
+                raise ConfigError(f"{path_or_hub_id}: cannot fetch {SENTENCE_IDF_FILE}, which its settings need "
+                                  f"(sentence_prior > 0): {exc}") from exc
+            return None
     try:
         return KeyIDF.from_json(json.loads(path.read_text(encoding="utf-8")))
     except (OSError, ValueError, KeyError, TypeError) as exc:

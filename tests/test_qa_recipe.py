@@ -1,0 +1,69 @@
+"""The fine-tuning levers: dev-chosen epoch and sentence prior, early stopping, layer-wise lr, the overlap type."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from arabert_pipeline.errors import ConfigError
+from arabert_pipeline.qa.finetune import (SENTENCE_PRIOR_GRID, FinetuneConfig, dev_score, parameter_groups,
+                                          run_finetune)
+from arabert_pipeline.qa.infer import SENTENCE_IDF_FILE, QAModel
+from test_qa_model import SMALL, qa_slices, tiny_mlm  # noqa: F401  (fixtures)
+
+torch = pytest.importorskip("torch")
+
+
+def test_dev_chooses_the_epoch_and_the_prior_and_the_model_keeps_both(tiny_mlm, qa_slices, tmp_path):  # noqa: F811
+    from transformers import AutoConfig
+
+    from arabert_pipeline.qa.data import read_squad
+
+    train, dev = qa_slices
+    output = tmp_path / "qa"
+    config = FinetuneConfig(model=str(tiny_mlm), output=str(output), train=[str(train)], dev=[str(dev)], epochs=3,
+                            question_overlap=True, layer_lr_decay=0.8, **SMALL)
+    run_finetune(config, log=lambda message: None)
+    metadata = json.loads((output / "arabert_pipeline.json").read_text(encoding="utf-8"))
+    scores = metadata["finetune"]["dev_scores"]
+    assert len(scores) == 3 and metadata["finetune"]["epoch"] == scores.index(max(scores)) + 1
+    assert metadata["sentence_prior"] in SENTENCE_PRIOR_GRID and metadata["question_overlap"] is True
+    assert len(metadata["finetune"]["sentence_prior_dev_scores"]) == len(SENTENCE_PRIOR_GRID)
+    assert AutoConfig.from_pretrained(output).type_vocab_size == 3
+    assert (output / SENTENCE_IDF_FILE).is_file() and not (output / "checkpoints").exists()
+
+    model = QAModel.load(output)
+    assert model.settings.question_overlap and model.sentence_idf is not None
+    # The saved weights are the best epoch's: without the prior they score what that epoch scored on dev.
+    plain = QAModel(model.model, model.tokenizer, "none", model.settings.__class__(
+        **{**model.settings.__dict__, "sentence_prior": 0.0}))
+    assert dev_score(plain, [read_squad(str(dev), misaligned="keep")], 16) == pytest.approx(max(scores))
+
+
+def test_patience_stops_when_dev_does_not_improve(tiny_mlm, qa_slices, tmp_path):  # noqa: F811
+    train, dev = qa_slices
+    messages = []
+    config = FinetuneConfig(model=str(tiny_mlm), output=str(tmp_path / "qa"), train=[str(train)], dev=[str(dev)],
+                            epochs=5, patience=1, sentence_prior=0.0, **{**SMALL, "lr": 0.0})
+    result = run_finetune(config, log=messages.append)
+    assert len(result.losses) == 2  # nothing learns at lr 0: epoch 2 is no better than epoch 1, so it stops
+    assert any(message.startswith("early stop") for message in messages)
+    with pytest.raises(ConfigError, match="dev"):
+        FinetuneConfig(model="m", output="o", train=["t"], patience=2).resolved()
+
+
+def test_layer_wise_learning_rates_decay_from_the_head_down():
+    from transformers import BertConfig, BertForQuestionAnswering
+
+    model = BertForQuestionAnswering(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=3,
+                                                num_attention_heads=2, intermediate_size=32))
+    groups = parameter_groups(model, 0.01, lr=1.0, layer_lr_decay=0.5)
+    lr_of = {id(p): g["lr"] for g in groups for p in g["params"]}
+    named = dict(model.named_parameters())
+    assert lr_of[id(named["qa_outputs.weight"])] == 1.0
+    assert lr_of[id(named["bert.encoder.layer.2.output.dense.weight"])] == 0.5
+    assert lr_of[id(named["bert.encoder.layer.0.output.dense.weight"])] == 0.125
+    assert lr_of[id(named["bert.embeddings.word_embeddings.weight"])] == 0.0625
+    decay_of = {id(p): g["weight_decay"] for g in groups for p in g["params"]}
+    assert decay_of[id(named["bert.encoder.layer.0.output.dense.bias"])] == 0.0
+    assert sum(len(g["params"]) for g in groups) == len(named)
