@@ -50,7 +50,7 @@ PROTOCOLS = {
                     "eval": ["arcd-test", "tydiqa-goldp-ar-dev"]},
 }
 # Sentence-prior weights tried on the dev sets (in logits: a span's score is its start + end logit).
-SENTENCE_PRIOR_GRID = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0)
+SENTENCE_PRIOR_GRID = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
 DEV_METRIC = "soqal_f1"  # the paper's metric; pooled over the questions of all dev sets
 BF16_CHOICES = ("auto", "on", "off")
 MAX_GRAD_NORM = 1.0  # BERT's fine-tuning recipe clips gradients at norm 1
