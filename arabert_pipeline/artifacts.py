@@ -1,16 +1,25 @@
-"""Contracts shared by every stage: the data root, the metadata stored beside each artifact, atomic writes.
+"""Contracts shared by every stage: the data root, the metadata stored beside each artifact, atomic writes, and
+what a verb may do with its output path.
 
 Every tokenizer and model directory carries `arabert_pipeline.json` recording the preprocessing it was trained
 with; downstream stages read it from there instead of guessing it from a model name.
+
+Outputs: a verb never deletes or overwrites what it did not create. `claim_output_dir` / `claim_output_file` refuse
+an output path that is or contains an input, a directory holding anything the verb does not write, and an earlier
+output of the verb unless `--overwrite` (or `--resume`) says what to do with it; `OutputLock` keeps a second run off
+an output while the first writes it.
 """
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import fnmatch
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 from .errors import ConfigError, DataNotFoundError, InputError
 
@@ -64,9 +73,12 @@ def read_metadata(directory: str | os.PathLike, *, missing_ok: bool = False) -> 
             "Pass the preprocessing name explicitly."
         )
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
+        metadata = json.loads(path.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: invalid JSON ({exc})") from exc
+    if not isinstance(metadata, dict):
+        raise ConfigError(f"{path}: expected a JSON object, found {type(metadata).__name__}")
+    return metadata
 
 
 @contextlib.contextmanager
@@ -94,9 +106,9 @@ def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
 
     An existing directory at `path` is replaced only once the new one is complete.
     """
-    import shutil
-
     path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{path} exists and is not a directory; choose another output")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
     os.chmod(tmp, 0o777 & ~_umask())
@@ -153,3 +165,251 @@ def read_json_file(path: str | os.PathLike, kind: type = dict) -> Any:
         raise InputError(f"expected a JSON {'object' if kind is dict else kind.__name__}, "
                          f"found {type(value).__name__}", path=path)
     return value
+
+
+# Outputs ------------------------------------------------------------------------------------------------------------
+
+# What a Hugging Face model or tokenizer directory of ours holds (fnmatch patterns).
+MODEL_DIR_FILES = (
+    "config.json", "generation_config.json", "model.safetensors", "model-*-of-*.safetensors",
+    "model.safetensors.index.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+    "added_tokens.json", "vocab.txt", "sentencepiece.model", METADATA_FILE,
+)
+# Files from which AutoTokenizer builds a real vocabulary; without one it silently makes a 5-token default.
+TOKENIZER_VOCAB_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "sentencepiece.model", "spiece.model",
+                         "sentencepiece.bpe.model", "tokenizer.model")
+
+
+@dataclasses.dataclass(frozen=True)
+class OutputKind:
+    """What one verb writes into its output directory, so that an earlier output of its own is told from anything
+    else: every entry matches `names` (hidden `*.tmp` leftovers of a killed run included) and one of `markers` exists.
+    """
+
+    verb: str
+    names: tuple[str, ...]
+    markers: tuple[str, ...]
+    resumable: bool = False
+
+    def owns(self, name: str) -> bool:
+        return (name.startswith(".") and name.endswith(".tmp")) or any(fnmatch.fnmatchcase(name, p) for p in self.names)
+
+
+def check_not_input(output: str | os.PathLike, inputs: Iterable[str | os.PathLike], flag: str = "-o") -> None:
+    """Refuse an output path that is one of the inputs or a directory holding one."""
+    target = Path(output).resolve()
+    for source in inputs:
+        resolved = Path(source).resolve()
+        if resolved == target or target in resolved.parents:
+            where = "is" if resolved == target else "contains"
+            raise ConfigError(f"{flag} {output} {where} the input {source}: writing it would destroy the input")
+
+
+def claim_output_dir(output: str | os.PathLike, kind: OutputKind, *, inputs: Iterable[str | os.PathLike] = (),
+                     overwrite: bool = False, resume: bool = False) -> bool:
+    """Check that `kind.verb` may write the directory `output`; True if it holds an earlier output of that verb.
+
+    Refused: an output that is or contains an input; a file; a directory with anything the verb does not write (even
+    with `overwrite`); an earlier output of the verb unless `overwrite` (replace it) or `resume` (continue it).
+    """
+    output = Path(output)
+    check_not_input(output, inputs)
+    if output.exists() and not output.is_dir():
+        raise ConfigError(f"{output} exists and is not a directory; choose another output directory")
+    entries = sorted(p.name for p in output.iterdir()) if output.is_dir() else []
+    if not entries:
+        return False
+    foreign = [name for name in entries if not kind.owns(name)]
+    if foreign or not any(marker in entries for marker in kind.markers):
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise ConfigError(
+            f"{output} is not empty and was not written by `arabert-pipeline {kind.verb}`"
+            + (f" (it holds {shown})" if foreign else "")
+            + ": choose another output directory; this one is never deleted or overwritten"
+        )
+    if not (overwrite or resume):
+        options = "pass --resume to continue it, --overwrite to replace it" if kind.resumable else \
+            "pass --overwrite to replace it"
+        raise ConfigError(f"{output} holds an earlier `arabert-pipeline {kind.verb}` output: {options}, or choose "
+                          "another output directory")
+    return True
+
+
+def remove_own_entries(output: str | os.PathLike, kind: OutputKind) -> None:
+    """Empty an earlier output of `kind` (checked by claim_output_dir) before it is written again."""
+    for path in Path(output).iterdir():
+        if kind.owns(path.name):
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink()
+
+
+def claim_output_file(output: str | os.PathLike, *, verb: str, inputs: Iterable[str | os.PathLike] = (),
+                      overwrite: bool = False, flag: str = "-o") -> None:
+    """Check that `verb` may write the file `output`: not an input, not a directory, not an existing file unless
+    `overwrite`."""
+    output = Path(output)
+    check_not_input(output, inputs, flag)
+    if output.is_dir():
+        raise ConfigError(f"{flag} {output} is a directory; give a file name")
+    if output.exists() and not overwrite:
+        raise ConfigError(f"{flag} {output} exists: pass --overwrite to replace it, or choose another file")
+
+
+def remove_stale_temporaries(directory: str | os.PathLike, pattern: str) -> None:
+    """Delete what a killed run left half-written (atomic_write / atomic_directory temporaries matching `pattern`);
+    call it only while holding the output's lock, so that no live run's temporaries are taken."""
+    directory = Path(directory)
+    for path in directory.glob(pattern) if directory.is_dir() else ():
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+
+
+class OutputLock:
+    """An exclusive lock on one output path for the length of a run: `.NAME.lock` beside it, held with flock and
+    holding the owner's PID. The kernel drops the lock when its process dies, so a killed run never blocks the next.
+
+        with OutputLock("runs/qa", "finetune"):
+            ...
+    """
+
+    def __init__(self, output: str | os.PathLike, verb: str):
+        self.output = Path(output)
+        self.verb = verb
+        self.path = self.output.with_name(f".{self.output.name}.lock")
+        self.fd: int | None = None
+
+    def acquire(self) -> "OutputLock":
+        import fcntl
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+                os.close(fd)
+                raise ConfigError(
+                    f"{self.output} is in use by PID {holder or '(starting)'} (another `arabert-pipeline "
+                    f"{self.verb}` run writes it): wait for that run to end, or choose another output"
+                ) from None
+            try:
+                # The previous holder unlinks the file before releasing it: a lock on an unlinked file guards nothing.
+                if os.path.samestat(os.fstat(fd), os.stat(self.path)):
+                    break
+            except FileNotFoundError:
+                pass
+            os.close(fd)
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode("ascii"))
+        self.fd = fd
+        return self
+
+    def release(self) -> None:
+        if self.fd is not None:
+            self.path.unlink(missing_ok=True)
+            os.close(self.fd)
+            self.fd = None
+
+    def __enter__(self) -> "OutputLock":
+        return self.acquire()
+
+    def __exit__(self, *exc_info) -> None:
+        self.release()
+
+
+def looks_like_local_path(name: str) -> bool:
+    """Whether a model/tokenizer argument is meant as a local path rather than a hub id ("name" or "owner/name").
+
+    A path form (leading `.`, `/` or `~`, more than one separator, a backslash) is local; so is "a/b" when `a` is a
+    local directory: `runs/qa-smal` with a `runs/` beside it is a typo, not a hub repository to look up.
+    """
+    if name.startswith((".", "/", "~")) or "\\" in name or name.count("/") > 1:
+        return True
+    owner, sep, _ = name.partition("/")
+    return bool(sep) and Path(owner).is_dir()
+
+
+def check_local_source(source: str | os.PathLike, what: str = "model") -> None:
+    """A `source` that looks like a local path must exist: fail at once instead of asking the hub for it."""
+    name = os.fspath(source)
+    if not Path(name).expanduser().exists() and looks_like_local_path(name):
+        raise ConfigError(f"{what} directory {name} does not exist")
+
+
+# Loading models and tokenizers ----------------------------------------------------------------------------------------
+
+def _first_line(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
+
+
+def load_pretrained_tokenizer(source: str | os.PathLike, what: str = "tokenizer"):
+    """AutoTokenizer.from_pretrained(source); a local directory must hold tokenizer files (without them transformers
+    builds a 5-token default vocabulary that tokenizes everything as [UNK]), and any failure names the source."""
+    from transformers import AutoTokenizer
+
+    path = Path(source)
+    if path.is_dir() and not any((path / name).is_file() for name in TOKENIZER_VOCAB_FILES):
+        raise ConfigError(
+            f"{path} holds no tokenizer files (none of {', '.join(TOKENIZER_VOCAB_FILES)}): the {what} needs the "
+            "tokenizer it was trained with saved beside it"
+        )
+    try:
+        return AutoTokenizer.from_pretrained(os.fspath(source))
+    except Exception as exc:  # whatever a broken or foreign directory raises, the user needs its name
+        raise ConfigError(f"cannot load a tokenizer from {source} ({_first_line(exc)})") from exc
+
+
+def load_pretrained_model(auto_class, source: str | os.PathLike, **kwargs) -> tuple[Any, dict]:
+    """(model, loading info) from `auto_class.from_pretrained`, with each way a model directory can be broken (no or
+    invalid config.json, truncated weights, weights of another shape than the config says) a ConfigError naming it."""
+    path = Path(source)
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ConfigError(f"{path} is not a model directory (no config.json)")
+        read_json_file(path / "config.json")
+    try:
+        model, info = auto_class.from_pretrained(os.fspath(source), output_loading_info=True,
+                                                 ignore_mismatched_sizes=True, **kwargs)
+    except Exception as exc:  # safetensors, JSON, shape and I/O errors all mean "cannot load this"
+        raise ConfigError(f"cannot load the model in {source} ({_first_line(exc)})") from exc
+    mismatched = info.get("mismatched_keys") or []
+    if mismatched:
+        key, stored, expected = mismatched[0]
+        raise ConfigError(
+            f"{source}: the weights do not fit config.json: {key} is {tuple(stored)} in the weights but "
+            f"{tuple(expected)} by the config" + (f" ({len(mismatched) - 1} more tensors differ)" if len(mismatched) > 1
+                                                   else "")
+        )
+    return model, info
+
+
+def check_vocabulary_size(model, tokenizer, source: object) -> None:
+    """The tokenizer's ids index the model's embedding rows one to one: another size means another tokenizer."""
+    rows = model.get_input_embeddings().num_embeddings
+    if len(tokenizer) != rows:
+        raise ConfigError(
+            f"{source}: the tokenizer has {len(tokenizer)} tokens but the model has {rows} token embeddings; "
+            "the tokenizer files do not belong to this model"
+        )
+
+
+def torch_device(name: object):
+    """A torch.device for `name` that exists on this machine, or a ConfigError saying what is available."""
+    import torch
+
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError) as exc:
+        raise ConfigError(f"device {name!r} is not a torch device (cpu, cuda, cuda:1, mps, ...)") from exc
+    available = {"cpu": True, "cuda": torch.cuda.is_available(),
+                 "mps": getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()}
+    if not available.get(device.type, False):
+        raise ConfigError(f"device {name!r} is not available on this machine (torch {torch.__version__}); use cpu")
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        raise ConfigError(f"device {name!r}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    return device

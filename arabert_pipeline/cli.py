@@ -24,6 +24,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(prog="arabert-pipeline", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--debug", action="store_true",
+                        help="on an error, show the traceback instead of the one-line message")
     subparsers = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
     for name in STAGE_CLIS:
         importlib.import_module(name).register(subparsers)
@@ -35,6 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         code = args.run(args)
     except ArabertPipelineError as exc:
+        if args.debug:
+            raise
         print(f"arabert-pipeline {args.verb}: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

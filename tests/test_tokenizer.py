@@ -223,11 +223,12 @@ def test_vocab_larger_than_corpus_supports_is_explained(work, tmp_path, model_ty
     small = _write_preprocessed(tmp_path / "small.txt", lines, "arabertv2")
     previous = tmp_path / "tok"
     previous.mkdir()
-    (previous / "keep.txt").write_text("an earlier tokenizer")
+    (previous / "tokenizer.json").write_text("an earlier tokenizer")
     with pytest.raises(ConfigError, match="more than this corpus supports"):
-        train_tokenizer([small], previous, model_type=model_type, vocab_size=50000, threads=1, progress=False)
-    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary left behind
-    assert [p.name for p in previous.iterdir()] == ["keep.txt"]  # the old directory is untouched
+        train_tokenizer([small], previous, model_type=model_type, vocab_size=50000, threads=1, progress=False,
+                        overwrite=True)
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no temporary or lock left behind
+    assert [p.name for p in previous.iterdir()] == ["tokenizer.json"]  # the old directory is untouched
 
 
 def test_bad_inputs_name_the_file(tmp_path):

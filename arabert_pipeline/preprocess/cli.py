@@ -31,6 +31,8 @@ def register(subparsers) -> None:
                              "counts the replacements (default: %(default)s)")
     parser.add_argument("--resume", action="store_true",
                         help="continue an interrupted run from OUTPUT.part and its checkpoint")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="replace OUTPUT if an earlier preprocess run wrote it (any other file is never replaced)")
     parser.add_argument("--word-cache", default=_DEFAULTS.word_cache, metavar="FILE",
                         help="word segmentation cache, reused by resumed and later runs (default: "
                              "OUTPUT.words.tsv)")
@@ -50,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
 
     report = preprocess_corpus(
         args.inputs, args.output, config=args.config, workers=args.workers, errors=args.errors,
-        resume=args.resume, word_cache=args.word_cache, farasa_jar=args.farasa_jar, chunk_lines=args.chunk_lines,
+        resume=args.resume, overwrite=args.overwrite, word_cache=args.word_cache, farasa_jar=args.farasa_jar, chunk_lines=args.chunk_lines,
         checkpoint_chunks=args.checkpoint_chunks, progress=args.progress,
     )
     print(report.summary())

@@ -7,6 +7,10 @@ one output line per input line, in input order, so blank lines and document boun
 concatenated in the order given. The output (.txt, .gz or .xz by suffix) is built as OUT.part next to a checkpoint
 OUT.part.json and renamed to OUT only when complete; then OUT.arabert_pipeline.json records the preprocessing, which
 pretraining checks. `resume=True` continues an interrupted run from its last checkpoint.
+
+An existing OUT is replaced only if it is an earlier output (it has its sidecar) and `overwrite=True`; OUT, its
+companions and the word cache may not be inputs; a run holds a lock on OUT (artifacts.OutputLock), so a second run
+on the same output is refused while the first one writes it.
 """
 from __future__ import annotations
 
@@ -25,7 +29,7 @@ import zlib
 from pathlib import Path
 from typing import Iterable, Iterator, NamedTuple
 
-from ..artifacts import atomic_write
+from ..artifacts import OutputLock, atomic_write, check_not_input
 from ..errors import ConfigError, InputError
 
 SIDECAR_SUFFIX = ".arabert_pipeline.json"
@@ -46,6 +50,7 @@ class CorpusConfig:
     workers: int = 1
     errors: str = "strict"  # invalid UTF-8: "strict" stops with InputError, "replace" writes U+FFFD and counts it
     resume: bool = False
+    overwrite: bool = False  # replace an earlier output at OUT
     word_cache: str | None = None  # word -> segmentation cache file; default OUT.words.tsv
     farasa_jar: str | None = None  # QCRI's Farasa jar instead of the offline port; default $ARABERT_PIPELINE_FARASA_JAR
     chunk_lines: int = 1000  # lines per task sent to a worker
@@ -277,14 +282,15 @@ class WordCache:
             if f.readline() != header:
                 raise ConfigError(
                     f"{path} is not a word cache of this segmenter ({backend}): its segmentations would be wrong "
-                    "here. Remove it or choose another word cache file."
+                    "here. It is left as it is; choose another --word-cache file."
                 )
             if keep_bytes is not None and keep_bytes >= len(header):
                 f.truncate(keep_bytes)
             try:
                 entries, end = read_new_entries(f, len(header))
             except ValueError as exc:  # not UTF-8, or a line without exactly one tab: edited or damaged by hand
-                raise ConfigError(f"{path} is damaged ({exc}); remove it (it is only a cache)") from exc
+                raise ConfigError(f"{path} is a damaged word cache ({exc}): delete it to start a new one (it only "
+                                  "holds segmentations), or choose another --word-cache file") from exc
             f.truncate(end)  # a torn last line from a killed run would otherwise prefix the next entry
         self.words = set(entries)
         self.file = open(path, "ab", buffering=0)
@@ -443,13 +449,29 @@ def _validate(cfg: CorpusConfig, paths: list[Path], output: Path) -> str | None:
         raise ConfigError(f"errors must be one of {', '.join(ERROR_POLICIES)}, not {cfg.errors!r}")
     if cfg.chunk_lines < 1 or cfg.checkpoint_chunks < 1:
         raise ConfigError("chunk_lines and checkpoint_chunks must be at least 1")
-    resolved = output.resolve()
-    for path in paths:
-        if path.resolve() == resolved:
-            raise ConfigError(f"the output {output} is also an input")
+    written = [output.with_name(output.name + suffix) for suffix in (PART_SUFFIX, CHECKPOINT_SUFFIX, SIDECAR_SUFFIX)]
+    for path in [output, *written]:
+        check_not_input(path, paths)
     if output.is_dir():
         raise ConfigError(f"the output {output} is a directory; give a file name")
+    if output.exists() and not cfg.overwrite:
+        raise ConfigError(f"{output} exists: pass --overwrite (overwrite=True) to replace it, or choose another output")
+    if output.exists() and not written[2].exists():
+        raise ConfigError(f"{output} exists and was not written by `arabert-pipeline preprocess` (it has no "
+                          f"{written[2].name}): it is never overwritten; choose another output")
+    if backend is not None:
+        cache = _word_cache_path(cfg)
+        check_not_input(cache, paths, "--word-cache")
+        if cache.resolve() in {path.resolve() for path in [output, *written]}:
+            raise ConfigError(f"--word-cache {cache} is the output or one of its companion files; choose another file")
+        if cache.is_dir():
+            raise ConfigError(f"--word-cache {cache} is a directory; give a file name")
     return backend
+
+
+def _word_cache_path(cfg: CorpusConfig) -> Path:
+    output = Path(cfg.output)
+    return Path(cfg.word_cache) if cfg.word_cache else output.with_name(output.name + WORD_CACHE_SUFFIX)
 
 
 def _start(cfg: CorpusConfig, part: Path, checkpoint: Path, fingerprint: dict, report: CorpusReport) -> dict:
@@ -522,11 +544,16 @@ def _chunks(lines: Iterator[tuple[str, int]], size: int, skip: int, skip_bytes: 
 
 def run_corpus(cfg: CorpusConfig) -> CorpusReport:
     """The run behind `preprocess_corpus` and the CLI verb."""
+    with OutputLock(cfg.output, "preprocess"):
+        return _run(cfg)
+
+
+def _run(cfg: CorpusConfig) -> CorpusReport:
     started = time.monotonic()
     paths = [Path(p) for p in cfg.inputs]
     output = Path(cfg.output)
-    backend = _validate(cfg, paths, output)
     check_inputs(paths)
+    backend = _validate(cfg, paths, output)
 
     part = output.with_name(output.name + PART_SUFFIX)
     checkpoint = output.with_name(output.name + CHECKPOINT_SUFFIX)
@@ -538,7 +565,7 @@ def run_corpus(cfg: CorpusConfig) -> CorpusReport:
 
     cache = None
     if backend is not None:
-        cache_path = Path(cfg.word_cache) if cfg.word_cache else output.with_name(output.name + WORD_CACHE_SUFFIX)
+        cache_path = _word_cache_path(cfg)
         checkpointed = state["word_cache"]
         keep = checkpointed[1] if checkpointed and checkpointed[0] == str(cache_path.resolve()) else None
         cache = WordCache(cache_path, backend, keep)

@@ -46,6 +46,9 @@ def register(subparsers) -> None:
                                                             "--preprocess (none for mBERT)")
     train.add_argument("--no-progress", dest="progress", action="store_false", default=None,
                        help="no progress bars or trainer logs")
+    train.add_argument("--overwrite", action="store_true", default=None,
+                       help="replace the tokenizer directory of an earlier run at -o (a directory holding anything "
+                            "else is never replaced)")
     train.set_defaults(run=run_train)
 
     report = subparsers.add_parser(
@@ -63,6 +66,7 @@ def register(subparsers) -> None:
                              "shard no recipe trains on)")
     report.add_argument("--max-lines", type=int, default=1000, help="non-blank lines of --text to use")
     report.add_argument("-o", "--output", metavar="PREFIX", help="also write PREFIX.md and PREFIX.json")
+    report.add_argument("--overwrite", action="store_true", help="replace an existing PREFIX.md / PREFIX.json")
     report.add_argument("--no-progress", dest="progress", action="store_false")
     report.set_defaults(run=run_report)
 
@@ -75,7 +79,7 @@ def run_train(args: argparse.Namespace) -> int:
         options["inputs"] = args.inputs
     if args.output_dir:
         options["output_dir"] = args.output_dir
-    for flag, _ in _FLAGS + [("--input-is-preprocessed", None), ("--progress", None)]:
+    for flag, _ in _FLAGS + [("--input-is-preprocessed", None), ("--progress", None), ("--overwrite", None)]:
         key = flag[2:].replace("-", "_")
         if getattr(args, key) is not None:
             options[key] = getattr(args, key)
@@ -87,7 +91,8 @@ def run_train(args: argparse.Namespace) -> int:
         if "preprocess" not in options:
             raise ConfigError("--from-vocab needs --preprocess: a vocab.txt does not say which preprocessing it "
                               "expects (none for mBERT, arabertv2 for AraBERTv2)")
-        import_vocab(args.from_vocab, options["output_dir"], preprocessing=options["preprocess"])
+        import_vocab(args.from_vocab, options["output_dir"], preprocessing=options["preprocess"],
+                     overwrite=options.get("overwrite", False))
         print(f"{options['output_dir']}: WordPiece tokenizer from {args.from_vocab}, preprocessing "
               f"{options['preprocess']}")
         return 0
@@ -114,12 +119,18 @@ def parse_spec(spec: str) -> tuple[str, str, str | None]:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from ..artifacts import data_file
+    from pathlib import Path
+
+    from ..artifacts import claim_output_file, data_file
     from .report import format_markdown, tokenizer_report, write_report
 
     text = args.text or data_file("corpus/ant-multisource-006.txt.xz")
-    stats, described = tokenizer_report([parse_spec(s) for s in args.tokenizer], text, max_lines=args.max_lines,
-                                        progress=args.progress)
+    specs = [parse_spec(s) for s in args.tokenizer]
+    if args.output:
+        for suffix in (".md", ".json"):
+            claim_output_file(f"{args.output}{suffix}", verb="tokenizer-report", overwrite=args.overwrite,
+                              inputs=[text, *(path for _, path, _ in specs if Path(path).exists())])
+    stats, described = tokenizer_report(specs, text, max_lines=args.max_lines, progress=args.progress)
     print(format_markdown(stats, described))
     if args.output:
         for path in write_report(stats, described, args.output):

@@ -15,11 +15,15 @@ as punctuation and splits `ال+` into `ال` `+`). So:
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
+from typing import Iterable, Iterator
 
-from ..artifacts import METADATA_FILE, read_metadata, write_metadata
+from ..artifacts import (
+    METADATA_FILE, OutputKind, OutputLock, claim_output_dir, read_metadata, remove_stale_temporaries, write_metadata,
+)
 from ..errors import ConfigError, InputError
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -30,6 +34,12 @@ MODEL_MAX_LENGTH = 512
 METASPACE = "▁"
 # BERT's punctuation (ASCII non-alphanumerics and Unicode P*) minus `+`, which carries the segmentation markers.
 PUNCTUATION_EXCEPT_PLUS = r"[!-*,-/:-@\[-`{-~]|\p{P}"
+TOKENIZER_OUTPUT = OutputKind(
+    "train-tokenizer",
+    names=("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", SENTENCEPIECE_FILE, VOCAB_FILE,
+           METADATA_FILE),
+    markers=("tokenizer.json",),
+)
 
 
 def segmentation_markers() -> list[str]:
@@ -180,13 +190,27 @@ def fetch_vocab(source: str | os.PathLike) -> Path:
         ) from exc
 
 
-def import_vocab(source: str | os.PathLike, output_dir: str | os.PathLike, *, preprocessing: str) -> Path:
+@contextlib.contextmanager
+def locked_output(output_dir: str | os.PathLike, inputs: Iterable[str | os.PathLike], overwrite: bool) -> Iterator[None]:
+    """Hold the output's lock, check it again under the lock (another run may have written it meanwhile), and clear
+    what a killed run left beside it; atomic_directory then replaces it only once the new tokenizer is complete."""
+    output_dir = Path(output_dir)
+    with OutputLock(output_dir, TOKENIZER_OUTPUT.verb):
+        claim_output_dir(output_dir, TOKENIZER_OUTPUT, inputs=inputs, overwrite=overwrite)
+        remove_stale_temporaries(output_dir.parent, f".{output_dir.name}.*.tmp")
+        yield
+
+
+def import_vocab(source: str | os.PathLike, output_dir: str | os.PathLike, *, preprocessing: str,
+                 overwrite: bool = False) -> Path:
     """Save an existing WordPiece vocabulary (a vocab.txt or a hub id) as a tokenizer directory of ours."""
     from ..artifacts import atomic_directory
 
+    local = [source] if Path(source).exists() else []
+    claim_output_dir(output_dir, TOKENIZER_OUTPUT, inputs=local, overwrite=overwrite)
     vocab_path = fetch_vocab(source)
     backend = wordpiece_backend(read_vocab_file(vocab_path), preprocessing)
-    with atomic_directory(output_dir) as tmp:
+    with locked_output(output_dir, local, overwrite), atomic_directory(output_dir) as tmp:
         save_tokenizer(backend, tmp, preprocessing=preprocessing, model_type="wordpiece",
                        vocab_size=backend.get_vocab_size(), source=str(source))
     return Path(output_dir)
@@ -210,9 +234,9 @@ def load_tokenizer(source: str | os.PathLike, preprocessing: str | None = None):
             )
         if stored is not None and preprocessing is not None and stored != preprocessing:
             raise ConfigError(f"{path} was built for preprocessing {stored!r}, not {preprocessing!r}")
-        from transformers import AutoTokenizer
+        from ..artifacts import load_pretrained_tokenizer
 
-        tokenizer = AutoTokenizer.from_pretrained(str(path))
+        tokenizer = load_pretrained_tokenizer(path)
         if not tokenizer.is_fast:
             raise ConfigError(f"{path}: no fast tokenizer (tokenizer.json) could be loaded; offsets need one")
         return tokenizer, stored or preprocessing

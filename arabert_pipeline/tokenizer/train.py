@@ -9,6 +9,8 @@ as it is, provided its preprocessing is the one asked for; other inputs go throu
 At most `sample_sentences` lines, drawn uniformly with `seed`, are used: they are chosen before preprocessing (so
 Farasa only segments what training reads), written to one temporary file, and the trainer reads that file. The
 output directory is built under a temporary name and appears only once complete (see export.py for its contents).
+An existing output directory is replaced only if it holds an earlier tokenizer and `overwrite` is set; a run holds
+a lock on it (artifacts.OutputLock), and the output may not be or contain an input.
 """
 from __future__ import annotations
 
@@ -25,9 +27,12 @@ from pathlib import Path
 from typing import Iterator
 
 from .. import __version__
-from ..artifacts import atomic_directory
+from ..artifacts import atomic_directory, claim_output_dir
 from ..errors import BackendError, ConfigError, InputError
-from .export import PLACEHOLDERS, SENTENCEPIECE_FILE, SPECIAL_TOKENS, save_tokenizer, segmentation_markers
+from .export import (
+    PLACEHOLDERS, SENTENCEPIECE_FILE, SPECIAL_TOKENS, TOKENIZER_OUTPUT, locked_output, save_tokenizer,
+    segmentation_markers,
+)
 
 MODEL_TYPES = ("unigram", "wordpiece")
 SIDECAR_SUFFIX = ".arabert_pipeline.json"
@@ -52,6 +57,7 @@ class TokenizerConfig:
     character_coverage: float = 0.9999  # unigram: rarer characters become [UNK]
     min_frequency: int = 2  # wordpiece: merges seen fewer times are not learned
     progress: bool = True
+    overwrite: bool = False  # replace an earlier tokenizer directory at output_dir
 
 
 @dataclasses.dataclass
@@ -81,9 +87,11 @@ def train_tokenizer(inputs: list[str | os.PathLike], output_dir: str | os.PathLi
 def run_training(config: TokenizerConfig) -> TrainReport:
     _check_config(config)
     sources, preprocessing = resolve_inputs(config)
+    claim_output_dir(config.output_dir, TOKENIZER_OUTPUT, inputs=config.inputs, overwrite=config.overwrite)
     threads = config.threads or os.cpu_count() or 1
     start = time.perf_counter()
-    with atomic_directory(config.output_dir) as tmp:
+    with locked_output(config.output_dir, config.inputs, config.overwrite), \
+            atomic_directory(config.output_dir) as tmp:
         sample = tmp / "training-lines.txt"
         available, used, longest = write_training_sample(sources, preprocessing, sample, config)
         prepared = time.perf_counter()

@@ -1,0 +1,175 @@
+"""What verbs do with an existing output (issue 13): never delete or overwrite what they did not write, refuse an
+output that is or holds an input, replace an earlier output only with --overwrite, and refuse a second run on an
+output that a first run holds locked."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from arabert_pipeline.artifacts import OutputLock
+from arabert_pipeline.cli import main
+from arabert_pipeline.errors import ConfigError
+from arabert_pipeline.preprocess import corpus
+from arabert_pipeline.preprocess.corpus import preprocess_corpus
+from test_preprocess_corpus import make_lines, write_text
+
+TOKENIZER = ["--model-type", "wordpiece", "--vocab-size", "120", "--preprocess", "none", "--no-progress"]
+
+
+def tree(directory) -> dict[str, bytes]:
+    """Every file under `directory` (hidden ones included) with its bytes."""
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def text(tmp_path):
+    path = tmp_path / "corpus.txt"
+    write_text(path, make_lines(60))
+    return path
+
+
+def hold_lock(output, verb):
+    """A separate process holding `output`'s lock until killed."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfrom arabert_pipeline.artifacts import OutputLock\n"
+         "OutputLock(sys.argv[1], sys.argv[2]).acquire()\nprint('locked', flush=True)\ntime.sleep(120)",
+         str(output), verb], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "locked"
+    return holder
+
+
+# train-tokenizer --------------------------------------------------------------------------------------------------
+
+def test_train_tokenizer_never_deletes_the_directory_holding_its_input(tmp_path, text, capsys):
+    folder = tmp_path / "d"
+    folder.mkdir()
+    (folder / "corpus.txt").write_bytes(text.read_bytes())
+    (folder / "notes.md").write_text("mine")
+    before = tree(folder)
+    for extra in ([], ["--overwrite"]):
+        assert main(["train-tokenizer", str(folder / "corpus.txt"), "-o", str(folder), *TOKENIZER, *extra]) == 2
+        assert "contains the input" in capsys.readouterr().err
+    (folder / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nكتب\n", encoding="utf-8")
+    before = tree(folder)
+    assert main(["train-tokenizer", "--from-vocab", str(folder / "vocab.txt"), "-o", str(folder),
+                 "--preprocess", "none", "--overwrite"]) == 2
+    assert "contains the input" in capsys.readouterr().err
+    assert tree(folder) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt", "d"]
+
+
+def test_train_tokenizer_refuses_foreign_outputs_and_replaces_its_own_only_with_overwrite(tmp_path, text, capsys):
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "config.json").write_text("{}")
+    for extra in ([], ["--overwrite"]):
+        assert main(["train-tokenizer", str(text), "-o", str(foreign), *TOKENIZER, *extra]) == 2
+        err = capsys.readouterr().err
+        assert "was not written by `arabert-pipeline train-tokenizer` (it holds config.json)" in err
+    assert tree(foreign) == {"config.json": b"{}"}
+
+    a_file = tmp_path / "file"
+    a_file.write_text("keep")
+    assert main(["train-tokenizer", str(text), "-o", str(a_file), *TOKENIZER]) == 2
+    assert "exists and is not a directory" in capsys.readouterr().err
+    assert a_file.read_text() == "keep" and not (tmp_path / ".file.old").exists()
+
+    output = tmp_path / "tok"
+    assert main(["train-tokenizer", str(text), "-o", str(output), *TOKENIZER]) == 0
+    first = tree(output)
+    assert main(["train-tokenizer", str(text), "-o", str(output), *TOKENIZER, "--vocab-size", "100"]) == 2
+    assert "holds an earlier `arabert-pipeline train-tokenizer` output: pass --overwrite" in capsys.readouterr().err
+    assert tree(output) == first
+    assert main(["train-tokenizer", str(text), "-o", str(output), *TOKENIZER, "--vocab-size", "100",
+                 "--overwrite"]) == 0
+    assert tree(output) != first
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt", "file", "mine", "tok"]  # no lock, no temp
+
+
+def test_train_tokenizer_is_refused_while_another_run_holds_the_output(tmp_path, text, capsys):
+    output = tmp_path / "tok"
+    holder = hold_lock(output, "train-tokenizer")
+    try:
+        assert main(["train-tokenizer", str(text), "-o", str(output), *TOKENIZER]) == 2
+        assert f"{output} is in use by PID {holder.pid}" in capsys.readouterr().err
+        assert not output.exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert main(["train-tokenizer", str(text), "-o", str(output), *TOKENIZER]) == 0  # a dead holder blocks nothing
+
+
+# preprocess -------------------------------------------------------------------------------------------------------
+
+def test_preprocess_never_overwrites_a_file_it_did_not_write(tmp_path, text, capsys):
+    output = tmp_path / "out.txt"
+    output.write_text("the user's file")
+    for extra in ([], ["--overwrite"]):
+        assert main(["preprocess", str(text), "-o", str(output), "--config", "none", "--no-progress", *extra]) == 2
+    err = capsys.readouterr().err
+    assert "out.txt exists: pass --overwrite" in err and "was not written by `arabert-pipeline preprocess`" in err
+    assert output.read_text() == "the user's file"
+
+    output.unlink()
+    assert main(["preprocess", str(text), "-o", str(output), "--config", "none", "--no-progress"]) == 0
+    assert main(["preprocess", str(text), "-o", str(output), "--config", "none", "--no-progress"]) == 2
+    assert "--overwrite" in capsys.readouterr().err
+    assert main(["preprocess", str(text), "-o", str(output), "--config", "arabertv02", "--no-progress",
+                 "--overwrite"]) == 0
+    assert json.loads((tmp_path / "out.txt.arabert_pipeline.json").read_text())["preprocessing"] == "arabertv02"
+
+    part = tmp_path / "in.txt.part"
+    part.write_text("not an output")
+    assert main(["preprocess", str(part), "-o", str(tmp_path / "in.txt"), "--config", "none"]) == 2
+    assert "in.txt.part is the input" in capsys.readouterr().err
+    assert part.read_text() == "not an output"
+
+
+def test_word_cache_errors_never_ask_to_remove_the_users_file(tmp_path, text, capsys):
+    mine = tmp_path / "notes.tsv"
+    mine.write_text("my notes\n")
+    assert main(["preprocess", str(text), "-o", str(tmp_path / "out.txt"), "--word-cache", str(mine),
+                 "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "is not a word cache" in err and "choose another --word-cache" in err and "emove" not in err
+    assert mine.read_text() == "my notes\n"
+    assert main(["preprocess", str(text), "-o", str(tmp_path / "out.txt"), "--word-cache", str(text)]) == 2
+    assert f"--word-cache {text} is the input" in capsys.readouterr().err
+    assert main(["preprocess", str(text), "-o", str(tmp_path / "out.txt"), "--word-cache",
+                 str(tmp_path / "out.txt")]) == 2
+    assert "is the output" in capsys.readouterr().err
+
+
+def test_a_second_preprocess_run_on_the_same_output_is_refused_while_the_first_runs(tmp_path, monkeypatch, capsys):
+    source = tmp_path / "in.txt"
+    write_text(source, make_lines(400))
+    output = tmp_path / "out.txt"
+    save = corpus._save_checkpoint
+    attempts = []
+
+    def second_run_during_the_first(*args, **kwargs):
+        save(*args, **kwargs)
+        if not attempts:
+            attempts.append(main(["preprocess", str(source), "-o", str(output), "--config", "none", "--resume",
+                                  "--no-progress"]))
+
+    monkeypatch.setattr(corpus, "_save_checkpoint", second_run_during_the_first)
+    report = preprocess_corpus([source], output, config="none", chunk_lines=50, checkpoint_chunks=1, progress=False)
+    assert attempts == [2]
+    assert f"{output} is in use by PID {os.getpid()}" in capsys.readouterr().err
+    assert report.lines == 400 and output.read_text(encoding="utf-8").count("\n") == 400
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "out.txt", "out.txt.arabert_pipeline.json"]
+
+
+def test_lock_is_exclusive_names_its_holder_and_leaves_nothing(tmp_path):
+    target = tmp_path / "run"
+    with OutputLock(target, "pretrain"):
+        with pytest.raises(ConfigError, match=rf"run is in use by PID \d+ \(another `arabert-pipeline pretrain`"):
+            OutputLock(target, "pretrain").acquire()
+    assert list(tmp_path.iterdir()) == []
+    with OutputLock(target, "pretrain"):  # free again
+        pass
