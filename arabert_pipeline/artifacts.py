@@ -183,16 +183,29 @@ TOKENIZER_VOCAB_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "sentencep
 @dataclasses.dataclass(frozen=True)
 class OutputKind:
     """What one verb writes into its output directory, so that an earlier output of its own is told from anything
-    else: every entry matches `names` (hidden `*.tmp` leftovers of a killed run included) and one of `markers` exists.
+    else: every entry matches `names` (hidden `*.tmp` leftovers of a killed run included), and one of `markers`
+    exists or the directory's arabert_pipeline.json has `metadata_marker` (field, value).
     """
 
     verb: str
     names: tuple[str, ...]
     markers: tuple[str, ...]
+    metadata_marker: tuple[str, str] | None = None
     resumable: bool = False
 
     def owns(self, name: str) -> bool:
         return (name.startswith(".") and name.endswith(".tmp")) or any(fnmatch.fnmatchcase(name, p) for p in self.names)
+
+    def marked(self, directory: Path) -> bool:
+        if any((directory / marker).exists() for marker in self.markers):
+            return True
+        if self.metadata_marker is None:
+            return False
+        field, value = self.metadata_marker
+        try:
+            return read_metadata(directory, missing_ok=True).get(field) == value
+        except ConfigError:
+            return False
 
 
 def check_not_input(output: str | os.PathLike, inputs: Iterable[str | os.PathLike], flag: str = "-o") -> None:
@@ -220,7 +233,7 @@ def claim_output_dir(output: str | os.PathLike, kind: OutputKind, *, inputs: Ite
     if not entries:
         return False
     foreign = [name for name in entries if not kind.owns(name)]
-    if foreign or not any(marker in entries for marker in kind.markers):
+    if foreign or not kind.marked(output):
         shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
         raise ConfigError(
             f"{output} is not empty and was not written by `arabert-pipeline {kind.verb}`"

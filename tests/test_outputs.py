@@ -16,6 +16,7 @@ from arabert_pipeline.errors import ConfigError
 from arabert_pipeline.preprocess import corpus
 from arabert_pipeline.preprocess.corpus import preprocess_corpus
 from test_preprocess_corpus import make_lines, write_text
+from test_qa_model import qa_slices, tiny_mlm  # noqa: F401 (fixtures)
 
 TOKENIZER = ["--model-type", "wordpiece", "--vocab-size", "120", "--preprocess", "none", "--no-progress"]
 
@@ -173,3 +174,73 @@ def test_lock_is_exclusive_names_its_holder_and_leaves_nothing(tmp_path):
     assert list(tmp_path.iterdir()) == []
     with OutputLock(target, "pretrain"):  # free again
         pass
+
+
+# finetune ---------------------------------------------------------------------------------------------------------
+
+def finetune_config(model, output, train, **options):
+    from arabert_pipeline.qa.finetune import FinetuneConfig
+    from test_qa_model import SMALL
+
+    return FinetuneConfig(model=str(model), output=str(output), train=[str(train)], epochs=1, **{**SMALL, **options})
+
+
+def test_finetune_output_rules(tiny_mlm, qa_slices, tmp_path):
+    from arabert_pipeline.qa.finetune import run_finetune
+
+    quiet = lambda message: None  # noqa: E731
+    train, _ = qa_slices
+    folder = tmp_path / "data"
+    folder.mkdir()
+    (folder / "train.json").write_bytes(train.read_bytes())
+    with pytest.raises(ConfigError, match="contains the input .*train.json"):
+        run_finetune(finetune_config(tiny_mlm, folder, folder / "train.json", overwrite=True), log=quiet)
+    with pytest.raises(ConfigError, match="is the input"):
+        run_finetune(finetune_config(tiny_mlm, tiny_mlm, train, overwrite=True), log=quiet)
+
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "model.safetensors").write_text("the user's")
+    for resume in (False, True):
+        with pytest.raises(ConfigError, match="was not written by `arabert-pipeline finetune`"):
+            run_finetune(finetune_config(tiny_mlm, foreign, train, overwrite=True, resume=resume), log=quiet)
+    assert tree(foreign) == {"model.safetensors": b"the user's"}
+
+    output = tmp_path / "qa"
+    holder = hold_lock(output, "finetune")
+    try:
+        with pytest.raises(ConfigError, match=f"is in use by PID {holder.pid}"):
+            run_finetune(finetune_config(tiny_mlm, output, train), log=quiet)
+    finally:
+        holder.kill()
+        holder.wait()
+    run_finetune(finetune_config(tiny_mlm, output, train), log=quiet)
+    first = tree(output)
+    with pytest.raises(ConfigError, match="holds an earlier `arabert-pipeline finetune` output: pass --resume"):
+        run_finetune(finetune_config(tiny_mlm, output, train, lr=1e-4), log=quiet)
+    with pytest.raises(ConfigError, match="no checkpoint to resume"):
+        run_finetune(finetune_config(tiny_mlm, output, train, resume=True), log=quiet)
+    assert tree(output) == first
+    run_finetune(finetune_config(tiny_mlm, output, train, lr=1e-4, overwrite=True), log=quiet)
+    assert json.loads((output / "arabert_pipeline.json").read_text())["finetune"]["lr"] == 1e-4
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "foreign", "qa"]
+
+
+def test_finetune_refuses_a_model_without_its_tokenizer(tiny_mlm, qa_slices, tmp_path):
+    import shutil
+
+    from arabert_pipeline.qa.finetune import run_finetune
+
+    train, _ = qa_slices
+    bare = tmp_path / "bare"
+    shutil.copytree(tiny_mlm, bare, ignore=shutil.ignore_patterns("tokenizer*", "vocab.txt", "special_tokens*"))
+    with pytest.raises(ConfigError, match="bare holds no tokenizer files"):
+        run_finetune(finetune_config(bare, tmp_path / "out", train), log=lambda message: None)
+    other = tmp_path / "other"
+    shutil.copytree(tiny_mlm, other)
+    lines = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *sorted({ch for ch in train.read_text() if ch.isalpha()})]
+    (other / "vocab.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (other / "tokenizer.json").unlink()
+    with pytest.raises(ConfigError, match=rf"other: the tokenizer has {len(lines)} tokens but the model has 2000"):
+        run_finetune(finetune_config(other, tmp_path / "out", train), log=lambda message: None)
+    assert not (tmp_path / "out").exists()

@@ -57,6 +57,9 @@ def register(subparsers) -> None:
     p.add_argument("--save-steps", type=int, default=_DEFAULTS["save_steps"],
                    help="extra checkpoint every N steps (one is always written per epoch)")
     p.add_argument("--resume", action="store_true", help="continue from OUTPUT/checkpoints")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace an earlier finetune output in OUTPUT (a directory holding anything else is never "
+                   "replaced)")
     p.add_argument("--skip-misaligned", action="store_true",
                    help="drop training answers whose answer_start does not match their text (counted, reported)")
     p.add_argument("--allow-leakage", action="store_true", help="train even if evaluation data occurs in training")

@@ -31,7 +31,11 @@ from typing import Any
 
 import numpy as np
 
-from ..artifacts import atomic_directory, atomic_write, load_tensor_state, read_json_file, read_metadata, write_metadata
+from ..artifacts import (
+    MODEL_DIR_FILES, OutputKind, OutputLock, atomic_directory, atomic_write, check_local_source,
+    check_vocabulary_size, claim_output_dir, load_pretrained_model, load_pretrained_tokenizer, load_tensor_state,
+    read_json_file, read_metadata, remove_own_entries, remove_stale_temporaries, write_metadata,
+)
 from ..errors import ConfigError
 from .align import QAPreprocessing, align_examples
 from .data import SquadFile, dataset_license, dataset_names, read_squad
@@ -58,6 +62,8 @@ CHECKPOINTS = "checkpoints"
 STATE_FILE = "trainer_state.pt"
 CONFIG_FILE = "finetune_config.json"
 BEST_WEIGHTS = "best.safetensors"  # in CHECKPOINTS: the weights of the best epoch on the dev sets so far
+FINETUNE_OUTPUT = OutputKind("finetune", names=(*MODEL_DIR_FILES, CHECKPOINTS, "eval", SENTENCE_IDF_FILE),
+                             markers=(CHECKPOINTS,), metadata_marker=("task", "question-answering"), resumable=True)
 
 
 @dataclasses.dataclass
@@ -88,6 +94,7 @@ class FinetuneConfig:
     bf16: str = "auto"  # auto: on where the CPU/GPU computes bf16 natively
     save_steps: int = 0  # extra checkpoints every N optimizer steps (one is always written per epoch)
     resume: bool = False
+    overwrite: bool = False  # replace an earlier finetune output at `output`
     skip_misaligned: bool = False  # drop (counted, reported) training answers whose answer_start is wrong
     allow_leakage: bool = False  # train even if evaluation contexts/questions occur in training
     drop_leaking_train: bool = False  # remove the training questions involved in a leak, then train
@@ -130,7 +137,7 @@ class FinetuneConfig:
 
     def fingerprint(self) -> dict[str, Any]:
         """What a resumed run must share with the interrupted one."""
-        skip = {"output", "resume", "progress", "download", "save_steps"}
+        skip = {"output", "resume", "overwrite", "progress", "download", "save_steps"}
         return {k: v for k, v in dataclasses.asdict(self).items() if k not in skip}
 
 
@@ -149,10 +156,16 @@ class FinetuneResult:
 
 def run_finetune(config: FinetuneConfig, log=print) -> FinetuneResult:
     """Train, choose on dev, save, predict. `log` receives one-line progress messages."""
+    with OutputLock(config.output, "finetune"):
+        return _run_finetune(config, log)
+
+
+def _run_finetune(config: FinetuneConfig, log) -> FinetuneResult:
     import torch
     import transformers
-    from transformers import AutoModelForQuestionAnswering, AutoTokenizer
+    from transformers import AutoModelForQuestionAnswering
 
+    check_local_source(config.model)
     config = config.resolved()
     preprocessing = _preprocessing_name(config)
     config = dataclasses.replace(config, preprocessing=preprocessing)
@@ -171,10 +184,7 @@ def run_finetune(config: FinetuneConfig, log=print) -> FinetuneResult:
                            [(f.name, f.examples) for f in dev_files + eval_files])
     train_examples, dropped = _apply_leakage_policy(leakage, train_files, config, log)
 
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(config.model)
-    except OSError as exc:
-        raise ConfigError(f"cannot load a tokenizer from {config.model}: {exc}") from exc
+    tokenizer = load_pretrained_tokenizer(config.model)
     check_fast_tokenizer(tokenizer)
     qa_preprocessing = QAPreprocessing(preprocessing)
     aligned, report = align_examples(train_examples, qa_preprocessing)
@@ -202,11 +212,10 @@ def run_finetune(config: FinetuneConfig, log=print) -> FinetuneResult:
     transformers.logging.set_verbosity_error()  # its load report lists the fresh QA head: said below in one line
     try:
         # fp32 master weights whatever the checkpoint's storage dtype; bf16 is only used inside autocast.
-        model, info = AutoModelForQuestionAnswering.from_pretrained(
-            model_source, output_loading_info=True, dtype=torch.float32
-        )
+        model, info = load_pretrained_model(AutoModelForQuestionAnswering, model_source, dtype=torch.float32)
     finally:
         transformers.logging.set_verbosity(verbosity)
+    check_vocabulary_size(model, tokenizer, model_source)
     if info["missing_keys"]:
         log(f"initialised {', '.join(sorted(info['missing_keys']))} (new question-answering head)")
     if config.question_overlap and add_question_overlap_type(model):
@@ -400,6 +409,10 @@ def evaluate_file(qa: QAModel, squad: SquadFile, directory: Path, batch_size: in
 
 def _prepare_output(output: Path, config: FinetuneConfig) -> Path | None:
     """The checkpoint to resume from, or None for a fresh run; refuses to overwrite an unrelated directory."""
+    local_inputs = [source for source in [config.model, *config.train, *config.dev, *config.eval]
+                    if Path(source).exists()]
+    claim_output_dir(output, FINETUNE_OUTPUT, inputs=local_inputs, overwrite=config.overwrite, resume=config.resume)
+    remove_stale_temporaries(output / CHECKPOINTS, ".*.tmp")
     checkpoints = sorted((output / CHECKPOINTS).glob("step-*")) if output.is_dir() else []
     if config.resume and checkpoints:
         latest = checkpoints[-1]
@@ -410,10 +423,10 @@ def _prepare_output(output: Path, config: FinetuneConfig) -> Path | None:
             raise ConfigError(f"cannot resume {latest}: the configuration changed ({details})")
         return latest
     if output.is_dir() and any(output.iterdir()):
-        if config.resume and (output / "config.json").is_file():
-            raise ConfigError(f"{output} already holds a finished model; nothing to resume")
-        if not config.resume:
-            raise ConfigError(f"{output} exists and is not empty: pass --resume to continue it, or pick a new dir")
+        if config.resume:
+            raise ConfigError(f"{output} holds no checkpoint to resume (a finished model, or a run stopped before "
+                              "its first checkpoint): pass --overwrite instead of --resume to start it again")
+        remove_own_entries(output, FINETUNE_OUTPUT)
     return None
 
 
