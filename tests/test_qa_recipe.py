@@ -67,3 +67,26 @@ def test_layer_wise_learning_rates_decay_from_the_head_down():
     decay_of = {id(p): g["weight_decay"] for g in groups for p in g["params"]}
     assert decay_of[id(named["bert.encoder.layer.0.output.dense.bias"])] == 0.0
     assert sum(len(g["params"]) for g in groups) == len(named)
+
+
+def test_epoch_batches_cover_every_window_once_in_batches_of_similar_length():
+    import math
+
+    import numpy as np
+
+    from arabert_pipeline.qa.features import Windows
+    from arabert_pipeline.qa.finetune import epoch_batches
+
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(20, 257, size=3301)
+    windows = Windows([[1] * n for n in lengths], None, np.arange(len(lengths)), np.zeros((len(lengths), 1, 2)))
+    batches = epoch_batches(windows, 32, seed=0, epoch=3)
+    assert len(batches) == math.ceil(len(lengths) / 32)
+    assert sorted(np.concatenate(batches).tolist()) == list(range(len(lengths)))
+    assert [b.tolist() for b in batches] == [b.tolist() for b in epoch_batches(windows, 32, seed=0, epoch=3)]
+    assert [b.tolist() for b in batches] != [b.tolist() for b in epoch_batches(windows, 32, seed=0, epoch=4)]
+    padded = sum(lengths[b].max() * len(b) for b in batches)
+    random_order = rng.permutation(len(lengths))
+    unsorted = sum(lengths[random_order[i : i + 32]].max() * len(random_order[i : i + 32])
+                   for i in range(0, len(lengths), 32))
+    assert padded < 0.75 * unsorted

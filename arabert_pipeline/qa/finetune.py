@@ -58,6 +58,8 @@ SENTENCE_PRIOR_GRID = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
 DEV_METRIC = "soqal_f1"  # the paper's metric; pooled over the questions of all dev sets
 BF16_CHOICES = ("auto", "on", "off")
 MAX_GRAD_NORM = 1.0  # BERT's fine-tuning recipe clips gradients at norm 1
+WIDTH_MULTIPLE = 32  # batch widths are padded to multiples of this: few shapes, flat memory
+LENGTH_POOL = 50  # batches per pool of windows sorted by length (epoch_batches)
 CHECKPOINTS = "checkpoints"
 STATE_FILE = "trainer_state.pt"
 CONFIG_FILE = "finetune_config.json"
@@ -250,10 +252,11 @@ def _run_finetune(config: FinetuneConfig, log) -> FinetuneResult:
     while step < total_steps:
         epoch, position = divmod(step, steps_per_epoch)
         if epoch != shuffled_epoch:
-            # One seeded permutation per epoch: a resumed run replays the same batches from where it stopped.
-            shuffled_epoch, order = epoch, np.random.default_rng([config.seed, epoch]).permutation(len(windows))
-        rows = order[position * config.batch_size : (position + 1) * config.batch_size]
-        batch = {k: v.to(device) for k, v in collate(windows, rows, tokenizer.pad_token_id or 0, labels=True).items()}
+            # One seeded order per epoch: a resumed run replays the same batches from where it stopped.
+            shuffled_epoch, order = epoch, epoch_batches(windows, config.batch_size, config.seed, epoch)
+        rows = order[position]
+        batch = collate(windows, rows, tokenizer.pad_token_id or 0, labels=True, multiple=WIDTH_MULTIPLE)
+        batch = {k: v.to(device) for k, v in batch.items()}
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_bf16):
             loss = model(**batch).loss
         loss.backward()
@@ -339,6 +342,25 @@ def _run_finetune(config: FinetuneConfig, log) -> FinetuneResult:
         log(f"{f.name} ({len(f.examples)} questions): {scores}; predictions in {predictions[f.name]}")
     return FinetuneResult(output, len(aligned), len(windows), step, seconds, losses, report.summary(),
                           predictions, metrics)
+
+
+def epoch_batches(windows, batch_size: int, seed: int, epoch: int) -> list[np.ndarray]:
+    """The batches of one epoch: every window once, in batches of windows of similar length, in random order.
+
+    Windows are shuffled, cut into pools of `LENGTH_POOL` batches, sorted by length within a pool and batched, and the
+    batches shuffled: a batch pads to its own longest window rather than to the longest of a random draw (a third
+    less compute on ARCD-like contexts), while each batch still mixes questions from all over the training data.
+    """
+    rng = np.random.default_rng([seed, epoch])
+    order = rng.permutation(len(windows))
+    lengths = np.asarray([len(ids) for ids in windows.input_ids])
+    pool = batch_size * LENGTH_POOL
+    batches = []
+    for start in range(0, len(order), pool):
+        chunk = order[start : start + pool]
+        chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
+        batches += [chunk[i : i + batch_size] for i in range(0, len(chunk), batch_size)]
+    return [batches[i] for i in rng.permutation(len(batches))]
 
 
 def add_question_overlap_type(model) -> bool:

@@ -240,11 +240,16 @@ class QAModel:
         return start_logits, end_logits
 
 
-def collate(windows: Windows, rows, pad_id: int, labels: bool = False) -> dict:
-    """Right-padded tensors for the given window rows."""
+def collate(windows: Windows, rows, pad_id: int, labels: bool = False, multiple: int = 1) -> dict:
+    """Right-padded tensors for the given window rows, their width rounded up to a `multiple`.
+
+    Training pads to multiples of 32 so that a run sees a handful of batch shapes: the CPU kernels keep memory for
+    every new shape (pretraining's batches are shaped the same way, for the same reason).
+    """
     import torch
 
     length = max(len(windows.input_ids[r]) for r in rows)
+    length = -(-length // multiple) * multiple
     input_ids = torch.full((len(rows), length), pad_id, dtype=torch.long)
     attention_mask = torch.zeros((len(rows), length), dtype=torch.long)
     token_type_ids = torch.zeros((len(rows), length), dtype=torch.long)
