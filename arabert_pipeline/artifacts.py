@@ -360,7 +360,8 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
 
 
-def load_pretrained_tokenizer(source: str | os.PathLike, what: str = "tokenizer"):
+def load_pretrained_tokenizer(source: str | os.PathLike,
+                              hint: str = "a model directory needs the tokenizer it was trained with saved beside it"):
     """AutoTokenizer.from_pretrained(source); a local directory must hold tokenizer files (without them transformers
     builds a 5-token default vocabulary that tokenizes everything as [UNK]), and any failure names the source."""
     from transformers import AutoTokenizer
@@ -368,8 +369,7 @@ def load_pretrained_tokenizer(source: str | os.PathLike, what: str = "tokenizer"
     path = Path(source)
     if path.is_dir() and not any((path / name).is_file() for name in TOKENIZER_VOCAB_FILES):
         raise ConfigError(
-            f"{path} holds no tokenizer files (none of {', '.join(TOKENIZER_VOCAB_FILES)}): the {what} needs the "
-            "tokenizer it was trained with saved beside it"
+            f"{path} holds no tokenizer files (none of {', '.join(TOKENIZER_VOCAB_FILES)}): {hint}"
         )
     try:
         return AutoTokenizer.from_pretrained(os.fspath(source))

@@ -244,3 +244,93 @@ def test_finetune_refuses_a_model_without_its_tokenizer(tiny_mlm, qa_slices, tmp
     with pytest.raises(ConfigError, match=rf"other: the tokenizer has {len(lines)} tokens but the model has 2000"):
         run_finetune(finetune_config(other, tmp_path / "out", train), log=lambda message: None)
     assert not (tmp_path / "out").exists()
+
+
+# pretrain ---------------------------------------------------------------------------------------------------------
+
+@pytest.fixture
+def pretrain_setup(tmp_path, text):
+    """A tokenizer and a preprocessing-"none" corpus of a few hundred lines, in tmp_path."""
+    tokenizer = tmp_path / "tok"
+    assert main(["train-tokenizer", str(text), "-o", str(tokenizer), *TOKENIZER]) == 0
+    write_text(text, make_lines(400))
+    return tokenizer, text
+
+
+def pretrain_args(tokenizer, corpus, output, *extra):
+    return ["pretrain", "--tokenizer", str(tokenizer), "--corpus", str(corpus), "--model-size", "tiny", "-o",
+            str(output), "--max-seq-length", "32", "--steps", "4", "--batch-size", "4", "--save-every", "2",
+            "--eval-sequences", "4", "--cache-dir", str(output.parent / "cache"), "--no-progress", *extra]
+
+
+def test_pretrain_never_overwrites_a_foreign_directory_and_replaces_its_own_only_with_overwrite(pretrain_setup,
+                                                                                                  tmp_path, capsys):
+    tokenizer, corpus = pretrain_setup
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "config.json").write_text('{"mine": true}')
+    for extra in ([], ["--overwrite"], ["--resume"]):
+        assert main(pretrain_args(tokenizer, corpus, mine, *extra)) == 2
+        assert "was not written by `arabert-pipeline pretrain`" in capsys.readouterr().err
+    assert tree(mine) == {"config.json": b'{"mine": true}'}
+    assert main(pretrain_args(tokenizer, corpus, tmp_path, "--overwrite")) == 2
+    assert "contains the input" in capsys.readouterr().err
+    assert main(pretrain_args(tokenizer, corpus, tokenizer, "--overwrite")) == 2
+    assert "is the input" in capsys.readouterr().err
+
+    run = tmp_path / "run"
+    assert main(pretrain_args(tokenizer, corpus, run)) == 0
+    assert main(pretrain_args(tokenizer, corpus, run)) == 2
+    assert "holds an earlier `arabert-pipeline pretrain` output: pass --resume" in capsys.readouterr().err
+    (run / "checkpoints" / ".step-00000006.abc123.tmp").mkdir()  # left by a kill -9 during a save
+    (run / ".final.xyz.tmp").mkdir()
+    assert main(pretrain_args(tokenizer, corpus, run, "--overwrite", "--seed", "7")) == 0
+    assert json.loads((run / "arabert_pipeline.json").read_text())["pretrain"]["config"]["seed"] == 7
+    assert [p.name for p in run.rglob(".*")] == []
+    assert [json.loads(line)["step"] for line in (run / "log.jsonl").read_text().splitlines()] == [4, 4]  # one run
+
+    holder = hold_lock(run, "pretrain")
+    try:
+        assert main(pretrain_args(tokenizer, corpus, run, "--resume")) == 2
+        assert f"is in use by PID {holder.pid}" in capsys.readouterr().err
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_resume_removes_what_a_kill_during_a_save_left(pretrain_setup, tmp_path):
+    from arabert_pipeline.pretrain.trainer import pretrain
+
+    from test_pretrain import tiny_config
+
+    tokenizer, corpus = pretrain_setup
+    run = tmp_path / "run"
+    config = tiny_config(tokenizer, corpus, run, steps=6, save_every=2, batch_size=4, eval_sequences=4)
+    assert not pretrain(config, on_step=lambda trainer: setattr(trainer, "stop_signal", 2)
+                        if trainer.state.step == 2 else None)
+    stale = run / "checkpoints" / ".step-00000004.k9x2.tmp"
+    stale.mkdir()
+    (stale / "state.pt").write_bytes(b"half")
+    config.resume = "latest"
+    assert pretrain(config)
+    assert not stale.exists() and [p.name for p in (run / "checkpoints").iterdir() if p.name.startswith(".")] == []
+
+
+def test_pretrain_refuses_a_tokenizer_directory_without_tokenizer_files(pretrain_setup, tmp_path, capsys):
+    tokenizer, corpus = pretrain_setup
+    for name in ("tokenizer.json", "vocab.txt"):
+        (tokenizer / name).unlink()
+    assert main(pretrain_args(tokenizer, corpus, tmp_path / "run")) == 2
+    assert "tok holds no tokenizer files" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def test_pretrain_names_a_truncated_compressed_corpus(pretrain_setup, tmp_path, capsys):
+    import lzma
+
+    tokenizer, corpus = pretrain_setup
+    truncated = tmp_path / "corpus.txt.xz"
+    truncated.write_bytes(lzma.compress(corpus.read_bytes())[:-200])
+    (tmp_path / "corpus.txt.xz.arabert_pipeline.json").write_text('{"preprocessing": "none"}')
+    assert main(pretrain_args(tokenizer, truncated, tmp_path / "run")) == 2
+    assert "corpus.txt.xz: line" in capsys.readouterr().err

@@ -470,7 +470,8 @@ def test_run_length_from_tokens_time_or_one_epoch(tokenizer_dir, corpus, workdir
     epoch = Trainer(tiny_config(tokenizer_dir, corpus, workdir / "length", steps=None))
     assert epoch.state.total_steps == len(epoch.data.epoch_batches(0))
     assert epoch.state.warmup_steps == round(0.06 * epoch.state.total_steps)
-    by_tokens = Trainer(tiny_config(tokenizer_dir, corpus, workdir / "length", steps=None, tokens=2560, grad_accum=2))
+    by_tokens = Trainer(tiny_config(tokenizer_dir, corpus, workdir / "length-tokens", steps=None, tokens=2560,
+                                    grad_accum=2))
     assert 4 <= by_tokens.state.total_steps <= 6  # ~256 tokens per batch, 2 batches per step
     timed = workdir / "timed"
     assert pretrain(tiny_config(tokenizer_dir, corpus, timed, steps=None, time_budget=0.05))
@@ -572,7 +573,7 @@ def test_preprocessing_mismatch_is_refused(tokenizer_dir, corpus, workdir):
 def test_resume_with_other_settings_is_refused(tokenizer_dir, corpus, finished_run):
     from arabert_pipeline.pretrain.trainer import Trainer
 
-    with pytest.raises(ConfigError, match="already holds checkpoints"):
+    with pytest.raises(ConfigError, match="holds an earlier `arabert-pipeline pretrain` output: pass --resume"):
         Trainer(tiny_config(tokenizer_dir, corpus, finished_run, steps=30))
     with pytest.raises(ConfigError, match="other settings.*lr"):
         Trainer(tiny_config(tokenizer_dir, corpus, finished_run, steps=30, lr=1e-4, resume="latest"))

@@ -66,6 +66,9 @@ def register(subparsers) -> None:
     p.add_argument("--keep-checkpoints", type=int, default=2, metavar="K")
     p.add_argument("--resume", nargs="?", const="latest", metavar="CKPT",
                    help="continue from the last checkpoint in OUT (or from CKPT)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="start again in an OUT that holds an earlier run (its files are deleted; a directory holding "
+                   "anything else is never touched)")
     p.add_argument("--init-from", metavar="CKPT", help="start from these weights (a model dir or a checkpoint dir)")
     p.add_argument("--cache-dir", metavar="DIR", help="token cache (default ~/.cache/arabert_pipeline/pretrain-tokens)")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")

@@ -24,7 +24,7 @@ MAX_POSITIONS = 512
 # Fields that do not change the training trajectory: a run may be resumed with different values for them.
 RESUMABLE_CHANGES = frozenset(
     # corpus and tokenizer are paths: their content is compared instead (the token cache key).
-    {"resume", "save_every", "keep_checkpoints", "log_every", "eval_every", "cache_dir", "progress", "output",
+    {"resume", "overwrite", "save_every", "keep_checkpoints", "log_every", "eval_every", "cache_dir", "progress", "output",
      "corpus", "tokenizer"}
 )
 
@@ -71,6 +71,7 @@ class PretrainConfig:
     save_every: int = 1000
     keep_checkpoints: int = 2
     resume: str | None = None  # "latest" or a checkpoint directory
+    overwrite: bool = False  # replace an earlier run's output directory
     init_from: str | None = None
     cache_dir: str | None = None
     progress: bool = True

@@ -29,6 +29,7 @@ import lzma
 import os
 import shutil
 import tempfile
+import zlib
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
@@ -36,7 +37,7 @@ from typing import Iterator
 
 import numpy as np
 
-from ..artifacts import METADATA_FILE, read_metadata
+from ..artifacts import METADATA_FILE, read_json_file, read_metadata
 from ..errors import ConfigError, InputError
 
 CACHE_FORMAT = 1
@@ -70,10 +71,7 @@ def check_corpus_preprocessing(corpus: list[str], tokenizer_dir: str) -> str:
                 f"pretrain on OUT (or, if the file is already {expected!r} text, write {{\"preprocessing\": "
                 f"\"{expected}\"}} to {sidecar})."
             )
-        try:
-            found = json.loads(sidecar.read_text(encoding="utf-8")).get("preprocessing")
-        except json.JSONDecodeError as exc:
-            raise InputError(f"invalid JSON ({exc})", path=sidecar) from exc
+        found = read_json_file(sidecar).get("preprocessing")
         if found != expected:
             raise ConfigError(
                 f"{path} was preprocessed with {found!r} (see {sidecar.name}) but the tokenizer {tokenizer_dir} "
@@ -95,19 +93,22 @@ def read_lines(paths: list[str], progress) -> Iterator[str | None]:
     """Every non-blank line, stripped; None marks a document boundary (a blank line or the start of a file)."""
     for path in map(Path, paths):
         with open(path, "rb") as raw, open_binary(path, raw) as stream:
-            done = 0
+            done = number = 0
             yield None
-            for number, data in enumerate(stream, 1):
-                try:
-                    line = data.decode("utf-8").strip()
-                except UnicodeDecodeError as exc:
-                    raise InputError(f"invalid UTF-8 ({exc.reason} at byte {exc.start})", path=path,
-                                     line=number) from exc
-                yield line or None
-                if number % 1024 == 0:
-                    position = raw.tell()
-                    progress.update(position - done)
-                    done = position
+            try:
+                for number, data in enumerate(stream, 1):
+                    try:
+                        line = data.decode("utf-8").strip()
+                    except UnicodeDecodeError as exc:
+                        raise InputError(f"invalid UTF-8 ({exc.reason} at byte {exc.start})", path=path,
+                                         line=number) from exc
+                    yield line or None
+                    if number % 1024 == 0:
+                        position = raw.tell()
+                        progress.update(position - done)
+                        done = position
+            except (OSError, EOFError, lzma.LZMAError, zlib.error) as exc:  # a truncated or corrupt .gz / .xz
+                raise InputError(f"cannot read: {exc}", path=path, line=number + 1) from exc
             progress.update(path.stat().st_size - done)
 
 

@@ -28,6 +28,10 @@ for `--resume`; only the last --keep-checkpoints are kept) and, when the run com
 Ctrl-C or SIGTERM finishes the current optimizer step, writes a checkpoint and exits; `--resume` then continues
 exactly where it stopped: the data order and masks are functions of (seed, epoch, batch index), and the model,
 optimizer, learning-rate position and dropout RNG come from the checkpoint.
+
+OUT must be new, empty, or an earlier run's (which needs `--resume` or `--overwrite`); a directory holding anything
+else, or an input, is refused. The run holds a lock on OUT (artifacts.OutputLock) and, under it, deletes what a run
+killed during a save left half-written.
 """
 from __future__ import annotations
 
@@ -49,8 +53,11 @@ from typing import Callable
 import numpy as np
 import torch
 
-from ..artifacts import atomic_directory, atomic_write, write_metadata
-from ..errors import ConfigError, InputError
+from ..artifacts import (
+    MODEL_DIR_FILES, OutputKind, OutputLock, atomic_directory, atomic_write, claim_output_dir, load_pretrained_tokenizer,
+    load_tensor_state, remove_own_entries, remove_stale_temporaries, write_metadata,
+)
+from ..errors import ArabertPipelineError, ConfigError, InputError
 from .config import PretrainConfig
 from .data import (
     PretrainingData, SpecialIds, TokenStore, cache_key, check_corpus_preprocessing, default_cache_dir, tokenize_corpus,
@@ -59,6 +66,8 @@ from .objectives import build_objective
 
 CHECKPOINTS = "checkpoints"
 LOG_FILE = "log.jsonl"
+PRETRAIN_OUTPUT = OutputKind("pretrain", names=(*MODEL_DIR_FILES, LOG_FILE, CHECKPOINTS, "tensorboard", "generator"),
+                             markers=(LOG_FILE, CHECKPOINTS), resumable=True)
 REPLAN_CHECK_EVERY = 10  # steps between --time-budget checks
 
 
@@ -137,8 +146,6 @@ class Trainer:
 
     def __init__(self, config: PretrainConfig, on_step: Callable[["Trainer"], None] | None = None):
         from accelerate import Accelerator, PartialState
-        from accelerate.utils import set_seed
-        from transformers import AutoTokenizer
 
         config.validate()
         self.config, self.on_step = config, on_step
@@ -159,8 +166,20 @@ class Trainer:
         self.window: dict[str, torch.Tensor] = {}
         self.window_steps = 0
         self.last_saved_step = -1
+        self.output_lock = self.claim_output()
+        try:
+            self.setup()
+        except BaseException:
+            self.release_output()
+            raise
 
-        self.tokenizer = AutoTokenizer.from_pretrained(config.tokenizer)
+    def setup(self) -> None:
+        """Load and check everything the run needs: tokenizer, corpus, checkpoint, model, optimizer, data plan."""
+        from accelerate.utils import set_seed
+
+        config = self.config
+        self.tokenizer = load_pretrained_tokenizer(
+            config.tokenizer, "--tokenizer takes a directory written by `arabert-pipeline train-tokenizer`")
         if not self.tokenizer.is_fast:
             raise ConfigError(f"--tokenizer {config.tokenizer}: a fast (tokenizers-backed) tokenizer is needed")
         self.preprocessing = check_corpus_preprocessing(config.corpus, config.tokenizer)
@@ -198,7 +217,7 @@ class Trainer:
             parameter_groups(objective, config.weight_decay), lr=config.lr, betas=(0.9, 0.999), eps=1e-6
         )
         if checkpoint is not None:
-            saved = torch.load(checkpoint / "state.pt", map_location="cpu", weights_only=True)
+            saved = load_tensor_state(checkpoint / "state.pt")
             objective.load_state_dict(saved["objective"])
             optimizer.load_state_dict(saved["optimizer"])
             self.restore_process_state(saved["processes"])
@@ -211,16 +230,44 @@ class Trainer:
 
     # ------------------------------------------------------------------------------------------- setup helpers
 
+    def claim_output(self) -> OutputLock | None:
+        """On the main process: lock OUT, check that this run may write it, empty an earlier run's for --overwrite
+        and delete what a run killed during a save left half-written. Every process raises the main one's refusal."""
+        config, lock, refusal = self.config, None, None
+        if self.is_main:
+            inputs = [*config.corpus, config.tokenizer, *([config.init_from] if config.init_from else []),
+                      *([config.cache_dir] if config.cache_dir else [])]
+            try:
+                lock = OutputLock(self.output, "pretrain").acquire()
+                earlier = claim_output_dir(self.output, PRETRAIN_OUTPUT, inputs=inputs, overwrite=config.overwrite,
+                                           resume=config.resume is not None)
+                if earlier and config.resume is None:
+                    remove_own_entries(self.output, PRETRAIN_OUTPUT)
+                remove_stale_temporaries(self.output / CHECKPOINTS, ".*.tmp")
+                remove_stale_temporaries(self.output, ".*.tmp")
+            except ArabertPipelineError as exc:
+                if lock is not None:
+                    lock.release()
+                refusal = exc
+        if self.world > 1:
+            from accelerate.utils import broadcast_object_list
+
+            message = broadcast_object_list([None if refusal is None else str(refusal)])[0]
+            if message is not None and refusal is None:
+                raise ConfigError(message)
+        if refusal is not None:
+            raise refusal
+        return lock
+
+    def release_output(self) -> None:
+        if self.output_lock is not None:
+            self.output_lock.release()
+
     def find_checkpoint(self) -> Path | None:
         """The checkpoint to resume from (its state loaded into self.state), after checking it fits this run."""
-        existing = list_checkpoints(self.output)
-        if self.config.resume is None:
-            if existing:
-                raise ConfigError(
-                    f"{self.output} already holds checkpoints (last: {existing[-1].name}): pass --resume to continue "
-                    "that run, or choose another -o"
-                )
+        if self.config.resume is None:  # claim_output has refused an earlier run's OUT, or emptied it (--overwrite)
             return None
+        existing = list_checkpoints(self.output)
         if self.config.resume == "latest":
             if not existing:
                 raise ConfigError(f"--resume: no checkpoint under {self.output / CHECKPOINTS}")
@@ -400,6 +447,12 @@ class Trainer:
 
     def train(self) -> bool:
         """Run to the planned end; True if it completed, False if it was interrupted (a checkpoint is saved)."""
+        try:
+            return self.run()
+        finally:
+            self.release_output()
+
+    def run(self) -> bool:
         from tqdm.auto import tqdm
 
         config, state = self.config, self.state
