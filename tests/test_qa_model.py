@@ -165,7 +165,10 @@ def test_finetune_then_predict_spans_of_the_original_context(tiny_qa, qa_slices)
     for example, found in zip(examples, answers):
         assert all(a.text == example["context"][a.start : a.end] and a.text.strip() == a.text for a in found)
         assert found[0].score >= found[1].score >= found[2].score
-    assert predict_dataset(output, examples) == predictions
+    assert predict_dataset(output, examples) == {qid: answer["text"] for qid, answer in predictions.items()}
+    # The predictions file is evaluate's format: the start offsets locate each answer in its context.
+    contexts = {e["id"]: e["context"] for e in examples}
+    assert all(contexts[qid][a["start"] : a["start"] + len(a["text"])] == a["text"] for qid, a in predictions.items())
 
 
 def test_predict_rejects_empty_input_and_models_without_qa_head_or_preprocessing(tiny_qa, tiny_mlm, tmp_path):

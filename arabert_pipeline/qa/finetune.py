@@ -40,7 +40,7 @@ from ..errors import ConfigError
 from .align import QAPreprocessing, align_examples
 from .data import SquadFile, dataset_license, dataset_names, read_squad
 from .features import CONTEXT_TYPE, QUESTION_OVERLAP_TYPE, build_windows, check_fast_tokenizer
-from .infer import SENTENCE_IDF_FILE, QAModel, QASettings, collate, predictions_by_id
+from .infer import SENTENCE_IDF_FILE, QAModel, QASettings, collate
 from .overlap import KeyIDF
 from .leakage import LeakageReport, find_leakage
 
@@ -409,11 +409,16 @@ def tune_sentence_prior(qa: QAModel, dev_files: list[SquadFile], batch_size: int
 
 
 def evaluate_file(qa: QAModel, squad: SquadFile, directory: Path, batch_size: int) -> tuple[Path, dict[str, float]]:
-    """Predict one evaluation file: {id: answer} JSON and EM/F1/SM (×100, both metric variants) beside it."""
+    """Predict one evaluation file: answers as JSON and EM/F1/SM (×100, both metric variants) beside it.
+
+    The predictions file is `evaluate`'s format, {id: {"text", "start"}} (start in the original context), so that
+    `arabert-pipeline evaluate --predictions` scores it exactly as the model was scored here.
+    """
     from ..evaluate.metrics import SCORE_KEYS, score_question
 
     answers = qa.predict(squad.examples, batch_size=batch_size)
-    predictions = predictions_by_id(squad.examples, answers)
+    predictions = {str(example["id"]): {"text": found[0].text, "start": found[0].start}
+                   for example, found in zip(squad.examples, answers) if found}
     scores = [
         score_question(example, found[0].text if found else None, found[0].start if found else None)
         for example, found in zip(squad.examples, answers)
