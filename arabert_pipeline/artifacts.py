@@ -263,9 +263,9 @@ def claim_output_file(output: str | os.PathLike, *, verb: str, inputs: Iterable[
     """Check that `verb` may write the file `output`: not an input, not a directory, not an existing file unless
     `overwrite`."""
     output = Path(output)
-    check_not_input(output, inputs, flag)
     if output.is_dir():
         raise ConfigError(f"{flag} {output} is a directory; give a file name")
+    check_not_input(output, inputs, flag)
     if output.exists() and not overwrite:
         raise ConfigError(f"{flag} {output} exists: pass --overwrite to replace it, or choose another file")
 
@@ -385,12 +385,18 @@ def load_pretrained_model(auto_class, source: str | os.PathLike, **kwargs) -> tu
         if not (path / "config.json").is_file():
             raise ConfigError(f"{path} is not a model directory (no config.json)")
         read_json_file(path / "config.json")
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # its load report would print the mismatches raised below as a table first
     try:
         model, info = auto_class.from_pretrained(os.fspath(source), output_loading_info=True,
                                                  ignore_mismatched_sizes=True, **kwargs)
     except Exception as exc:  # safetensors, JSON, shape and I/O errors all mean "cannot load this"
         raise ConfigError(f"cannot load the model in {source} ({_first_line(exc)})") from exc
-    mismatched = info.get("mismatched_keys") or []
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    mismatched = sorted(info.get("mismatched_keys") or (), key=lambda item: item[0])
     if mismatched:
         key, stored, expected = mismatched[0]
         raise ConfigError(

@@ -36,6 +36,7 @@ def register(subparsers) -> None:
     p.add_argument("--context", help="the passage that holds the answer to --question")
     p.add_argument("--output", metavar="JSONL",
                    help='with --input: write {"id", "answer", "score", "start", "end"} lines here, not to stdout')
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
     p.add_argument("--model", default=DEFAULT_MODEL, help="bundled model name, QA model dir or hub id (default: %(default)s)")
     p.add_argument("--preprocessing", help="for models without arabert_pipeline.json: arabertv02, arabertv2 or none")
     p.add_argument("--top-k", type=int, default=1, help="answers per question (default: %(default)s)")
@@ -57,9 +58,14 @@ def run_answer(args: argparse.Namespace) -> int:
     if args.top_k < 1:
         raise InputError(f"must be ≥ 1, got {args.top_k}", field="--top-k")
     if args.question is not None:  # check before the model loads: a typo should not cost a model load
-        check_text(args.question, "--question")
-        check_text(args.context, "--context")
+        for name, value in (("--question", args.question), ("--context", args.context)):
+            check_text(value, name)
+            _check_encodable(value, field=name)
     examples = read_jsonl(Path(args.input)) if args.input else read_demo() if args.demo else None
+    if args.output is not None:
+        from ..artifacts import claim_output_file
+
+        claim_output_file(args.output, verb="answer", inputs=[args.input], overwrite=args.overwrite, flag="--output")
     _utf8_stdout()
     pipeline = _load_pipeline(args)
     if examples is None:
@@ -91,8 +97,13 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     if not path.is_file():
         raise InputError("no such file", path=path)
     examples, seen = [], {}
-    with path.open(encoding="utf-8") as f:
-        for number, line in enumerate(f, start=1):
+    with path.open("rb") as f:
+        for number, data in enumerate(f, start=1):
+            try:
+                line = data.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise InputError(f"invalid UTF-8 at byte {exc.start + 1} of the line ({exc.reason})", path=path,
+                                 line=number) from None
             if not line.strip():
                 continue
             try:
@@ -107,16 +118,28 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
             if qid in seen:
                 raise InputError(f"duplicate id {qid!r} (first on line {seen[qid]})", path=path, line=number, field="id")
             seen[qid] = number
+            if isinstance(qid, str):
+                _check_encodable(qid, path=path, line=number, field="id")
             for field in ("question", "context"):
                 if field not in record:
                     raise InputError("missing", path=path, line=number, field=field)
                 problem = text_problem(record[field])
                 if problem is not None:
                     raise InputError(problem, path=path, line=number, field=field)
+                _check_encodable(record[field], path=path, line=number, field=field)
             examples.append({"id": qid, "question": record["question"], "context": record["context"]})
     if not examples:
         raise InputError("no questions in the file", path=path)
     return examples
+
+
+def _check_encodable(text: str, **where) -> None:
+    """A lone surrogate (JSON "\\ud800", or undecodable bytes in argv) cannot be written out as UTF-8: refuse it
+    before inference rather than fail when the answers are written."""
+    for index, char in enumerate(text):
+        if "\ud800" <= char <= "\udfff":
+            raise InputError(f"holds a lone surrogate U+{ord(char):04X} at character {index}: not valid Unicode text",
+                             **where)
 
 
 def result_record(qid, found) -> dict[str, Any]:

@@ -24,7 +24,7 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ..artifacts import METADATA_FILE
+from ..artifacts import METADATA_FILE, looks_like_local_path, torch_device
 from ..errors import ConfigError, InputError
 
 if TYPE_CHECKING:
@@ -67,6 +67,7 @@ class Pipeline:
             raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
         if quantize and device != "cpu":
             raise ConfigError(f"quantize=True needs device='cpu' (int8 dynamic quantization runs on CPU), got {device!r}")
+        torch_device(device)  # a device this machine lacks fails here, not after a model load
         self.batch_size = batch_size
         if isinstance(model, QAModel):
             self.source = "QAModel"
@@ -222,17 +223,18 @@ def _load(model: str | os.PathLike, *, preprocessing: str | None, device: str) -
     else:
         try:
             return QAModel.load(name, preprocessing=preprocessing, device=device)
-        except OSError as exc:  # transformers' error for an unknown repo or no network
+        except (OSError, ConfigError) as exc:  # an unknown repo, no network, or a hub model that does not fit
             first_line = (str(exc).splitlines() or [""])[0]
-            raise ConfigError(f"cannot load {name!r}: it is not a local directory and the hub did not provide it "
-                              f"({type(exc).__name__}: {first_line})") from exc
+            raise ConfigError(f"cannot load {name!r}: it is not a local directory and the hub did not provide a "
+                              f"usable model ({type(exc).__name__}: {first_line})") from exc
     # A local directory never touches the network: transformers reads local files directly (a test blocks sockets).
     return QAModel.load(path, preprocessing=preprocessing, device=device)
 
 
 def _looks_like_path(name: str) -> bool:
-    """A hub id is "name" or "owner/name" of word characters, dots and dashes; anything else is meant as a path."""
-    return name.startswith((".", "~")) or not _HUB_ID.fullmatch(name)
+    """A hub id is "name" or "owner/name" of word characters, dots and dashes; anything else is meant as a path,
+    and so is "a/b" with a local directory `a` (artifacts.looks_like_local_path)."""
+    return looks_like_local_path(name) or not _HUB_ID.fullmatch(name)
 
 
 def quantize_dynamic(model):

@@ -24,7 +24,9 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from ..artifacts import METADATA_FILE, read_metadata
+from ..artifacts import (
+    METADATA_FILE, check_vocabulary_size, load_pretrained_model, load_pretrained_tokenizer, read_metadata, torch_device,
+)
 from ..errors import ConfigError, InputError
 from .align import QAPreprocessing
 from .features import Windows, build_windows
@@ -96,9 +98,14 @@ class QAModel:
     @classmethod
     def load(cls, path_or_hub_id: str | Path, *, preprocessing: str | None = None, device: str = "cpu",
              whole_words: bool = True) -> "QAModel":
-        """A local QA model dir or a hub id; `preprocessing` is required when the model has no metadata."""
-        from transformers import AutoModelForQuestionAnswering, AutoTokenizer
+        """A local QA model dir or a hub id; `preprocessing` is required when the model has no metadata.
 
+        Everything that can be checked without the weights (device, stored settings) is checked before they load;
+        then the weights must fit their config and the tokenizer files must be there, with one token per embedding.
+        """
+        from transformers import AutoModelForQuestionAnswering
+
+        device = torch_device(device)
         metadata = _read_metadata(path_or_hub_id)
         stored = metadata.get("preprocessing")
         if stored and preprocessing and stored != preprocessing:
@@ -111,20 +118,19 @@ class QAModel:
                 f"{path_or_hub_id} has no {METADATA_FILE} recording its preprocessing: pass it explicitly "
                 "(e.g. preprocessing='arabertv02', or 'none' for models trained on raw text)"
             )
+        settings = QASettings.from_metadata(metadata, Path(str(path_or_hub_id)) / METADATA_FILE)
         import torch
 
         # On CPU, fp16-stored weights (a shipped model) compute in fp32: CPU fp16 matmuls are slow or missing.
-        dtype = torch.float32 if torch.device(device).type == "cpu" else "auto"
-        model, info = AutoModelForQuestionAnswering.from_pretrained(
-            str(path_or_hub_id), output_loading_info=True, dtype=dtype
-        )
+        dtype = torch.float32 if device.type == "cpu" else "auto"
+        model, info = load_pretrained_model(AutoModelForQuestionAnswering, path_or_hub_id, dtype=dtype)
         if any("qa_outputs" in key for key in info.get("missing_keys", ())):
             raise ConfigError(
                 f"{path_or_hub_id} has no trained question-answering head (it looks like a pretrained checkpoint): "
                 "fine-tune it first with `arabert-pipeline finetune`"
             )
-        tokenizer = AutoTokenizer.from_pretrained(str(path_or_hub_id))
-        settings = QASettings.from_metadata(metadata, Path(str(path_or_hub_id)) / METADATA_FILE)
+        tokenizer = load_pretrained_tokenizer(path_or_hub_id)
+        check_vocabulary_size(model, tokenizer, path_or_hub_id)
         idf = _read_sentence_idf(path_or_hub_id, required=settings.sentence_prior > 0)
         return cls(model.to(device).eval(), tokenizer, preprocessing, settings, whole_words, idf)
 
