@@ -36,8 +36,14 @@ def test_names():
 def test_non_text_is_an_input_error():
     from arabert_pipeline.errors import InputError
 
-    with pytest.raises(InputError, match="line 2: expected text, got NoneType"):
+    with pytest.raises(InputError, match=r"line 2: expected text \(str\), got NoneType"):
         Preprocessor("arabertv02").preprocess_batch(["نص", None])
+    for name in ("none", "arabertv02", "arabertv2"):  # "none" returned None unchanged (issue 13)
+        for wrong in (None, b"\xd9\x86\xd8\xb5", 3):
+            with pytest.raises(InputError, match=f"expected text \\(str\\), got {type(wrong).__name__}"):
+                Preprocessor(name).preprocess(wrong)
+            with pytest.raises(InputError, match="expected text"):
+                Preprocessor(name).preprocess_with_offsets(wrong)
 
 
 def test_none_is_identity():

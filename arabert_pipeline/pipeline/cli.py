@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
-from .core import BUNDLED_MODELS, DEFAULT_MODEL, check_text, text_problem
+from .core import BUNDLED_MODELS, DEFAULT_MODEL, check_text, surrogate_problem, text_problem
 
 DEMO_FILE = Path(__file__).with_name("demo.json")
 
@@ -58,9 +58,8 @@ def run_answer(args: argparse.Namespace) -> int:
     if args.top_k < 1:
         raise InputError(f"must be ≥ 1, got {args.top_k}", field="--top-k")
     if args.question is not None:  # check before the model loads: a typo should not cost a model load
-        for name, value in (("--question", args.question), ("--context", args.context)):
-            check_text(value, name)
-            _check_encodable(value, field=name)
+        check_text(args.question, "--question")
+        check_text(args.context, "--context")
     examples = read_jsonl(Path(args.input)) if args.input else read_demo() if args.demo else None
     if args.output is not None:
         from ..artifacts import claim_output_file
@@ -118,28 +117,18 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
             if qid in seen:
                 raise InputError(f"duplicate id {qid!r} (first on line {seen[qid]})", path=path, line=number, field="id")
             seen[qid] = number
-            if isinstance(qid, str):
-                _check_encodable(qid, path=path, line=number, field="id")
+            if isinstance(qid, str) and surrogate_problem(qid) is not None:
+                raise InputError(surrogate_problem(qid), path=path, line=number, field="id")
             for field in ("question", "context"):
                 if field not in record:
                     raise InputError("missing", path=path, line=number, field=field)
                 problem = text_problem(record[field])
                 if problem is not None:
                     raise InputError(problem, path=path, line=number, field=field)
-                _check_encodable(record[field], path=path, line=number, field=field)
             examples.append({"id": qid, "question": record["question"], "context": record["context"]})
     if not examples:
         raise InputError("no questions in the file", path=path)
     return examples
-
-
-def _check_encodable(text: str, **where) -> None:
-    """A lone surrogate (JSON "\\ud800", or undecodable bytes in argv) cannot be written out as UTF-8: refuse it
-    before inference rather than fail when the answers are written."""
-    for index, char in enumerate(text):
-        if "\ud800" <= char <= "\udfff":
-            raise InputError(f"holds a lone surrogate U+{ord(char):04X} at character {index}: not valid Unicode text",
-                             **where)
 
 
 def result_record(qid, found) -> dict[str, Any]:

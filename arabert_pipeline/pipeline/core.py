@@ -150,8 +150,20 @@ def text_problem(value: object) -> str | None:
         return f"must be a str, got {type(value).__name__}"
     if not value.strip():
         return "is empty or whitespace only"
+    surrogate = surrogate_problem(value)
+    if surrogate is not None:
+        return surrogate
     if not has_arabic_letter(value):
         return f"has no Arabic letter (the model answers Arabic text): {_preview(value)!r}"
+    return None
+
+
+def surrogate_problem(text: str) -> str | None:
+    """A lone surrogate (a JSON "\\ud800" escape, undecodable bytes in argv) is no Unicode text: the tokenizer and
+    any UTF-8 output would fail on it."""
+    for index, char in enumerate(text):
+        if "\ud800" <= char <= "\udfff":
+            return f"holds a lone surrogate U+{ord(char):04X} at character {index}: not valid Unicode text"
     return None
 
 

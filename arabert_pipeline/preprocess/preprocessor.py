@@ -50,6 +50,12 @@ def segmenter_backend(name: str, farasa_jar: str | os.PathLike | None = None) ->
     return default_segmenter(farasa_jar).name if name in SEGMENTED_NAMES else None
 
 
+def _check_text(text: object, line: int | None = None) -> None:
+    # Every name, "none" included, takes text only: None or bytes passed through unchanged would surface far away.
+    if not isinstance(text, str):
+        raise InputError(f"expected text (str), got {type(text).__name__}", line=line)
+
+
 class Preprocessor:
     """Preprocess text the way a named AraBERT model expects, and undo it for display."""
 
@@ -69,13 +75,12 @@ class Preprocessor:
 
     def preprocess_batch(self, texts: list[str]) -> list[str]:
         """Preprocess many lines; with segmentation, each distinct word of the batch is segmented once."""
+        texts = list(texts)
+        for index, text in enumerate(texts):
+            _check_text(text, index + 1)
         if self.name == "none":
-            return list(texts)
-        try:
-            normalized = [normalize(t) for t in texts]
-        except (TypeError, AttributeError):
-            wrong = next(i for i, t in enumerate(texts) if not isinstance(t, str))
-            raise InputError(f"expected text, got {type(texts[wrong]).__name__}", line=wrong + 1) from None
+            return texts
+        normalized = [normalize(t) for t in texts]
         if not self.segments:
             return normalized
         lines = [[w for w in line.split(" ") if w != SEGMENT_MARKER] if line else [] for line in normalized]
@@ -89,6 +94,7 @@ class Preprocessor:
         characters the preprocessing inserts (spaces, `+` markers, the `ا` of Farasa's `ل+ال`) get the span
         between their neighbours' spans, usually empty. Span starts and ends never decrease.
         """
+        _check_text(text)
         if self.name == "none":
             return text, [(i, i + 1) for i in range(len(text))]
         out, spans = normalize_with_offsets(text)

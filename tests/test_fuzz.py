@@ -1,0 +1,79 @@
+"""A small fuzz of the public entry points (issue 13): on arbitrary Unicode, lone surrogates included, they return a
+well-formed result or raise the package's own errors, never anything else; answers stay exact slices of the context."""
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("hypothesis", reason="property tests need hypothesis (the `dev` extra)")
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from arabert_pipeline import Preprocessor  # noqa: E402
+from arabert_pipeline.errors import ArabertPipelineError  # noqa: E402
+from test_pipeline import model_dir  # noqa: E402,F401 (fixture)
+from test_preprocess_properties import ARABIC, FRAGMENTS  # noqa: E402
+
+torch = pytest.importorskip("torch")
+unicode_text = st.lists(
+    st.one_of(
+        st.sampled_from(FRAGMENTS),
+        st.text(alphabet=ARABIC + " ", min_size=1, max_size=12),
+        st.characters(),  # any code point but surrogates
+        st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF),  # lone surrogates
+        st.sampled_from(["\u0000", "\ufeff", "\u202e", "\u0301", "\U0001f3f3\ufe0f\u200d\U0001f308", "\r\n"]),
+    ),
+    max_size=30,
+).map("".join)
+# Mostly text the checks let through (an Arabic letter, no surrogate), so that the model really answers it.
+answerable_text = st.tuples(st.text(alphabet=ARABIC, min_size=1, max_size=8), unicode_text).map(
+    lambda parts: "".join(parts).encode("utf-8", "ignore").decode("utf-8"))
+FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                         HealthCheck.function_scoped_fixture])
+_PREPROCESSORS: dict[str, Preprocessor] = {}
+
+
+def preprocessor(name: str) -> Preprocessor:
+    if name not in _PREPROCESSORS:
+        _PREPROCESSORS[name] = Preprocessor(name)
+    return _PREPROCESSORS[name]
+
+
+@pytest.mark.parametrize("name", ["none", "arabertv02", "arabertv2"])
+@FUZZ
+@given(text=st.one_of(unicode_text, st.none(), st.binary(max_size=8), st.integers()))
+def test_preprocess_returns_text_with_offsets_or_raises_its_own_errors(name, text):
+    p = preprocessor(name)
+    try:
+        out = p.preprocess(text)
+        with_offsets, spans = p.preprocess_with_offsets(text)
+    except ArabertPipelineError:
+        assert not isinstance(text, str)
+        return
+    assert isinstance(text, str) and isinstance(out, str)
+    assert with_offsets == out and len(spans) == len(out)
+    for (start, end), (next_start, next_end) in zip(spans, spans[1:]):
+        assert 0 <= start <= end <= len(text) and start <= next_start and end <= next_end
+
+
+@pytest.mark.parametrize("preprocessing", ["none", "arabertv02", "arabertv2"])
+def test_answer_returns_exact_spans_or_raises_its_own_errors(model_dir, preprocessing):
+    from arabert_pipeline import Pipeline
+
+    qa = Pipeline(model_dir(preprocessing))
+    answered = []
+
+    @FUZZ
+    @given(question=st.one_of(answerable_text, unicode_text), context=st.one_of(answerable_text, unicode_text),
+           top_k=st.integers(min_value=1, max_value=3))
+    def check(question, context, top_k):
+        try:
+            found = qa.answer(question, context, top_k=top_k)
+        except ArabertPipelineError:
+            return
+        answered.append(found)
+        for answer in found if top_k > 1 else [found] if found is not None else []:
+            assert answer.text and answer.text == context[answer.start : answer.end]
+            assert 0 < answer.score <= 1
+
+    check()
+    assert len(answered) > 20
