@@ -58,4 +58,4 @@ for name in mlm electra mlm-ss electra-ss; do
     logs+=(--pretraining-log "$name=$runs/pretrain/cmp-$name/log.jsonl")
 done
 arabert-pipeline evaluate "${models[@]}" "${labels[@]}" --data arcd-test --data tydiqa-goldp-ar-dev "${logs[@]}" \
-    -o "$runs/eval/objectives"
+    -o "$runs/eval/objectives" --overwrite

@@ -75,4 +75,4 @@ arabert-pipeline evaluate --model "$runs/qa/mini-seg-unigram" --model "$runs/qa/
     --data arcd-test --data tydiqa-goldp-ar-dev \
     --pretraining-log "arabertv1-style=$runs/pretrain/mini-seg-unigram/log.jsonl" \
     --pretraining-log "arabertv0.1-style=$runs/pretrain/mini-noseg-unigram/log.jsonl" \
-    --pretraining-log "mbert-vocab=$runs/pretrain/mini-mbert-vocab/log.jsonl" -o "$runs/eval/table6"
+    --pretraining-log "mbert-vocab=$runs/pretrain/mini-mbert-vocab/log.jsonl" -o "$runs/eval/table6" --overwrite

@@ -39,7 +39,7 @@ qa=$runs/qa/mini-noseg
     --drop-leaking-train --seed 0
 # 5. Side-by-side report with the reference baselines.
 arabert-pipeline evaluate --model "$qa" --label arabert-mini --data arcd-test --data tydiqa-goldp-ar-dev \
-    -o "$runs/eval/arabert-mini"
+    -o "$runs/eval/arabert-mini" --overwrite
 # 6. Ship: the Hugging Face files only (no checkpoints), weights in fp16.
 python - "$qa" "$ship" <<'PY'
 import shutil, sys

@@ -160,9 +160,52 @@ def test_soqal_empty_prediction_quirk():
 def test_arabic_sm_uses_offsets_when_given():
     context = "ولد عام 1990. وتوفي بعد 1990 بقليل."
     answers = {"text": ["1990"], "answer_start": [context.rindex("1990")]}
-    assert m.arabic_sentence_match(context, "1990", answers) == 1.0
+    assert m.arabic_sentence_match(context, "1990", answers) == 0.0  # text only and twice in the context: ambiguous
     assert m.arabic_sentence_match(context, "1990", answers, prediction_start=context.index("1990")) == 0.0
     assert m.arabic_sentence_match(context, "1990", answers, prediction_start=context.rindex("1990")) == 1.0
+    assert m.arabic_sentence_match(context, "بقليل", answers) == 1.0  # text only, once: located there
+
+
+def test_arabic_sm_cannot_be_gamed_by_text_search():
+    """Issue 13: "ا" scored 100 and "." 99 on 100 ARCD-test questions, and a start that does not point at the
+    prediction was ignored in favour of a search for its text."""
+    context = "ولد الشاعر في بيروت. ثم انتقل إلى القاهرة وعاش فيها. وتوفي هناك عام 1990."
+    answers = {"text": ["القاهرة"], "answer_start": [context.index("القاهرة")]}
+    for letter in ("ا", ".", "ي"):  # in every sentence, the gold one included
+        assert m.arabic_sentence_match(context, letter, answers) == 0.0
+        assert m.score_question({"context": context, "answers": answers}, letter)["arabic_sm"] == 0.0
+    assert m.arabic_sentence_match(context, ".", answers, prediction_start=0) == 0.0  # context[0] is not "."
+    assert m.arabic_sentence_match(context, ".", answers, prediction_start=-1) == 0.0
+    second_sentence_dot = context.index(".", context.index("القاهرة"))
+    assert m.arabic_sentence_match(context, ".", answers, prediction_start=second_sentence_dot) == 1.0
+    assert m.arabic_sentence_match(context, "وعاش", answers) == 1.0
+
+
+def test_arabic_sm_gold_answer_located_by_answer_start_or_its_one_occurrence():
+    context = "في بيروت ولد. وفي بيروت مات."
+    at_second = {"text": ["بيروت"], "answer_start": [context.rindex("بيروت")]}
+    assert m.arabic_sentence_match(context, "مات", at_second) == 1.0
+    assert m.arabic_sentence_match(context, "ولد", at_second) == 0.0
+    misaligned_repeated = {"text": ["بيروت"], "answer_start": [0]}
+    assert m.arabic_sentence_match(context, "مات", misaligned_repeated) == 0.0  # no way to tell which one
+    misaligned_once = {"text": ["مات"], "answer_start": [0]}
+    assert m.arabic_sentence_match(context, "وفي", misaligned_once) == 1.0
+
+
+def test_one_letter_for_every_question_scores_below_the_first_sentence(shared_data):
+    """Issue 13, on the first 100 ARCD-test questions: "ا" scored Arabic SM 100.0 and "." 99.0, the first sentence of
+    the context 65.0. Located by offset, a constant answer can only hit where the context leaves no choice."""
+    import numpy as np
+
+    from arabert_pipeline.evaluate.baselines import baseline_predictions
+    from arabert_pipeline.qa.data import read_squad
+
+    examples = read_squad("arcd-test", misaligned="keep").examples[:100]
+    first = baseline_predictions("first-sentence", examples)
+    assert np.mean([m.score_question(e, *first[e["id"]])["arabic_sm"] for e in examples]) == 0.65
+    for prediction, start in (("ا", None), (".", None), (".", 0), ("ا", 0)):
+        sm = np.mean([m.score_question(e, prediction, start)["arabic_sm"] for e in examples])
+        assert sm <= 0.33, (prediction, start, sm)
 
 
 # ------------------------------------------------------------------------------------------------------- statistics

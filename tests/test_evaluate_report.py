@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import csv
 import json
+import shutil
 
 import pytest
 
@@ -146,26 +147,36 @@ def test_user_errors_are_clear_and_leave_reports_untouched(shared_data, tmp_path
     before = (out / "results.json").read_bytes()
     capsys.readouterr()
 
-    assert main(["evaluate", "--predictions", str(unrelated), "--data", str(data), "-o", str(out), *FAST]) == 2
+    assert main(["evaluate", "--data", str(data), "-o", str(out), *FAST]) == 2
+    assert "holds an earlier `arabert-pipeline evaluate` output: pass --overwrite" in capsys.readouterr().err
+    replace = ["-o", str(out), "--overwrite"]
+    assert main(["evaluate", "--predictions", str(unrelated), "--data", str(data), *replace, *FAST]) == 2
     assert "no answer for any of the" in capsys.readouterr().err
-    assert main(["evaluate", "--predictions", str(bad), "--data", str(data), "-o", str(out), *FAST]) == 2
+    assert main(["evaluate", "--predictions", str(bad), "--data", str(data), *replace, *FAST]) == 2
     assert f"question {examples[0]['id']}" in capsys.readouterr().err
-    assert main(["evaluate", "--data", str(data), "--baselines", "first-sentence,oracle", "-o", str(out)]) == 2
+    assert main(["evaluate", "--data", str(data), "--baselines", "first-sentence,oracle", *replace]) == 2
     assert "unknown baseline" in capsys.readouterr().err
-    assert main(["evaluate", "--data", str(data), "--baselines", "none", "-o", str(out)]) == 2
+    assert main(["evaluate", "--data", str(data), "--baselines", "none", *replace]) == 2
     assert "nothing to evaluate" in capsys.readouterr().err
     not_a_report = tmp_path / "elsewhere"
     not_a_report.mkdir()
     (not_a_report / "keep.txt").write_text("mine")
-    assert main(["evaluate", "--data", str(data), "-o", str(not_a_report), *FAST]) == 2
-    assert "not an evaluation report directory" in capsys.readouterr().err
+    assert main(["evaluate", "--data", str(data), "-o", str(not_a_report), "--overwrite", *FAST]) == 2
+    assert "was not written by `arabert-pipeline evaluate` (it holds keep.txt)" in capsys.readouterr().err
+    # Issue 13: scoring a report's own predictions into that report would delete them with the old report.
+    inside = out / "predictions" / "x.json"
+    inside.parent.mkdir()
+    inside.write_text(json.dumps({examples[0]["id"]: "نص"}), encoding="utf-8")
+    assert main(["evaluate", "--predictions", str(inside), "--data", str(data), *replace, *FAST]) == 2
+    assert "contains the input" in capsys.readouterr().err
+    shutil.rmtree(inside.parent)
 
     def broken_plot(*args, **kwargs):
         raise RuntimeError("plotting failed")
 
     monkeypatch.setattr(report, "plot_dataset", broken_plot)
     with pytest.raises(RuntimeError):
-        main(["evaluate", "--data", str(data), "-o", str(out), *FAST])
+        main(["evaluate", "--data", str(data), *replace, *FAST])
     assert (out / "results.json").read_bytes() == before
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
 

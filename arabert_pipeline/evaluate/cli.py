@@ -40,7 +40,9 @@ def register(subparsers) -> None:
     parser.add_argument("--data", action="append", required=True, metavar="NAME_OR_FILE",
                         help="dataset: arcd-test, tydiqa-goldp-ar-dev, ... or a SQuAD v1.1 JSON file (repeatable)")
     parser.add_argument("-o", "--out", required=True, type=Path, metavar="OUTDIR",
-                        help="report directory (replaced as a whole when the run completes)")
+                        help="report directory, written when the run completes; an earlier report there is replaced "
+                             "only with --overwrite, a directory holding anything else or an input never")
+    parser.add_argument("--overwrite", action="store_true", help="replace an earlier report in OUTDIR")
     parser.add_argument("--baselines", default=",".join(BASELINE_NAMES), metavar="LIST",
                         help="comma-separated reference baselines, or 'none' (default: %(default)s)")
     parser.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default: %(default)s)")
@@ -54,7 +56,12 @@ def register(subparsers) -> None:
     parser.set_defaults(run=run, systems=[])
 
 
+# What `evaluate` writes into OUTDIR (evaluate/report.py's write_report).
+REPORT_OUTPUT_NAMES = ("results.json", "table.md", "table.csv", "per_question", "predictions", "plots", "pretraining")
+
+
 def run(args: argparse.Namespace) -> int:
+    from ..artifacts import OutputKind, claim_output_dir
     from ..errors import ConfigError
     from .report import EvaluateConfig, print_summary, run_evaluation
 
@@ -68,6 +75,9 @@ def run(args: argparse.Namespace) -> int:
         if not sep or not label.strip() or not path.strip():
             raise ConfigError(f"--pretraining-log {item!r}: write LABEL=PATH/log.jsonl")
         logs.append((label.strip(), path.strip()))
+    inputs = [source for _, source in args.systems] + list(args.data) + [path for _, path in logs]
+    claim_output_dir(args.out, OutputKind("evaluate", REPORT_OUTPUT_NAMES, markers=("results.json",)),
+                     inputs=[path for path in inputs if Path(path).exists()], overwrite=args.overwrite)
     baselines = () if args.baselines.strip().lower() in ("", "none") else tuple(
         name.strip() for name in args.baselines.split(",") if name.strip())
     config = EvaluateConfig(
