@@ -73,3 +73,30 @@ def test_evaluation_notebook_runs_on_a_tiny_run(shared_data, tmp_path, monkeypat
     assert "tiny-system" in shown and "| AraBERTv1 | 30.6 | 62.7 | 92.0 |" in shown
     assert "this run, SOQAL variant" in shown and "image/png" in shown
     assert "| tiny-mlm | 5 | 0.00 M | 0.0 | 8.250 | 3827.600 | 0.062 |" in shown
+
+
+def test_committed_results_hold_under_the_current_sentence_match(shared_data):
+    """Every committed per-question Sentence-Match score is what the current metric gives (issue 13 located the
+    Arabic-correct prediction by its start offset; the committed predictions all carry one, so no table changed)."""
+    from arabert_pipeline.evaluate.metrics import arabic_sentence_match, soqal_sentence_match
+
+    checked = 0
+    for root in sorted(NOTEBOOKS.glob("results*")):
+        results = report.load_results(root)
+        limit = results["config"].get("limit")
+        for key, entry in results["datasets"].items():
+            examples = read_squad(entry["source"], misaligned="keep").examples
+            examples = {e["id"]: e for e in (examples[:limit] if limit else examples)}
+            for path in sorted((root / "per_question" / key).glob("*.jsonl")):
+                for line in path.read_text(encoding="utf-8").splitlines():
+                    record = json.loads(line)
+                    if record["missing"]:
+                        continue
+                    example = examples[record["id"]]
+                    assert record["arabic_sm"] == arabic_sentence_match(
+                        example["context"], record["prediction"], example["answers"], record["prediction_start"]
+                    ), (path, record["id"])
+                    assert record["soqal_sm"] == soqal_sentence_match(
+                        example["context"], record["prediction"], example["answers"]["text"][0]), (path, record["id"])
+                    checked += 1
+    assert checked > 30_000
