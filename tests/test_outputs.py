@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -334,3 +335,22 @@ def test_pretrain_names_a_truncated_compressed_corpus(pretrain_setup, tmp_path, 
     (tmp_path / "corpus.txt.xz.arabert_pipeline.json").write_text('{"preprocessing": "none"}')
     assert main(pretrain_args(tokenizer, truncated, tmp_path / "run")) == 2
     assert "corpus.txt.xz: line" in capsys.readouterr().err
+
+
+def test_pretrain_names_a_broken_init_from_model(pretrain_setup, tmp_path, capsys):
+    import shutil
+
+    tokenizer, corpus = pretrain_setup
+    run = tmp_path / "run"
+    assert main(pretrain_args(tokenizer, corpus, run, "--steps", "2")) == 0
+    truncated, invalid = tmp_path / "truncated", tmp_path / "invalid"
+    for copy in (truncated, invalid):
+        shutil.copytree(run, copy, ignore=shutil.ignore_patterns("checkpoints", "log.jsonl"))
+    (truncated / "model.safetensors").write_bytes((run / "model.safetensors").read_bytes()[:3000])
+    (invalid / "config.json").write_text("{bad")
+    for model, expected in ((truncated, "--init-from .*truncated: cannot load the model \\(SafetensorError"),
+                            (invalid, "invalid/config.json: invalid JSON")):
+        args = [a for a in pretrain_args(tokenizer, corpus, tmp_path / "next") if a not in ("--model-size", "tiny")]
+        assert main([*args, "--init-from", str(model)]) == 2
+        err = capsys.readouterr().err
+        assert re.search(expected, err) and "Traceback" not in err, err

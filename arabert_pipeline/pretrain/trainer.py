@@ -55,14 +55,14 @@ import torch
 
 from ..artifacts import (
     MODEL_DIR_FILES, OutputKind, OutputLock, atomic_directory, atomic_write, claim_output_dir, load_pretrained_tokenizer,
-    load_tensor_state, remove_own_entries, remove_stale_temporaries, write_metadata,
+    load_tensor_state, read_json_file, remove_own_entries, remove_stale_temporaries, write_metadata,
 )
 from ..errors import ArabertPipelineError, ConfigError, InputError
 from .config import PretrainConfig
 from .data import (
     PretrainingData, SpecialIds, TokenStore, cache_key, check_corpus_preprocessing, default_cache_dir, tokenize_corpus,
 )
-from .objectives import build_objective
+from .objectives import build_objective, init_model_dir
 
 CHECKPOINTS = "checkpoints"
 LOG_FILE = "log.jsonl"
@@ -187,7 +187,7 @@ class Trainer:
         checkpoint = self.find_checkpoint()
 
         set_seed(config.seed)
-        objective = build_objective(config, self.tokenizer)
+        objective = self.build_objective()
         if config.dropout is not None:
             set_dropout(objective, config.dropout)
 
@@ -258,6 +258,22 @@ class Trainer:
         if refusal is not None:
             raise refusal
         return lock
+
+    def build_objective(self) -> torch.nn.Module:
+        """The objective's modules; with --init-from, any failure to read that model names it."""
+        config = self.config
+        if config.init_from is None:
+            return build_objective(config, self.tokenizer)
+        config_file = init_model_dir(config.init_from) / "config.json"
+        read_json_file(config_file)
+        try:
+            return build_objective(config, self.tokenizer)
+        except ArabertPipelineError:
+            raise
+        except Exception as exc:  # safetensors, JSON, shape and I/O errors all mean "cannot use this model"
+            first = (str(exc).strip().splitlines() or [""])[0]
+            raise ConfigError(f"--init-from {config.init_from}: cannot load the model ({type(exc).__name__}: "
+                              f"{first})") from exc
 
     def release_output(self) -> None:
         if self.output_lock is not None:
