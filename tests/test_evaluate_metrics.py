@@ -187,7 +187,8 @@ def test_arabic_sm_gold_answer_located_by_answer_start_or_its_one_occurrence():
     assert m.arabic_sentence_match(context, "مات", at_second) == 1.0
     assert m.arabic_sentence_match(context, "ولد", at_second) == 0.0
     misaligned_repeated = {"text": ["بيروت"], "answer_start": [0]}
-    assert m.arabic_sentence_match(context, "مات", misaligned_repeated) == 0.0  # no way to tell which one
+    for prediction in ("ولد", "مات"):  # no way to tell which one is meant (the first occurrence was a guess)
+        assert m.arabic_sentence_match(context, prediction, misaligned_repeated) == 0.0
     misaligned_once = {"text": ["مات"], "answer_start": [0]}
     assert m.arabic_sentence_match(context, "وفي", misaligned_once) == 1.0
 
