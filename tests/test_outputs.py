@@ -105,6 +105,22 @@ def test_train_tokenizer_is_refused_while_another_run_holds_the_output(tmp_path,
     assert main(["train-tokenizer", str(text), "-o", str(output), *TOKENIZER]) == 0  # a dead holder blocks nothing
 
 
+def test_tokenizer_report_files_are_not_overwritten_without_overwrite(tmp_path, text, capsys):
+    tokenizer = tmp_path / "tok"
+    assert main(["train-tokenizer", str(text), "-o", str(tokenizer), *TOKENIZER]) == 0
+    prefix = tmp_path / "report"
+    (tmp_path / "report.md").write_text("my notes")
+    report = ["tokenizer-report", "--tokenizer", str(tokenizer), "--text", str(text), "--no-progress", "-o", str(prefix)]
+    assert main(report) == 2
+    assert "report.md exists: pass --overwrite" in capsys.readouterr().err
+    assert (tmp_path / "report.md").read_text() == "my notes" and not (tmp_path / "report.json").exists()
+    assert main([*report, "--overwrite"]) == 0
+    assert json.loads((tmp_path / "report.json").read_text())["tokenizers"]
+    assert main(["tokenizer-report", "--tokenizer", str(tokenizer), "--text", str(tmp_path / "report.md"),
+                 "--no-progress", "-o", str(prefix), "--overwrite"]) == 2
+    assert "report.md is the input" in capsys.readouterr().err
+
+
 # preprocess -------------------------------------------------------------------------------------------------------
 
 def test_preprocess_never_overwrites_a_file_it_did_not_write(tmp_path, text, capsys):
