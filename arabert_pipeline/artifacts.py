@@ -148,8 +148,8 @@ def load_tensor_state(path: str | os.PathLike) -> Any:
         raise InputError(f"unreadable checkpoint state ({type(exc).__name__}: {exc})", path=path) from exc
 
 
-def read_json_file(path: str | os.PathLike, kind: type = dict) -> Any:
-    """A JSON file that must hold a `kind` (object by default); any problem is an InputError naming the file."""
+def read_json_file(path: str | os.PathLike) -> dict[str, Any]:
+    """A JSON file that must hold an object; any problem is an InputError naming the file."""
     path = Path(path)
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
@@ -161,9 +161,8 @@ def read_json_file(path: str | os.PathLike, kind: type = dict) -> Any:
         raise InputError(f"invalid JSON ({exc})", path=path) from exc
     except OSError as exc:
         raise InputError(f"unreadable ({exc.strerror or exc})", path=path) from exc
-    if not isinstance(value, kind):
-        raise InputError(f"expected a JSON {'object' if kind is dict else kind.__name__}, "
-                         f"found {type(value).__name__}", path=path)
+    if not isinstance(value, dict):
+        raise InputError(f"expected a JSON object, found {type(value).__name__}", path=path)
     return value
 
 
@@ -356,7 +355,8 @@ def check_local_source(source: str | os.PathLike, what: str = "model") -> None:
 
 # Loading models and tokenizers ----------------------------------------------------------------------------------------
 
-def _first_line(exc: BaseException) -> str:
+def describe_exception(exc: BaseException) -> str:
+    """`Type: first line of the message`, for errors that wrap a library's exception."""
     return f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
 
 
@@ -374,7 +374,7 @@ def load_pretrained_tokenizer(source: str | os.PathLike,
     try:
         return AutoTokenizer.from_pretrained(os.fspath(source))
     except Exception as exc:  # whatever a broken or foreign directory raises, the user needs its name
-        raise ConfigError(f"cannot load a tokenizer from {source} ({_first_line(exc)})") from exc
+        raise ConfigError(f"cannot load a tokenizer from {source} ({describe_exception(exc)})") from exc
 
 
 def load_pretrained_model(auto_class, source: str | os.PathLike, **kwargs) -> tuple[Any, dict]:
@@ -393,17 +393,15 @@ def load_pretrained_model(auto_class, source: str | os.PathLike, **kwargs) -> tu
         model, info = auto_class.from_pretrained(os.fspath(source), output_loading_info=True,
                                                  ignore_mismatched_sizes=True, **kwargs)
     except Exception as exc:  # safetensors, JSON, shape and I/O errors all mean "cannot load this"
-        raise ConfigError(f"cannot load the model in {source} ({_first_line(exc)})") from exc
+        raise ConfigError(f"cannot load the model in {source} ({describe_exception(exc)})") from exc
     finally:
         hf_logging.set_verbosity(verbosity)
     mismatched = sorted(info.get("mismatched_keys") or (), key=lambda item: item[0])
     if mismatched:
         key, stored, expected = mismatched[0]
-        raise ConfigError(
-            f"{source}: the weights do not fit config.json: {key} is {tuple(stored)} in the weights but "
-            f"{tuple(expected)} by the config" + (f" ({len(mismatched) - 1} more tensors differ)" if len(mismatched) > 1
-                                                   else "")
-        )
+        more = f" ({len(mismatched) - 1} more tensors differ)" if len(mismatched) > 1 else ""
+        raise ConfigError(f"{source}: the weights do not fit config.json: {key} is {tuple(stored)} in the weights "
+                          f"but {tuple(expected)} by the config{more}")
     return model, info
 
 

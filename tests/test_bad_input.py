@@ -119,8 +119,8 @@ BROKEN_MODELS = {
                     "arabert_pipeline.json: n_best must be a int, not 'abc'"),
     "negative-stride": (lambda d: _edit_json(d / "arabert_pipeline.json", _set("doc_stride", -5)),
                         "arabert_pipeline.json: doc_stride must be ≥ 1, got -5"),
-    "truncated-weights": (lambda d: (d / "model.safetensors").write_bytes((d / "model.safetensors").read_bytes()[:5000]),
-                          "cannot load the model in"),
+    "truncated-weights": (lambda d: (d / "model.safetensors").write_bytes(
+        (d / "model.safetensors").read_bytes()[:5000]), "cannot load the model in"),
     "hidden-size": (lambda d: _edit_json(d / "config.json", _set("hidden_size", 32)),
                     "the weights do not fit config.json"),
     "invalid-config": (lambda d: (d / "config.json").write_text("{bad"), "config.json: invalid JSON"),

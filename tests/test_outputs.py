@@ -110,7 +110,8 @@ def test_tokenizer_report_files_are_not_overwritten_without_overwrite(tmp_path, 
     assert main(["train-tokenizer", str(text), "-o", str(tokenizer), *TOKENIZER]) == 0
     prefix = tmp_path / "report"
     (tmp_path / "report.md").write_text("my notes")
-    report = ["tokenizer-report", "--tokenizer", str(tokenizer), "--text", str(text), "--no-progress", "-o", str(prefix)]
+    report = ["tokenizer-report", "--tokenizer", str(tokenizer), "--text", str(text), "--no-progress", "-o",
+              str(prefix)]
     assert main(report) == 2
     assert "report.md exists: pass --overwrite" in capsys.readouterr().err
     assert (tmp_path / "report.md").read_text() == "my notes" and not (tmp_path / "report.json").exists()

@@ -52,7 +52,8 @@ def run(args: argparse.Namespace) -> int:
 
     report = preprocess_corpus(
         args.inputs, args.output, config=args.config, workers=args.workers, errors=args.errors,
-        resume=args.resume, overwrite=args.overwrite, word_cache=args.word_cache, farasa_jar=args.farasa_jar, chunk_lines=args.chunk_lines,
+        resume=args.resume, overwrite=args.overwrite, word_cache=args.word_cache, farasa_jar=args.farasa_jar,
+        chunk_lines=args.chunk_lines,
         checkpoint_chunks=args.checkpoint_chunks, progress=args.progress,
     )
     print(report.summary())

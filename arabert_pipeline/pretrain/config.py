@@ -24,8 +24,8 @@ MAX_POSITIONS = 512
 # Fields that do not change the training trajectory: a run may be resumed with different values for them.
 RESUMABLE_CHANGES = frozenset(
     # corpus and tokenizer are paths: their content is compared instead (the token cache key).
-    {"resume", "overwrite", "save_every", "keep_checkpoints", "log_every", "eval_every", "cache_dir", "progress", "output",
-     "corpus", "tokenizer"}
+    {"resume", "overwrite", "save_every", "keep_checkpoints", "log_every", "eval_every", "cache_dir", "progress",
+     "output", "corpus", "tokenizer"}
 )
 
 

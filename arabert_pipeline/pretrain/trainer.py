@@ -54,8 +54,9 @@ import numpy as np
 import torch
 
 from ..artifacts import (
-    MODEL_DIR_FILES, OutputKind, OutputLock, atomic_directory, atomic_write, claim_output_dir, load_pretrained_tokenizer,
-    load_tensor_state, read_json_file, remove_own_entries, remove_stale_temporaries, write_metadata,
+    MODEL_DIR_FILES, OutputKind, OutputLock, atomic_directory, atomic_write, claim_output_dir, describe_exception,
+    load_pretrained_tokenizer, load_tensor_state, read_json_file, remove_own_entries, remove_stale_temporaries,
+    write_metadata,
 )
 from ..errors import ArabertPipelineError, ConfigError, InputError
 from .config import PretrainConfig
@@ -235,8 +236,7 @@ class Trainer:
         and delete what a run killed during a save left half-written. Every process raises the main one's refusal."""
         config, lock, refusal = self.config, None, None
         if self.is_main:
-            inputs = [*config.corpus, config.tokenizer, *([config.init_from] if config.init_from else []),
-                      *([config.cache_dir] if config.cache_dir else [])]
+            inputs = [*config.corpus, config.tokenizer, *([config.init_from] if config.init_from else [])]
             try:
                 lock = OutputLock(self.output, "pretrain").acquire()
                 earlier = claim_output_dir(self.output, PRETRAIN_OUTPUT, inputs=inputs, overwrite=config.overwrite,
@@ -271,9 +271,8 @@ class Trainer:
         except ArabertPipelineError:
             raise
         except Exception as exc:  # safetensors, JSON, shape and I/O errors all mean "cannot use this model"
-            first = (str(exc).strip().splitlines() or [""])[0]
-            raise ConfigError(f"--init-from {config.init_from}: cannot load the model ({type(exc).__name__}: "
-                              f"{first})") from exc
+            raise ConfigError(f"--init-from {config.init_from}: cannot load the model ({describe_exception(exc)})"
+                              ) from exc
 
     def release_output(self) -> None:
         if self.output_lock is not None:

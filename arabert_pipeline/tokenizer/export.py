@@ -191,7 +191,8 @@ def fetch_vocab(source: str | os.PathLike) -> Path:
 
 
 @contextlib.contextmanager
-def locked_output(output_dir: str | os.PathLike, inputs: Iterable[str | os.PathLike], overwrite: bool) -> Iterator[None]:
+def locked_output(output_dir: str | os.PathLike, inputs: Iterable[str | os.PathLike],
+                  overwrite: bool) -> Iterator[None]:
     """Hold the output's lock, check it again under the lock (another run may have written it meanwhile), and clear
     what a killed run left beside it; atomic_directory then replaces it only once the new tokenizer is complete."""
     output_dir = Path(output_dir)
