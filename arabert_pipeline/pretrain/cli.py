@@ -1,4 +1,5 @@
-"""`arabert-pipeline pretrain`: BERT pretraining (MLM, optional whole-word masking and NSP) on a preprocessed corpus.
+"""`arabert-pipeline pretrain`: BERT or DeBERTa pretraining (MLM, ELECTRA/DeBERTaV3 replaced-token detection, span
+selection) on a preprocessed corpus.
 
 Multi-GPU / multi-node: `accelerate launch ... -m arabert_pipeline.cli pretrain ...` or
 `torchrun ... -m arabert_pipeline.cli pretrain ...` (exact commands in pretrain/trainer.py).
@@ -8,14 +9,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from .config import MODEL_SIZES, PretrainConfig
+from .config import ARCHITECTURES, MASKING, MODEL_SIZES, PretrainConfig
 from .objectives import OBJECTIVES
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "pretrain",
-        help="pretrain a BERT on a preprocessed corpus",
+        help="pretrain a BERT or DeBERTa on a preprocessed corpus",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -29,10 +30,19 @@ def register(subparsers) -> None:
                    help="architecture preset: "
                    + ", ".join(f"{k} L{l}/H{h}/A{a}" for k, (l, h, a) in MODEL_SIZES.items()))
     p.add_argument("--objective", default="mlm", choices=list(OBJECTIVES))
+    p.add_argument("--architecture", default=PretrainConfig.architecture, choices=list(ARCHITECTURES),
+                   help="encoder: bert (absolute positions) or deberta-v2 (DeBERTa-v2/v3 disentangled attention over "
+                   "relative positions); with --objective electra, deberta-v2 is DeBERTaV3 (default %(default)s)")
     p.add_argument("--max-seq-length", type=int, default=128)
     p.add_argument("--mlm-probability", type=float, default=0.15)
     p.add_argument("--whole-word-masking", action="store_true",
                    help="mask whole space-delimited words (a Farasa segment such as ال+ is one word)")
+    p.add_argument("--masking", choices=list(MASKING), default=PretrainConfig.masking,
+                   help="dynamic: new masks at every read (RoBERTa); static: 10 fixed masks per sequence (RoBERTa's "
+                   "duplicated-static baseline) (default %(default)s)")
+    p.add_argument("--enhanced-mask-decoder", action="store_true",
+                   help="deberta-v2: DeBERTa's enhanced mask decoder in the MLM head (the electra generator's too): "
+                   "absolute positions added before the softmax; pretraining only, the export is a plain DeBERTa")
     p.add_argument("--nsp", action="store_true", help="add next-sentence prediction (AraBERT v1)")
     p.add_argument("--electra-generator-size", type=float, default=PretrainConfig.electra_generator_size,
                    help="electra: generator width as a fraction of the discriminator's (default %(default)s)")

@@ -21,6 +21,11 @@ MODEL_SIZES: dict[str, tuple[int, int, int]] = {
 # BERT's position table is 512 long whatever the pretraining length, so QA can fine-tune at 384 later.
 MAX_POSITIONS = 512
 
+# Encoders an objective can train (deberta.py describes DeBERTa's), and the Hugging Face model types each one
+# continues with --init-from: an ELECTRA discriminator is a BERT encoder under another name.
+ARCHITECTURES: dict[str, tuple[str, ...]] = {"bert": ("bert", "electra"), "deberta-v2": ("deberta-v2",)}
+MASKING = ("dynamic", "static")
+
 # Fields that do not change the training trajectory: a run may be resumed with different values for them.
 RESUMABLE_CHANGES = frozenset(
     # corpus and tokenizer are paths: their content is compared instead (the token cache key).
@@ -36,10 +41,16 @@ class PretrainConfig:
     output: str
     model_size: str | None = None
     objective: str = "mlm"
+    architecture: str = "bert"
     max_seq_length: int = 128
     # Objective "mlm".
     mlm_probability: float = 0.15
     whole_word_masking: bool = False
+    # dynamic: new masks every time a sequence is read (RoBERTa); static: each sequence has STATIC_MASKS fixed masks
+    # (RoBERTa's duplicated-static data), one of which is drawn each time it is read.
+    masking: str = "dynamic"
+    # DeBERTa's enhanced mask decoder in the MLM head (deberta.py); the electra generator's head too.
+    enhanced_mask_decoder: bool = False
     nsp: bool = False
     # Objective "electra" (electra.py); it also uses mlm_probability and whole_word_masking for the generator.
     electra_generator_size: float = 0.25  # generator width, a fraction of the discriminator's
@@ -86,6 +97,19 @@ class PretrainConfig:
             raise ConfigError(f"--model-size {self.model_size!r}: choose one of {', '.join(MODEL_SIZES)}")
         if self.objective not in OBJECTIVES:
             raise ConfigError(f"--objective {self.objective!r}: choose one of {', '.join(OBJECTIVES)}")
+        if self.architecture not in ARCHITECTURES:
+            raise ConfigError(f"--architecture {self.architecture!r}: choose one of {', '.join(ARCHITECTURES)}")
+        if self.enhanced_mask_decoder and self.architecture != "deberta-v2":
+            raise ConfigError("--enhanced-mask-decoder is DeBERTa's: it needs --architecture deberta-v2")
+        if self.enhanced_mask_decoder and self.objective not in ("mlm", "electra"):
+            raise ConfigError(f"--enhanced-mask-decoder is an MLM head option; --objective {self.objective} has none")
+        if self.nsp and self.architecture != "bert":
+            raise ConfigError("--nsp needs --architecture bert (DeBERTa has no next-sentence head)")
+        if self.masking not in MASKING:
+            raise ConfigError(f"--masking {self.masking!r}: choose one of {', '.join(MASKING)}")
+        if self.masking != "dynamic" and self.objective not in ("mlm", "electra"):
+            raise ConfigError(f"--masking {self.masking} applies to the mlm and electra objectives, not "
+                              f"{self.objective}")
         if not 8 <= self.max_seq_length <= MAX_POSITIONS:
             raise ConfigError(f"--max-seq-length {self.max_seq_length}: must be between 8 and {MAX_POSITIONS}")
         if not 0 < self.mlm_probability < 1:

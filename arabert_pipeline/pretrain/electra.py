@@ -25,8 +25,15 @@ Embedding sharing (`--electra-embedding-sharing`):
   discriminator's own `word_embeddings` weight during training, and the export folds it: E_gen + E_delta.
   Position/type embeddings stay the discriminator's own, as in DeBERTaV3, which shares token embeddings only.
 
+DeBERTaV3 (`--architecture deberta-v2`, deberta.py): generator and discriminator are DeBERTa encoders, the generator a
+`DebertaV2ForMaskedLM` (with `--enhanced-mask-decoder`, DeBERTa's EMD in its MLM head, as DeBERTaV3's generator), the
+discriminator a `DebertaV2ForReplacedTokenDetection` with DeBERTaV3's replaced-token head. Sharing is of token
+embeddings only ("full" shares the token embedding module and ties the generator's output layer to it; a DeBERTa
+embedding module cannot be shared whole, its LayerNorm has the encoder's width); "gdes" is DeBERTaV3's own recipe.
+
 Export. The output directory is the discriminator as an `ElectraForPreTraining` (model type "electra", HF's ELECTRA
-architecture), and `generator/` holds the generator (`ElectraForMaskedLM` + tokenizer files, for fill-mask checks and
+architecture; with DeBERTa a `DebertaV2ForReplacedTokenDetection`, model type "deberta-v2"), and `generator/` holds
+the generator (`ElectraForMaskedLM` + tokenizer files, for fill-mask checks and
 for `--init-from`). Why ELECTRA's architecture rather than converting to BERT: the QA stage loads any checkpoint with
 `AutoModelForQuestionAnswering`, which maps "electra" to `ElectraForQuestionAnswering` (the same `qa_outputs` head on
 the encoder output as BERT's), and `AutoModel`/`AutoModelForPreTraining` give the bare encoder / the trained
@@ -63,13 +70,21 @@ from torch import nn
 
 from ..errors import ConfigError
 from .config import bert_config_kwargs
-from .data import IGNORE, BatchShape, Example, SpecialIds
-from .mlm import MLMCollator
-from .objectives import check_vocabulary, init_model_dir
+from .data import IGNORE, Example, SpecialIds
+from .mlm import MLMCollator, make_collator, masked_logits, mlm_hidden_states
+from .objectives import check_init_from, init_model_dir
 
 EMBEDDING_SHARING = ("none", "full", "gdes")
 GENERATOR_DIR = "generator"
 HEAD_WIDTH = 64
+DEBERTA_DISCRIMINATOR = "DebertaV2ForReplacedTokenDetection"
+# The discriminator's replaced-token head, by model type.
+RTD_HEADS = {"electra": "discriminator_predictions", "deberta-v2": "mask_predictions"}
+
+
+def embedding_size(config) -> int:
+    """The token embeddings' width (DeBERTa's config has the field only when it differs from the hidden size)."""
+    return getattr(config, "embedding_size", None) or config.hidden_size
 
 
 class ElectraCollator:
@@ -113,15 +128,14 @@ def corrupt(input_ids: torch.Tensor, positions: torch.Tensor, originals: torch.T
 
 
 def generator_config(discriminator, width_ratio: float, depth_ratio: float, sharing: str):
-    """The generator's `ElectraConfig`: a narrower (and optionally shallower) copy of the discriminator's."""
-    from transformers import ElectraConfig
-
+    """The generator's config (`ElectraConfig` or `DebertaV2Config`, as the discriminator's): a narrower (and
+    optionally shallower) copy of the discriminator's."""
     hidden = max(1, round(discriminator.hidden_size * width_ratio))
     head = min(HEAD_WIDTH, hidden)
     heads = max(1, round(hidden / head))
     hidden = heads * head
     settings = discriminator.to_dict()
-    for key in ("architectures", "model_type", "transformers_version", "dtype", "torch_dtype"):
+    for key in ("architectures", "model_type", "transformers_version", "dtype", "torch_dtype", "pooler_hidden_size"):
         settings.pop(key, None)
     settings.update(
         hidden_size=hidden,
@@ -129,40 +143,49 @@ def generator_config(discriminator, width_ratio: float, depth_ratio: float, shar
         intermediate_size=4 * hidden,
         num_hidden_layers=max(1, round(discriminator.num_hidden_layers * depth_ratio)),
         # Shared token embeddings have the discriminator's width; the generator projects them to its own.
-        embedding_size=discriminator.embedding_size if sharing != "none" else hidden,
+        embedding_size=embedding_size(discriminator) if sharing != "none" else hidden,
         tie_word_embeddings=True,
     )
-    return ElectraConfig(**settings)
+    return type(discriminator)(**settings)
 
 
 class ReplacedTokenDetection(nn.Module):
     """Generator + discriminator; `forward(batch)` → loss and metrics; `export(dir)` writes both HF models."""
 
     def __init__(self, generator, discriminator, collator: ElectraCollator, sharing: str, rtd_weight: float,
-                 tokenizer=None):
+                 tokenizer=None, enhanced_mask_decoder: bool = False):
         super().__init__()
         if sharing not in EMBEDDING_SHARING:
             raise ConfigError(f"--electra-embedding-sharing {sharing!r}: choose one of {', '.join(EMBEDDING_SHARING)}")
-        if sharing != "none" and generator.config.embedding_size != discriminator.config.embedding_size:
+        generator_width, discriminator_width = embedding_size(generator.config), embedding_size(discriminator.config)
+        if sharing != "none" and generator_width != discriminator_width:
             raise ConfigError(
                 f"embedding sharing {sharing!r} needs the generator's embedding size "
-                f"({generator.config.embedding_size}) to equal the discriminator's ({discriminator.config.embedding_size})"
+                f"({generator_width}) to equal the discriminator's ({discriminator_width})"
             )
         self.generator, self.discriminator = generator, discriminator
         self.collator, self.sharing, self.rtd_weight = collator, sharing, rtd_weight
-        self.tokenizer = tokenizer
-        if sharing == "full":
+        self.tokenizer, self.enhanced_mask_decoder = tokenizer, enhanced_mask_decoder
+        if sharing == "full" and generator.config.model_type == "electra":
             generator.electra.embeddings = discriminator.electra.embeddings
             generator.generator_lm_head.weight = discriminator.electra.embeddings.word_embeddings.weight
+        elif sharing == "full":
+            generator.base_model.embeddings.word_embeddings = discriminator.base_model.embeddings.word_embeddings
+            generator.get_output_embeddings().weight = self.discriminator_embeddings
 
     @property
     def generator_embeddings(self) -> nn.Parameter:
-        return self.generator.electra.embeddings.word_embeddings.weight
+        return self.generator.base_model.embeddings.word_embeddings.weight
 
     @property
     def discriminator_embeddings(self) -> nn.Parameter:
         """The discriminator's own token embedding weight; with "gdes" this is E_delta."""
-        return self.discriminator.electra.embeddings.word_embeddings.weight
+        return self.discriminator.base_model.embeddings.word_embeddings.weight
+
+    @property
+    def rtd_head(self) -> nn.Module:
+        """The discriminator's replaced-token head: hidden states → one logit per token."""
+        return getattr(self.discriminator, RTD_HEADS[self.discriminator.config.model_type])
 
     def discriminator_encoder(self, input_ids, attention_mask=None, token_type_ids=None) -> torch.Tensor:
         """The discriminator's last hidden states, with the token embeddings the training uses."""
@@ -170,21 +193,19 @@ class ReplacedTokenDetection(nn.Module):
             # Two lookups rather than one in (E_gen + E_delta): the same sums, without adding the whole tables.
             embedded = F.embedding(input_ids, self.generator_embeddings.detach()) + F.embedding(
                 input_ids, self.discriminator_embeddings)
-            out = self.discriminator.electra(inputs_embeds=embedded,
-                                             attention_mask=attention_mask, token_type_ids=token_type_ids)
+            out = self.discriminator.base_model(inputs_embeds=embedded,
+                                                attention_mask=attention_mask, token_type_ids=token_type_ids)
         else:
-            out = self.discriminator.electra(input_ids=input_ids, attention_mask=attention_mask,
-                                             token_type_ids=token_type_ids)
+            out = self.discriminator.base_model(input_ids=input_ids, attention_mask=attention_mask,
+                                                token_type_ids=token_type_ids)
         return out.last_hidden_state
 
     def losses(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
         """(generator MLM loss, discriminator loss, detached metrics), kept apart so tests can backward each."""
         attention_mask, token_type_ids = batch.get("attention_mask"), batch.get("token_type_ids")
         positions, originals = batch["mlm_positions"], batch["mlm_labels"]
-        hidden = self.generator.electra(input_ids=batch["input_ids"], attention_mask=attention_mask,
-                                        token_type_ids=token_type_ids).last_hidden_state
-        picked = hidden.reshape(-1, hidden.size(-1)).index_select(0, positions)
-        logits = self.generator.generator_lm_head(self.generator.generator_predictions(picked)).float()
+        hidden = mlm_hidden_states(self.generator, batch, self.enhanced_mask_decoder)
+        logits = masked_logits(self.generator, hidden, positions).float()
         generator_loss = F.cross_entropy(logits, originals, ignore_index=IGNORE)
         predicted_positions = originals != IGNORE
         with torch.no_grad():
@@ -192,7 +213,7 @@ class ReplacedTokenDetection(nn.Module):
             corrupted, labels = corrupt(batch["input_ids"], positions, originals, sampled, batch["rtd_mask"])
         disc_hidden = self.discriminator_encoder(corrupted, attention_mask, token_type_ids)
         scored = labels >= 0
-        disc_logits = self.discriminator.discriminator_predictions(disc_hidden[scored]).float()
+        disc_logits = self.rtd_head(disc_hidden[scored]).float()
         targets = labels[scored].float()
         rtd_loss = F.binary_cross_entropy_with_logits(disc_logits, targets)
         with torch.no_grad():
@@ -242,7 +263,7 @@ class ReplacedTokenDetection(nn.Module):
         model = copy.deepcopy(self.discriminator)
         if self.sharing == "gdes":
             with torch.no_grad():
-                model.electra.embeddings.word_embeddings.weight.add_(self.generator_embeddings.detach())
+                model.base_model.embeddings.word_embeddings.weight.add_(self.generator_embeddings.detach())
         return model
 
     def export(self, directory) -> None:
@@ -253,49 +274,56 @@ class ReplacedTokenDetection(nn.Module):
             self.tokenizer.save_pretrained(directory / GENERATOR_DIR)
 
 
-def check_init_from(config, stored, directory: Path, tokenizer) -> None:
-    """The `--init-from` model fits this run: same vocabulary, enough positions, the --model-size if one is given."""
-    check_vocabulary(directory, stored.vocab_size, tokenizer)
-    if config.max_seq_length > stored.max_position_embeddings:
-        raise ConfigError(f"--max-seq-length {config.max_seq_length} exceeds the {stored.max_position_embeddings} "
-                          f"positions of --init-from {directory}")
-    if config.model_size is not None:
-        expected = bert_config_kwargs(config.model_size)
-        found = {key: getattr(stored, key) for key in expected}
-        if found != expected:
-            raise ConfigError(f"--init-from {directory} is {found}, not the --model-size {config.model_size} "
-                              f"architecture {expected}; leave out --model-size to keep the checkpoint's")
+def model_classes(architecture: str) -> tuple[type, type, dict]:
+    """(generator class, discriminator class, their attention keyword) for an --architecture."""
+    if architecture == "deberta-v2":
+        from transformers import DebertaV2ForMaskedLM
+
+        from .deberta import DebertaV2ForReplacedTokenDetection
+
+        return DebertaV2ForMaskedLM, DebertaV2ForReplacedTokenDetection, {}  # no SDPA kernel for DeBERTa
+    from transformers import ElectraForMaskedLM, ElectraForPreTraining
+
+    return ElectraForMaskedLM, ElectraForPreTraining, {"attn_implementation": "sdpa"}
 
 
 def load_pair(config, tokenizer):
     """(generator, discriminator) from `--init-from` (an electra export or checkpoint), the generator rebuilt if absent."""
-    from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
+    from transformers import AutoConfig
 
+    from .config import ARCHITECTURES
+
+    generator_class, discriminator_class, attention = model_classes(config.architecture)
     directory = init_model_dir(config.init_from)
-    stored = ElectraConfig.from_pretrained(directory)
-    if stored.model_type != "electra":
+    stored = AutoConfig.from_pretrained(directory)
+    discriminator_written = stored.model_type == "electra" or DEBERTA_DISCRIMINATOR in (stored.architectures or ())
+    if stored.model_type in ARCHITECTURES[config.architecture] and not discriminator_written:
         raise ConfigError(
-            f"--init-from {directory}: a {stored.model_type!r} model; the electra objective continues ELECTRA "
-            "discriminators (a model written by --objective electra)"
+            f"--init-from {directory}: a {stored.model_type!r} model; the electra objective continues "
+            "discriminators written by --objective electra"
         )
     check_init_from(config, stored, directory, tokenizer)
-    discriminator = ElectraForPreTraining.from_pretrained(directory, attn_implementation="sdpa")
+    discriminator = discriminator_class.from_pretrained(directory, **attention)
     if (directory / GENERATOR_DIR / "config.json").is_file():
-        generator = ElectraForMaskedLM.from_pretrained(directory / GENERATOR_DIR, attn_implementation="sdpa")
+        generator = generator_class.from_pretrained(directory / GENERATOR_DIR, **attention)
     else:
         settings = generator_config(stored, config.electra_generator_size, config.electra_generator_layers,
                                     config.electra_embedding_sharing)
-        generator = ElectraForMaskedLM._from_config(settings, attn_implementation="sdpa")
+        generator = generator_class._from_config(settings, **attention)
+    if config.enhanced_mask_decoder:
+        from .deberta import add_enhanced_mask_decoder
+
+        add_enhanced_mask_decoder(generator, directory / GENERATOR_DIR)
     if config.electra_embedding_sharing == "gdes":
         # The export holds E_gen + E_delta; training goes on with E_delta = that minus the generator's E_gen.
         with torch.no_grad():
-            discriminator.electra.embeddings.word_embeddings.weight.sub_(
-                generator.electra.embeddings.word_embeddings.weight)
+            discriminator.base_model.embeddings.word_embeddings.weight.sub_(
+                generator.base_model.embeddings.word_embeddings.weight)
     return generator, discriminator
 
 
 def build(config, tokenizer) -> ReplacedTokenDetection:
-    from transformers import ElectraConfig, ElectraForMaskedLM, ElectraForPreTraining
+    from transformers import ElectraConfig
 
     if config.nsp:
         raise ConfigError("--nsp is an mlm option; the electra objective has no next-sentence prediction")
@@ -308,19 +336,28 @@ def build(config, tokenizer) -> ReplacedTokenDetection:
     if config.init_from:
         generator, discriminator = load_pair(config, tokenizer)
     else:
-        kwargs = bert_config_kwargs(config.model_size)
-        disc_config = ElectraConfig(vocab_size=len(tokenizer), embedding_size=kwargs["hidden_size"],
-                                    pad_token_id=specials.pad, **kwargs)
-        discriminator = ElectraForPreTraining._from_config(disc_config, attn_implementation="sdpa")
+        generator_class, discriminator_class, attention = model_classes(config.architecture)
+        if config.architecture == "deberta-v2":
+            from .deberta import deberta_config
+
+            disc_config = deberta_config(len(tokenizer), specials.pad, config.model_size)
+        else:
+            kwargs = bert_config_kwargs(config.model_size)
+            disc_config = ElectraConfig(vocab_size=len(tokenizer), embedding_size=kwargs["hidden_size"],
+                                        pad_token_id=specials.pad, **kwargs)
+        discriminator = discriminator_class._from_config(disc_config, **attention)
         gen_config = generator_config(disc_config, config.electra_generator_size, config.electra_generator_layers,
                                       config.electra_embedding_sharing)
-        generator = ElectraForMaskedLM._from_config(gen_config, attn_implementation="sdpa")
+        generator = generator_class._from_config(gen_config, **attention)
+        if config.enhanced_mask_decoder:
+            from .deberta import add_enhanced_mask_decoder
+
+            add_enhanced_mask_decoder(generator)
         if config.electra_embedding_sharing == "gdes":
             with torch.no_grad():
-                discriminator.electra.embeddings.word_embeddings.weight.zero_()  # E_delta starts at zero
+                discriminator.base_model.embeddings.word_embeddings.weight.zero_()  # E_delta starts at zero
     generator.train()
     discriminator.train()
-    collator = ElectraCollator(MLMCollator(specials, len(tokenizer), config.mlm_probability, config.whole_word_masking,
-                                           BatchShape.for_config(config)))
-    return ReplacedTokenDetection(generator, discriminator, collator, config.electra_embedding_sharing,
-                                  config.electra_rtd_weight, tokenizer)
+    return ReplacedTokenDetection(generator, discriminator, ElectraCollator(make_collator(config, tokenizer)),
+                                  config.electra_embedding_sharing, config.electra_rtd_weight, tokenizer,
+                                  config.enhanced_mask_decoder)

@@ -3,7 +3,10 @@
 Masking follows BERT's `create_pretraining_data.py`: in each sequence, round(15% of the maskable tokens) (at least
 one) are chosen; of those, 80% become [MASK], 10% a token drawn uniformly from the vocabulary, 10% stay unchanged.
 [CLS]/[SEP]/padding are never chosen. Masks are drawn at batch time from the trainer's seeded generator (dynamic
-masking, as RoBERTa), not once per corpus.
+masking, as RoBERTa), not once per corpus. `--masking static` is RoBERTa's baseline instead, its data duplicated
+STATIC_MASKS times with a different mask each: a sequence's masks are functions of the seed and the sequence's
+tokens, and each time it is read one of its STATIC_MASKS is drawn. Within one pass over the corpus (the budgets here)
+each sequence is read once, so static and dynamic masking only differ from the second epoch on.
 
 Whole-word masking chooses whole words, BERT's greedy way (words in random order, skipping a word that would
 overshoot the count). A word is the run of tokens between two spaces of the text the tokenizer sees (data.py marks
@@ -13,29 +16,37 @@ text is what the model reads, clitics are frequent and predictable units of thei
 back into surface words would need the preprocessing's inverse inside masking. With SentencePiece a word starts at
 a token carrying `▁`; with WordPiece, punctuation glued to a word (`كتاب،`) stays part of that word.
 
-Speed: the model is a plain `BertForMaskedLM` (or `BertForPreTraining` with NSP) so `AutoModelForMaskedLM` loads the
-output, but the loss gathers the hidden states of the masked positions before the prediction head, so the
-transform and the vocabulary projection (most of the FLOPs of a small BERT) run on 15% of the tokens.
+Speed: the model is a plain `BertForMaskedLM` (or `BertForPreTraining` with NSP; `DebertaV2ForMaskedLM` with
+`--architecture deberta-v2`, see deberta.py) so `AutoModelForMaskedLM` loads the output, but the loss gathers the
+hidden states of the masked positions before the prediction head, so the transform and the vocabulary projection
+(most of the FLOPs of a small BERT) run on 15% of the tokens.
 """
 from __future__ import annotations
+
+import hashlib
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..errors import ConfigError
 from .config import bert_config_kwargs
 from .data import IGNORE, POSITIONS_MULTIPLE, BatchShape, Example, SpecialIds, padded_shape, row_lengths
-from .objectives import check_vocabulary, init_model_dir
+from .objectives import check_init_from, init_model_dir
+
+STATIC_MASKS = 10  # RoBERTa's duplication factor for static masking
 
 
 class MLMCollator:
     """Examples → padded tensors with BERT masking; `mlm_positions` index the flattened (batch × length) grid."""
 
     def __init__(self, specials: SpecialIds, vocab_size: int, mlm_probability: float = 0.15,
-                 whole_word_masking: bool = False, shape: BatchShape | None = None):
+                 whole_word_masking: bool = False, shape: BatchShape | None = None, masking: str = "dynamic",
+                 seed: int = 0):
         self.specials, self.vocab_size, self.shape = specials, vocab_size, shape
         self.mlm_probability, self.whole_word_masking = mlm_probability, whole_word_masking
+        self.masking, self.seed = masking, seed
 
     def __call__(self, examples: list[Example], rng: np.random.Generator) -> dict[str, torch.Tensor]:
         rows, width = padded_shape(examples, self.shape)
@@ -47,18 +58,24 @@ class MLMCollator:
             ids[row, :n] = example.input_ids
             maskable[row, :n] = ~example.special
             word_starts[row, :n] = example.word_starts
-        # Masks are drawn on the unpadded grid so that padding to a fixed batch shape leaves them, and the random
-        # stream after them, exactly as they would be without padding.
-        real_rows, longest = len(examples), max(len(example.input_ids) for example in examples)
-        chosen = np.zeros((rows, width), dtype=bool)
-        chosen[:real_rows, :longest] = self.choose(maskable[:real_rows, :longest], word_starts[:real_rows, :longest], rng)
-        positions = np.flatnonzero(chosen)
+        if self.masking == "static":
+            positions, action, random_ids = self.static_masks(examples, maskable, word_starts, width, rng)
+        else:
+            # Masks are drawn on the unpadded grid so that padding to a fixed batch shape leaves them, and the random
+            # stream after them, exactly as they would be without padding.
+            real_rows, longest = len(examples), max(len(example.input_ids) for example in examples)
+            chosen = np.zeros((rows, width), dtype=bool)
+            chosen[:real_rows, :longest] = self.choose(maskable[:real_rows, :longest],
+                                                       word_starts[:real_rows, :longest], rng)
+            positions = np.flatnonzero(chosen)
+            action = rng.random(len(positions))
+            random_ids = None
         labels = ids.reshape(-1)[positions]
-        action = rng.random(len(positions))
         masked = ids.reshape(-1).copy()
         masked[positions[action < 0.8]] = self.specials.mask
-        randomised = positions[(action >= 0.8) & (action < 0.9)]
-        masked[randomised] = rng.integers(0, self.vocab_size, len(randomised))
+        randomised = (action >= 0.8) & (action < 0.9)
+        masked[positions[randomised]] = random_ids[randomised] if random_ids is not None else \
+            rng.integers(0, self.vocab_size, int(randomised.sum()))
         if self.shape is not None:  # few distinct prediction-head shapes too (see BatchShape); the extra rows are ignored
             extra = -len(positions) % POSITIONS_MULTIPLE
             positions = np.append(positions, np.zeros(extra, dtype=np.int64))
@@ -80,6 +97,22 @@ class MLMCollator:
             nsp_labels[: len(examples)] = [e.next_sentence_label for e in examples]
             batch["next_sentence_label"] = torch.from_numpy(nsp_labels)
         return batch
+
+    def static_masks(self, examples: list[Example], maskable: np.ndarray, word_starts: np.ndarray, width: int,
+                     rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(flat positions, 80/10/10 draws, random replacement ids) from each sequence's own generator: seeded by
+        the run's seed, the sequence's tokens and which of its STATIC_MASKS copies `rng` picks."""
+        positions, action, random_ids = [], [], []
+        copies = rng.integers(0, STATIC_MASKS, len(examples))
+        for row, (example, copy) in enumerate(zip(examples, copies)):
+            n = len(example.input_ids)
+            digest = hashlib.blake2b(example.input_ids.tobytes(), digest_size=8).digest()
+            own = np.random.default_rng([self.seed, int(copy), int.from_bytes(digest, "little")])
+            chosen = np.flatnonzero(self.choose(maskable[row : row + 1, :n], word_starts[row : row + 1, :n], own)[0])
+            positions.append(row * width + chosen)
+            action.append(own.random(len(chosen)))
+            random_ids.append(own.integers(0, self.vocab_size, len(chosen)))
+        return np.concatenate(positions), np.concatenate(action), np.concatenate(random_ids)
 
     def choose(self, maskable: np.ndarray, word_starts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Boolean (rows × width): the positions to predict, round(p × maskable) (at least 1) per row."""
@@ -110,24 +143,46 @@ class MLMCollator:
         return chosen
 
 
-class MaskedLanguageModel(nn.Module):
-    """A BERT with a prediction head that runs only on masked positions; `export` writes the plain HF model."""
+def mlm_hidden_states(model, batch: dict[str, torch.Tensor], enhanced_mask_decoder: bool = False) -> torch.Tensor:
+    """What the MLM head of `model` (a `BertForMaskedLM`, `DebertaV2ForMaskedLM` or `ElectraForMaskedLM`) reads at
+    every position: the encoder's last hidden states, or with DeBERTa's enhanced mask decoder its output."""
+    inputs = {key: batch.get(key) for key in ("input_ids", "attention_mask", "token_type_ids")}
+    if enhanced_mask_decoder:
+        from .deberta import enhanced_mask_decoder_states
 
-    def __init__(self, model, collator: MLMCollator):
+        return enhanced_mask_decoder_states(model.base_model, **inputs)
+    return model.base_model(**inputs).last_hidden_state
+
+
+def masked_logits(model, hidden: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+    """The MLM head's logits at the flat `positions` only: the hidden states are gathered before the head."""
+    picked = hidden.reshape(-1, hidden.size(-1)).index_select(0, positions)
+    if model.config.model_type == "electra":
+        return model.generator_lm_head(model.generator_predictions(picked))
+    return model.cls.predictions(picked)
+
+
+class MaskedLanguageModel(nn.Module):
+    """An encoder with a prediction head that runs only on masked positions; `export` writes the plain HF model."""
+
+    def __init__(self, model, collator: MLMCollator, enhanced_mask_decoder: bool = False):
         super().__init__()
         self.model = model
         self.collator = collator
+        self.enhanced_mask_decoder = enhanced_mask_decoder
         self.nsp = hasattr(model.cls, "seq_relationship")
 
     def forward(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        encoded = self.model.bert(
-            input_ids=batch["input_ids"],
-            attention_mask=batch.get("attention_mask"),
-            token_type_ids=batch.get("token_type_ids"),
-        )
-        hidden = encoded.last_hidden_state
-        picked = hidden.reshape(-1, hidden.size(-1)).index_select(0, batch["mlm_positions"])
-        logits = self.model.cls.predictions(picked).float()
+        if self.nsp:
+            encoded = self.model.bert(
+                input_ids=batch["input_ids"],
+                attention_mask=batch.get("attention_mask"),
+                token_type_ids=batch.get("token_type_ids"),
+            )
+            hidden = encoded.last_hidden_state
+        else:
+            hidden = mlm_hidden_states(self.model, batch, self.enhanced_mask_decoder)
+        logits = masked_logits(self.model, hidden, batch["mlm_positions"]).float()
         labels = batch["mlm_labels"]
         mlm_loss = F.cross_entropy(logits, labels, ignore_index=IGNORE)
         scored = labels != IGNORE
@@ -151,41 +206,39 @@ class MaskedLanguageModel(nn.Module):
         self.model.save_pretrained(directory)
 
 
-def build(config, tokenizer) -> MaskedLanguageModel:
-    from transformers import BertConfig, BertForMaskedLM, BertForPreTraining
+def make_collator(config, tokenizer) -> MLMCollator:
+    return MLMCollator(SpecialIds.from_tokenizer(tokenizer), len(tokenizer), config.mlm_probability,
+                       config.whole_word_masking, BatchShape.for_config(config), config.masking, config.seed)
 
-    from ..errors import ConfigError
+
+def build(config, tokenizer) -> MaskedLanguageModel:
+    from transformers import AutoConfig, BertConfig, BertForMaskedLM, BertForPreTraining, DebertaV2ForMaskedLM
 
     specials = SpecialIds.from_tokenizer(tokenizer)
-    model_class = BertForPreTraining if config.nsp else BertForMaskedLM
+    deberta = config.architecture == "deberta-v2"
+    model_class = DebertaV2ForMaskedLM if deberta else BertForPreTraining if config.nsp else BertForMaskedLM
+    attention = {} if deberta else {"attn_implementation": "sdpa"}  # no SDPA kernel for disentangled attention
+    directory = None
     if config.init_from:
         directory = init_model_dir(config.init_from)
-        bert_config = BertConfig.from_pretrained(directory)
-        if bert_config.model_type != "bert":
-            raise ConfigError(
-                f"--init-from {directory}: a {bert_config.model_type!r} model, the mlm objective needs BERT"
-            )
-        check_vocabulary(directory, bert_config.vocab_size, tokenizer)
-        if config.model_size is not None:
-            expected = bert_config_kwargs(config.model_size)
-            found = {key: getattr(bert_config, key) for key in expected}
-            if found != expected:
-                raise ConfigError(
-                    f"--init-from {directory} is {found}, not the --model-size {config.model_size} architecture "
-                    f"{expected}; leave out --model-size to keep the checkpoint's"
-                )
-        if config.max_seq_length > bert_config.max_position_embeddings:
-            raise ConfigError(
-                f"--max-seq-length {config.max_seq_length} exceeds the {bert_config.max_position_embeddings} "
-                f"positions of --init-from {directory}"
-            )
-        model = model_class.from_pretrained(directory, attn_implementation="sdpa")
+        stored = AutoConfig.from_pretrained(directory)
+        if stored.model_type == "electra":
+            raise ConfigError(f"--init-from {directory}: an ELECTRA discriminator has no MLM head; the mlm objective "
+                              "continues models written by --objective mlm")
+        check_init_from(config, stored, directory, tokenizer)
+        model = model_class.from_pretrained(directory, **attention)
+    elif deberta:
+        from .deberta import deberta_config
+
+        model = model_class._from_config(deberta_config(len(tokenizer), specials.pad, config.model_size))
     else:
         bert_config = BertConfig(
             vocab_size=len(tokenizer), pad_token_id=specials.pad, **bert_config_kwargs(config.model_size)
         )
-        model = model_class._from_config(bert_config, attn_implementation="sdpa")
+        model = model_class._from_config(bert_config, **attention)
+    if config.enhanced_mask_decoder:
+        from .deberta import add_enhanced_mask_decoder
+
+        add_enhanced_mask_decoder(model, directory)
     model.train()
-    collator = MLMCollator(specials, len(tokenizer), config.mlm_probability, config.whole_word_masking,
-                           BatchShape.for_config(config))
-    return MaskedLanguageModel(model, collator)
+    return MaskedLanguageModel(model, make_collator(config, tokenizer), config.enhanced_mask_decoder)

@@ -40,8 +40,7 @@ from torch import nn
 from ..errors import ConfigError
 from .config import bert_config_kwargs
 from .data import BatchShape, Example, SpecialIds, padded_shape, row_lengths
-from .electra import check_init_from
-from .objectives import init_model_dir
+from .objectives import check_init_from, init_model_dir
 
 MAX_SPAN_TOKENS = 10  # Splinter's max_span_length
 MAX_QUESTION_TOKENS = 64  # as HF's QA pipeline (max_question_len); at most a quarter of the sequence
@@ -301,7 +300,9 @@ class SpanSelection(nn.Module):
 
 
 def build(config, tokenizer) -> SpanSelection:
-    from transformers import AutoConfig, AutoModelForQuestionAnswering, BertConfig, BertForQuestionAnswering
+    from transformers import (
+        AutoConfig, AutoModelForQuestionAnswering, BertConfig, BertForQuestionAnswering, DebertaV2ForQuestionAnswering,
+    )
 
     if config.nsp:
         raise ConfigError("--nsp is an mlm option; span-selection builds its own question/passage pairs")
@@ -311,9 +312,16 @@ def build(config, tokenizer) -> SpanSelection:
         stored = AutoConfig.from_pretrained(directory)
         check_init_from(config, stored, directory, tokenizer)
         try:
-            model = AutoModelForQuestionAnswering.from_pretrained(directory, attn_implementation="sdpa")
+            # DeBERTa's disentangled attention has no SDPA kernel.
+            attention = {} if config.architecture == "deberta-v2" else {"attn_implementation": "sdpa"}
+            model = AutoModelForQuestionAnswering.from_pretrained(directory, **attention)
         except ValueError as exc:  # a model type without a QA head in transformers
             raise ConfigError(f"--init-from {directory}: no question-answering model for it ({exc})") from exc
+    elif config.architecture == "deberta-v2":
+        from .deberta import deberta_config
+
+        model = DebertaV2ForQuestionAnswering._from_config(deberta_config(len(tokenizer), specials.pad,
+                                                                          config.model_size))
     else:
         bert_config = BertConfig(vocab_size=len(tokenizer), pad_token_id=specials.pad,
                                  **bert_config_kwargs(config.model_size))
