@@ -4,16 +4,26 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from arabert_pipeline.cli import main
 from data_slices import write_first_articles, write_first_documents
 
 DOCUMENTS = 60
+# DeBERTa with its enhanced mask decoder, fine-tuned with the question-overlap token type its embeddings grow.
+ARCHITECTURES = {
+    "bert": ([], []),
+    "deberta-v2": (["--architecture", "deberta-v2", "--enhanced-mask-decoder"], ["--question-overlap"]),
+}
 
 
-def test_preprocess_tokenizer_pretrain_finetune_evaluate_answer(shared_data, tmp_path, capsys):
+@pytest.mark.parametrize("architecture", list(ARCHITECTURES))
+def test_preprocess_tokenizer_pretrain_finetune_evaluate_answer(shared_data, tmp_path, capsys, architecture):
     import torch
+    from transformers import AutoModelForMaskedLM, AutoModelForQuestionAnswering
 
     torch.set_num_threads(1)
+    pretrain_flags, finetune_flags = ARCHITECTURES[architecture]
     raw = tmp_path / "raw.txt"
     write_first_documents(shared_data / "corpus" / "ant-jawharafm-000.txt.xz", raw, DOCUMENTS)
     train, test = tmp_path / "train.json", tmp_path / "test.json"
@@ -28,14 +38,19 @@ def test_preprocess_tokenizer_pretrain_finetune_evaluate_answer(shared_data, tmp
     assert main(["pretrain", "--tokenizer", str(tokenizer), "--corpus", str(corpus), "--model-size", "tiny",
                  "-o", str(mlm), "--max-seq-length", "128", "--steps", "6", "--batch-size", "4", "--lr", "1e-3",
                  "--whole-word-masking", "--eval-every", "6", "--eval-sequences", "8", "--log-every", "3",
-                 "--cache-dir", str(tmp_path / "cache"), "--no-progress"]) == 0
+                 "--cache-dir", str(tmp_path / "cache"), "--no-progress", *pretrain_flags]) == 0
     assert main(["finetune", "--model", str(mlm), "--train", str(train), "--eval", str(test), "-o", str(qa),
                  "--max-seq-length", "128", "--doc-stride", "64", "--epochs", "1", "--batch-size", "16",
-                 "--skip-misaligned", "--allow-leakage", "--no-progress"]) == 0
+                 "--skip-misaligned", "--allow-leakage", "--no-progress", *finetune_flags]) == 0
     assert main(["evaluate", "--model", str(qa), "--label", "tiny", "--data", str(test), "-o", str(report),
                  "--resamples", "100", "--pretraining-log", f"tiny={mlm / 'log.jsonl'}"]) == 0
     capsys.readouterr()
 
+    # The exports load without this package, as the architecture asked for.
+    assert AutoModelForMaskedLM.from_pretrained(mlm).config.model_type == architecture
+    qa_config = AutoModelForQuestionAnswering.from_pretrained(qa).config
+    assert qa_config.model_type == architecture
+    assert qa_config.type_vocab_size == (3 if "--question-overlap" in finetune_flags else 2)
     # The preprocessing chosen at the start travels with every artifact, down to the QA model.
     for directory in (tokenizer, mlm, qa):
         assert json.loads((directory / "arabert_pipeline.json").read_text(encoding="utf-8"))["preprocessing"] == \
