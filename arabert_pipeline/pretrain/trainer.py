@@ -59,6 +59,7 @@ from ..artifacts import (
     write_metadata,
 )
 from ..errors import ArabertPipelineError, ConfigError, InputError
+from ..tokenizer.export import save_pretrained_tokenizer
 from .config import PretrainConfig
 from .data import (
     PretrainingData, SpecialIds, TokenStore, cache_key, check_corpus_preprocessing, default_cache_dir, tokenize_corpus,
@@ -641,7 +642,7 @@ class Trainer:
         finally:
             if bars:
                 hf_logging.enable_progress_bar()
-        self.tokenizer.save_pretrained(directory)
+        save_pretrained_tokenizer(self.tokenizer, directory)
         write_metadata(
             directory,
             preprocessing=self.preprocessing,

@@ -37,6 +37,7 @@ from ..artifacts import (
     read_json_file, read_metadata, remove_own_entries, remove_stale_temporaries, write_metadata,
 )
 from ..errors import ConfigError
+from ..tokenizer.export import save_pretrained_tokenizer
 from .align import QAPreprocessing, align_examples
 from .data import SquadFile, dataset_license, dataset_names, read_squad
 from .features import CONTEXT_TYPE, QUESTION_OVERLAP_TYPE, build_windows, check_fast_tokenizer
@@ -584,7 +585,7 @@ def _save_final_model(output: Path, model, tokenizer, metadata: dict, sentence_i
     staging = output / ".final.tmp"
     shutil.rmtree(staging, ignore_errors=True)
     model.save_pretrained(staging)
-    tokenizer.save_pretrained(staging)
+    save_pretrained_tokenizer(tokenizer, staging)
     with atomic_write(staging / SENTENCE_IDF_FILE) as f:
         json.dump(sentence_idf.to_json(), f, ensure_ascii=False, separators=(",", ":"))
     write_metadata(staging, **metadata)

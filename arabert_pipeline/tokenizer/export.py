@@ -31,6 +31,10 @@ PLACEHOLDERS = ["[رابط]", "[بريد]", "[مستخدم]"]
 SENTENCEPIECE_FILE = "sentencepiece.model"
 VOCAB_FILE = "vocab.txt"
 MODEL_MAX_LENGTH = 512
+# The class name written into tokenizer_config.json: one that transformers 4.x and 5.x both know.
+COMPATIBLE_TOKENIZER_CLASS = "PreTrainedTokenizerFast"
+# tokenizer_config.json entries that record how the tokenizer was last called or loaded, not what it is.
+_CALL_STATE_KEYS = ("max_length", "stride", "truncation_strategy", "is_local", "local_files_only")
 METASPACE = "▁"
 # BERT's punctuation (ASCII non-alphanumerics and Unicode P*) minus `+`, which carries the segmentation markers.
 PUNCTUATION_EXCEPT_PLUS = r"[!-*,-/:-@\[-`{-~]|\p{P}"
@@ -126,17 +130,36 @@ def wrap_fast(backend):
     )
 
 
+def save_pretrained_tokenizer(tokenizer, directory: str | os.PathLike) -> None:
+    """`tokenizer.save_pretrained(directory)` in a form that transformers 4 and 5 both load.
+
+    transformers 5 writes its own class name ("TokenizersBackend"), which 4.x cannot resolve: both resolve
+    `COMPATIBLE_TOKENIZER_CLASS` and then load tokenizer.json as it is (a model-specific class such as BertTokenizer
+    would rebuild BERT's pre-tokenizer). It also saves the truncation of the last call (QA windows: only_second, 256)
+    into both files, where it would become the loaded tokenizer's default: a tokenizer is saved without it.
+    """
+    from tokenizers import Tokenizer
+
+    directory = Path(directory)
+    tokenizer.save_pretrained(str(directory))
+    config_path = directory / "tokenizer_config.json"
+    config = json.loads(config_path.read_text(encoding="utf-8"))
+    config["tokenizer_class"] = COMPATIBLE_TOKENIZER_CLASS
+    for key in _CALL_STATE_KEYS:
+        config.pop(key, None)
+    config_path.write_text(json.dumps(config, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    tokenizer_path = directory / "tokenizer.json"
+    backend = Tokenizer.from_file(str(tokenizer_path))
+    if backend.truncation is not None or backend.padding is not None:
+        backend.no_truncation()
+        backend.no_padding()
+        backend.save(str(tokenizer_path))
+
+
 def save_tokenizer(backend, directory: str | os.PathLike, *, preprocessing: str, **metadata) -> None:
     """Write `backend` as a Hugging Face tokenizer directory with its `arabert_pipeline.json`."""
     directory = Path(directory)
-    fast = wrap_fast(backend)
-    fast.save_pretrained(str(directory))
-    config_path = directory / "tokenizer_config.json"
-    config = json.loads(config_path.read_text(encoding="utf-8"))
-    # transformers 5 writes its new class name, which 4.x cannot resolve; both resolve this alias and then load
-    # tokenizer.json as it is (a model-specific class such as BertTokenizer would rebuild BERT's pre-tokenizer).
-    config["tokenizer_class"] = "PreTrainedTokenizerFast"
-    config_path.write_text(json.dumps(config, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    save_pretrained_tokenizer(wrap_fast(backend), directory)
     if backend.model.__class__.__name__ == "WordPiece":
         vocab = sorted(backend.get_vocab(with_added_tokens=False).items(), key=lambda item: item[1])
         (directory / VOCAB_FILE).write_text("".join(t + "\n" for t, _ in vocab), encoding="utf-8")
