@@ -69,6 +69,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import ConfigError
+from ..tokenizer.export import save_pretrained_tokenizer
 from .config import bert_config_kwargs
 from .data import IGNORE, Example, SpecialIds
 from .mlm import MLMCollator, make_collator, masked_logits, mlm_hidden_states
@@ -271,7 +272,7 @@ class ReplacedTokenDetection(nn.Module):
         self.exported_discriminator().save_pretrained(directory)
         self.generator.save_pretrained(directory / GENERATOR_DIR)
         if self.tokenizer is not None:
-            self.tokenizer.save_pretrained(directory / GENERATOR_DIR)
+            save_pretrained_tokenizer(self.tokenizer, directory / GENERATOR_DIR)
 
 
 def model_classes(architecture: str) -> tuple[type, type, dict]:
