@@ -168,9 +168,9 @@ def read_json_file(path: str | os.PathLike) -> dict[str, Any]:
 
 # Outputs ------------------------------------------------------------------------------------------------------------
 
-# What a Hugging Face model or tokenizer directory of ours holds (fnmatch patterns).
+# What a Hugging Face model or tokenizer directory of ours holds (fnmatch patterns); model.onnx is export-onnx's.
 MODEL_DIR_FILES = (
-    "config.json", "generation_config.json", "model.safetensors", "model-*-of-*.safetensors",
+    "config.json", "generation_config.json", "model.safetensors", "model-*-of-*.safetensors", "model.onnx",
     "model.safetensors.index.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
     "added_tokens.json", "vocab.txt", "sentencepiece.model", METADATA_FILE,
 )

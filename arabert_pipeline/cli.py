@@ -14,6 +14,7 @@ STAGE_CLIS = [
     "arabert_pipeline.tokenizer.cli",
     "arabert_pipeline.pretrain.cli",
     "arabert_pipeline.qa.cli",
+    "arabert_pipeline.qa.export",
     "arabert_pipeline.evaluate.cli",
     "arabert_pipeline.pipeline.cli",
 ]

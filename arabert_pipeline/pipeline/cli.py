@@ -4,7 +4,8 @@
     arabert-pipeline answer --input questions.jsonl --output answers.jsonl     # {"id"?, "question", "context"} per line
     arabert-pipeline answer --demo
 
-torch is imported only when the verb runs, so `arabert-pipeline --help` stays instant.
+Nothing heavy is imported before the verb runs, so `arabert-pipeline --help` stays instant; with a model that has
+a model.onnx (the shipped one does), torch and transformers are never imported.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
-from .core import BUNDLED_MODELS, DEFAULT_MODEL, check_text, surrogate_problem, text_problem
+from .core import BACKENDS, BUNDLED_MODELS, DEFAULT_MODEL, check_text, surrogate_problem, text_problem
 
 DEMO_FILE = Path(__file__).with_name("demo.json")
 
@@ -42,6 +43,9 @@ def register(subparsers) -> None:
     p.add_argument("--top-k", type=int, default=1, help="answers per question (default: %(default)s)")
     p.add_argument("--batch-size", type=int, default=32, help="windows per forward pass (default: %(default)s)")
     p.add_argument("--device", default="cpu", help="torch device (default: %(default)s)")
+    p.add_argument("--backend", choices=BACKENDS, default="auto",
+                   help="auto: ONNX Runtime when the model dir has a model.onnx (the shipped model does) and the "
+                   "device is the CPU, else torch (default: %(default)s)")
     p.add_argument("--quantize", action="store_true", help="int8 dynamic quantization of the linear layers (CPU)")
     p.add_argument("--spans-as-decoded", dest="whole_words", action="store_false",
                    help="return the model's spans as decoded, without widening them to whole words")
@@ -173,13 +177,14 @@ def _round(score: float) -> float:
 
 
 def _load_pipeline(args: argparse.Namespace):
-    from transformers.utils import logging as hf_logging
+    from .core import Pipeline, choose_backend
 
-    from .core import Pipeline
+    if choose_backend(args.model, args.device, args.backend) == "torch":  # the ONNX backend never imports it
+        from transformers.utils import logging as hf_logging
 
-    hf_logging.disable_progress_bar()  # "Loading weights: 100%" would interleave with the answers
+        hf_logging.disable_progress_bar()  # "Loading weights: 100%" would interleave with the answers
     return Pipeline(args.model, preprocessing=args.preprocessing, device=args.device, batch_size=args.batch_size,
-                    quantize=args.quantize, whole_words=args.whole_words)
+                    quantize=args.quantize, whole_words=args.whole_words, backend=args.backend)
 
 
 def _utf8_stdout() -> None:

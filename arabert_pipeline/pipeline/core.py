@@ -5,7 +5,12 @@
     qa.answer("أين تقع البتراء؟", "تقع مدينة البتراء في جنوب الأردن.")   # Answer(text='جنوب الأردن', start=..., ...)
 
 Windowing, preprocessing and span decoding are QAModel's (qa/infer.py); this layer resolves the model name, checks
-the user's input before it reaches torch, turns span logits into probabilities, and chunks large batches.
+the user's input before it reaches the model, turns span logits into probabilities, and chunks large batches.
+
+Two backends run the model. A model dir holding `model.onnx` (written by `arabert-pipeline export-onnx`; the shipped
+model has one) runs on ONNX Runtime + `tokenizers` (onnx_backend.py): neither torch nor transformers is imported,
+and windows, decoding and answers are the torch path's. Anything else, a device other than the CPU, or
+`backend="torch"` runs on torch + transformers (QAModel), which also trains.
 
 The score of an answer is a probability: the softmax of the start + end logits over the model's candidate spans for
 that question (its max(n_best, top_k) best distinct spans over all of its windows; n_best = 20 by default). It lies in
@@ -26,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from ..artifacts import METADATA_FILE, looks_like_local_path, torch_device
 from ..errors import ConfigError, InputError
+from ..qa.export import ONNX_FILE
 
 if TYPE_CHECKING:
     from ..qa.infer import Answer, QAModel
@@ -34,6 +40,7 @@ MODELS_DIR = Path(__file__).resolve().parents[1] / "models"
 # Names that resolve to a model shipped inside the package: name → directory under arabert_pipeline/models/.
 BUNDLED_MODELS = {"arabert": "arabert-mini", "arabert-mini": "arabert-mini"}
 DEFAULT_MODEL = "arabert"
+BACKENDS = ("auto", "onnx", "torch")
 # Examples handed to QAModel.predict at once: large enough for length-sorted batches of windows to pad little,
 # small enough that the per-window logits and offsets of a huge input list never sit in memory together.
 EXAMPLES_PER_CHUNK = 512
@@ -52,12 +59,15 @@ class Pipeline:
         batch_size: int = 32,
         quantize: bool = False,
         whole_words: bool = True,
+        backend: str = "auto",
     ):
         """`model`: a bundled name ("arabert"), a QA model dir made by this project, a hub id (with `preprocessing`
         unless the hub repo has an arabert_pipeline.json), or a loaded QAModel.
 
-        `quantize=True` converts the linear layers to int8 (torch dynamic quantization, CPU only): faster on CPU;
-        check its accuracy with benchmarks/bench_pipeline.py before relying on it.
+        `backend`: "auto" runs ONNX Runtime when the model dir has a model.onnx and the device is the CPU, else torch;
+        "onnx" or "torch" insist on one.
+        `quantize=True` runs int8 weights (dynamic quantization, CPU only: ONNX Runtime's on the ONNX backend, torch's
+        on torch): faster, less exact; benchmarks/bench_pipeline.py measures its F1 cost.
         `whole_words=False` returns the model's span as decoded, even when it cuts a word of the context (by default
         answers are widened to whole words, as Hugging Face's `align_to_words`).
         """
@@ -67,11 +77,22 @@ class Pipeline:
             raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
         if quantize and device != "cpu":
             raise ConfigError(f"quantize=True needs device='cpu' (int8 dynamic quantization runs on CPU), got {device!r}")
-        torch_device(device)  # a device this machine lacks fails here, not after a model load
         self.batch_size = batch_size
+        self.quantized = quantize
+        self.backend = choose_backend(model, device, backend)
+        if self.backend == "torch":
+            torch_device(device)  # a device this machine lacks fails here, not after a model load
         if isinstance(model, QAModel):
             self.source = "QAModel"
             self.qa = copy.copy(model)  # whole_words is set below: leave the caller's object as it was
+            if quantize and self.backend == "onnx":
+                raise ConfigError("quantize=True with a loaded ONNX model: load it with OnnxQAModel.load(..., "
+                                  "quantize=True), or pass the model dir")
+        elif self.backend == "onnx":
+            from .onnx_backend import OnnxQAModel
+
+            self.source = str(model)
+            self.qa = OnnxQAModel.load(_resolve(model), preprocessing=preprocessing, quantize=quantize)
         else:
             self.source = str(model)
             self.qa = _load(model, preprocessing=preprocessing, device=device)
@@ -79,11 +100,10 @@ class Pipeline:
                 # transformers 5 loads weights in their stored dtype; a model shipped in fp16 to halve its size
                 # would run fp16 matmuls, which CPUs emulate slowly (and int8 quantization needs fp32 layers).
                 self.qa.model.float()
-        if quantize:
+        if quantize and self.backend == "torch":
             self.qa = QAModel(quantize_dynamic(self.qa.model), self.qa.tokenizer, self.qa.preprocessing.name,
-                              self.qa.settings)
+                              self.qa.settings, sentence_idf=self.qa.sentence_idf)
         self.qa.whole_words = whole_words
-        self.quantized = quantize
 
     @property
     def preprocessing(self) -> str:
@@ -91,7 +111,7 @@ class Pipeline:
 
     def __repr__(self) -> str:
         int8 = ", quantize=True" if self.quantized else ""
-        return f"Pipeline({self.source!r}, preprocessing={self.preprocessing!r}{int8})"
+        return f"Pipeline({self.source!r}, preprocessing={self.preprocessing!r}, backend={self.backend!r}{int8})"
 
     def answer(self, question: str | Sequence[str], context: str | Sequence[str], top_k: int = 1):
         """Answer one question (str, str) or many (two lists of the same length).
@@ -217,27 +237,63 @@ def bundled_model_dir(name: str) -> Path:
     return directory
 
 
-def _load(model: str | os.PathLike, *, preprocessing: str | None, device: str) -> "QAModel":
+def choose_backend(model: "str | os.PathLike | QAModel", device: str, backend: str = "auto") -> str:
+    """"onnx" or "torch": the backend that `Pipeline(model, device=device, backend=backend)` runs."""
+    from importlib.util import find_spec
+
     from ..qa.infer import QAModel
 
+    if backend not in BACKENDS:
+        raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    if isinstance(model, QAModel):  # a loaded model runs where it was loaded
+        loaded = getattr(model, "backend", "torch")
+        if backend not in ("auto", loaded):
+            raise ConfigError(f"backend={backend!r}, but the QAModel given was loaded for {loaded}")
+        return loaded
+    if backend == "torch":
+        return "torch"
+    path = _resolve(model)
+    onnx_file = isinstance(path, Path) and (path / ONNX_FILE).is_file()
+    if backend == "auto":
+        return "onnx" if onnx_file and device == "cpu" and find_spec("onnxruntime") is not None else "torch"
+    if not onnx_file:
+        raise ConfigError(f"backend='onnx': {path} has no {ONNX_FILE} (write one with `arabert-pipeline export-onnx "
+                          "MODEL_DIR`)")
+    if device != "cpu":
+        raise ConfigError(f"backend='onnx' runs on the CPU, not on device {device!r}")
+    if find_spec("onnxruntime") is None:
+        raise ConfigError("backend='onnx' needs onnxruntime: pip install onnxruntime")
+    return "onnx"
+
+
+def _resolve(model: str | os.PathLike) -> Path | str:
+    """The local model directory `model` names, or the hub id it is."""
     name = os.fspath(model) if isinstance(model, (str, os.PathLike)) else None
     if not isinstance(name, str) or not name.strip():
         raise ConfigError(f"model must be a bundled name ({', '.join(BUNDLED_MODELS)}), a directory or a hub id, "
                           f"got {model!r}")
     if name in BUNDLED_MODELS:
-        path = bundled_model_dir(name)
-    elif Path(name).expanduser().exists():
+        return bundled_model_dir(name)
+    if Path(name).expanduser().exists():
         path = Path(name).expanduser()
         if not (path / "config.json").is_file():
             raise ConfigError(f"{path} is not a model directory (no config.json)")
-    elif _looks_like_path(name):
+        return path
+    if _looks_like_path(name):
         raise ConfigError(f"model directory {name} does not exist")
-    else:
+    return name
+
+
+def _load(model: str | os.PathLike, *, preprocessing: str | None, device: str) -> "QAModel":
+    from ..qa.infer import QAModel
+
+    path = _resolve(model)
+    if isinstance(path, str):
         try:
-            return QAModel.load(name, preprocessing=preprocessing, device=device)
+            return QAModel.load(path, preprocessing=preprocessing, device=device)
         except (OSError, ConfigError) as exc:  # an unknown repo, no network, or a hub model that does not fit
             first_line = (str(exc).splitlines() or [""])[0]
-            raise ConfigError(f"cannot load {name!r}: it is not a local directory and the hub did not provide a "
+            raise ConfigError(f"cannot load {path!r}: it is not a local directory and the hub did not provide a "
                               f"usable model ({type(exc).__name__}: {first_line})") from exc
     # A local directory never touches the network: transformers reads local files directly (a test blocks sockets).
     return QAModel.load(path, preprocessing=preprocessing, device=device)

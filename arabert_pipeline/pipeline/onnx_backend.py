@@ -1,0 +1,216 @@
+"""The ONNX Runtime backend of `Pipeline`: a QA model dir with `model.onnx` (qa/export.py), run without torch or
+transformers.
+
+Only two steps differ from the torch path (qa/infer.py QAModel), and both are swapped here:
+- tokenization: `tokenizers` reads the model's tokenizer.json directly. `TokenizerAdapter` gives it the call that
+  qa/features.py makes on a transformers fast tokenizer (which does exactly this underneath: truncation and stride set
+  on the Rust tokenizer, `encode_batch`, each window followed by its overflow), so `build_windows` runs unchanged and
+  the windows, ids, token types and offsets are the same;
+- the forward: an ONNX Runtime session on model.onnx, batched and padded as the torch path batches windows.
+Preprocessing, question-overlap token types, the sentence prior and n-best decoding are QAModel's own code.
+
+`quantize=True` runs an int8 copy of the graph, made at load with ONNX Runtime's dynamic quantization (weights int8
+per output channel, activations quantized per batch): faster, and less exact (benchmarks/bench_pipeline.py prints its
+F1 next to fp32's). It needs the `onnx` package (the `export` extra).
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..artifacts import METADATA_FILE, read_json_file, read_metadata
+from ..errors import ConfigError
+from ..qa.export import FINGERPRINT_KEY, ONNX_FILE, OUTPUT_NAMES, weights_fingerprint
+from ..qa.features import Windows
+from ..qa.infer import QAModel, QASettings, _read_sentence_idf
+
+
+class Encoded(dict):
+    """What a transformers tokenizer call returns, as far as qa/features.py reads it."""
+
+    def __init__(self, data: dict[str, Any], encodings: list):
+        super().__init__(data)
+        self.encodings = encodings
+
+    def sequence_ids(self, index: int) -> list[int | None]:
+        return self.encodings[index].sequence_ids
+
+
+class TokenizerAdapter:
+    """A `tokenizers.Tokenizer` called like a transformers fast tokenizer (the arguments qa/features.py uses)."""
+
+    is_fast = True
+    _STRATEGIES = {True: "longest_first", "longest_first": "longest_first", "only_first": "only_first",
+                   "only_second": "only_second"}
+
+    def __init__(self, backend, *, cls_token: str = "[CLS]", pad_token: str = "[PAD]",
+                 model_input_names: tuple[str, ...] = ("input_ids", "token_type_ids", "attention_mask")):
+        self.backend = backend
+        self.cls_token_id = backend.token_to_id(cls_token)
+        self.pad_token_id = backend.token_to_id(pad_token)
+        self.returns_token_types = "token_type_ids" in model_input_names
+
+    @classmethod
+    def from_directory(cls, directory: str | os.PathLike) -> "TokenizerAdapter":
+        from tokenizers import Tokenizer
+
+        directory = Path(directory)
+        path = directory / "tokenizer.json"
+        if not path.is_file():
+            raise ConfigError(f"{directory} has no tokenizer.json, which the ONNX backend tokenizes with")
+        try:
+            backend = Tokenizer.from_file(str(path))
+        except Exception as exc:  # the Rust library raises plain Exceptions for any malformed file
+            raise ConfigError(f"{path}: not a tokenizers file ({exc})") from exc
+        config_path = directory / "tokenizer_config.json"
+        config = read_json_file(config_path) if config_path.is_file() else {}
+        names = {key: value for key in ("cls_token", "pad_token") if isinstance(value := config.get(key), str)}
+        inputs = config.get("model_input_names")
+        return cls(backend, **names, **({"model_input_names": tuple(inputs)} if isinstance(inputs, list) else {}))
+
+    def __len__(self) -> int:
+        return self.backend.get_vocab_size(with_added_tokens=True)
+
+    def __call__(self, text: list[str], text_pair: list[str] | None = None, *, add_special_tokens: bool = True,
+                 truncation: bool | str = False, max_length: int | None = None, stride: int = 0,
+                 return_overflowing_tokens: bool = False, return_offsets_mapping: bool = False,
+                 padding: bool = False) -> Encoded:
+        if padding:
+            raise NotImplementedError("TokenizerAdapter does not pad: QA windows are padded when batched")
+        if truncation:
+            if truncation not in self._STRATEGIES or max_length is None:
+                raise NotImplementedError(f"truncation={truncation!r} with max_length={max_length!r}")
+            self.backend.enable_truncation(max_length, stride=stride, strategy=self._STRATEGIES[truncation],
+                                           direction="right")
+        else:
+            self.backend.no_truncation()
+        self.backend.no_padding()
+        inputs = list(zip(text, text_pair)) if text_pair is not None else list(text)
+        encodings, sample = [], []
+        for index, encoding in enumerate(self.backend.encode_batch(inputs, add_special_tokens=add_special_tokens)):
+            windows = [encoding, *encoding.overflowing] if return_overflowing_tokens else [encoding]
+            encodings.extend(windows)
+            sample.extend([index] * len(windows))
+        data: dict[str, Any] = {"input_ids": [e.ids for e in encodings]}
+        if self.returns_token_types:
+            data["token_type_ids"] = [e.type_ids for e in encodings]
+        data["attention_mask"] = [e.attention_mask for e in encodings]
+        if return_offsets_mapping:
+            data["offset_mapping"] = [e.offsets for e in encodings]
+        if return_overflowing_tokens:
+            data["overflow_to_sample_mapping"] = sample
+        return Encoded(data, encodings)
+
+
+class OnnxQAModel(QAModel):
+    """QAModel whose windows come from `tokenizers` and whose forward runs on ONNX Runtime."""
+
+    backend = "onnx"
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike, *, preprocessing: str | None = None, whole_words: bool = True,
+             quantize: bool = False) -> "OnnxQAModel":
+        """A QA model dir with model.onnx; the same checks as QAModel.load, without importing torch."""
+        directory = Path(directory)
+        if not (directory / ONNX_FILE).is_file():
+            raise ConfigError(f"{directory} has no {ONNX_FILE}: export it with `arabert-pipeline export-onnx "
+                              f"{directory}`, or use the torch backend")
+        metadata = read_metadata(directory, missing_ok=True)
+        stored = metadata.get("preprocessing")
+        if stored and preprocessing and stored != preprocessing:
+            raise ConfigError(f"{directory} was trained with preprocessing {stored!r}, not {preprocessing!r}")
+        preprocessing = preprocessing or stored
+        if not preprocessing:
+            raise ConfigError(f"{directory} has no {METADATA_FILE} recording its preprocessing: pass it explicitly "
+                              "(e.g. preprocessing='arabertv02', or 'none' for models trained on raw text)")
+        settings = QASettings.from_metadata(metadata, directory / METADATA_FILE)
+        tokenizer = TokenizerAdapter.from_directory(directory)
+        rows = read_json_file(directory / "config.json").get("vocab_size")
+        if rows != len(tokenizer):
+            raise ConfigError(f"{directory}: the tokenizer has {len(tokenizer)} tokens but the model has {rows} token "
+                              "embeddings; the tokenizer files do not belong to this model")
+        idf = _read_sentence_idf(directory, required=settings.sentence_prior > 0)
+        session = create_session(directory, quantize=quantize)
+        return cls(session, tokenizer, preprocessing, settings, whole_words, idf)
+
+    def window_logits(self, windows: Windows, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
+        """As QAModel.window_logits: windows sorted by length, batches right-padded to their longest window."""
+        n, width = len(windows), windows.offsets.shape[1]
+        start_logits = np.zeros((n, width), dtype=np.float32)
+        end_logits = np.zeros((n, width), dtype=np.float32)
+        order = np.argsort([len(ids) for ids in windows.input_ids], kind="stable")
+        inputs = {i.name for i in self.model.get_inputs()}
+        pad = self.tokenizer.pad_token_id or 0
+        for i in range(0, n, batch_size):
+            rows = order[i : i + batch_size]
+            length = max(len(windows.input_ids[r]) for r in rows)
+            feeds = {"input_ids": np.full((len(rows), length), pad, dtype=np.int64),
+                     "attention_mask": np.zeros((len(rows), length), dtype=np.int64),
+                     "token_type_ids": np.zeros((len(rows), length), dtype=np.int64)}
+            for j, r in enumerate(rows):
+                ids = windows.input_ids[r]
+                feeds["input_ids"][j, : len(ids)] = ids
+                feeds["attention_mask"][j, : len(ids)] = 1
+                if windows.token_type_ids is not None:
+                    feeds["token_type_ids"][j, : len(ids)] = windows.token_type_ids[r]
+            start, end = self.model.run(list(OUTPUT_NAMES), {k: v for k, v in feeds.items() if k in inputs})
+            start_logits[rows, :length] = start
+            end_logits[rows, :length] = end
+        return start_logits, end_logits
+
+
+def session_threads() -> int:
+    """ONNX Runtime's intra-op threads: $OMP_NUM_THREADS when set (the limit torch obeys too), else 0 (ONNX Runtime's
+    default, one per physical core)."""
+    value = os.environ.get("OMP_NUM_THREADS", "")
+    return int(value) if value.isdigit() and int(value) > 0 else 0
+
+
+def create_session(directory: str | os.PathLike, *, quantize: bool = False):
+    """An ONNX Runtime session on DIR/model.onnx, refused when it was exported from other weights or config."""
+    import onnxruntime
+
+    directory = Path(directory)
+    path = directory / ONNX_FILE
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = session_threads()
+    options.inter_op_num_threads = 1
+    redo = f"re-export it with `arabert-pipeline export-onnx {directory}`, or use the torch backend"
+    try:
+        session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # ONNX Runtime's own exception types, for a broken file or weights it cannot read
+        first_line = (str(exc).strip().splitlines() or [""])[0]
+        raise ConfigError(f"{path}: ONNX Runtime cannot load it ({first_line}); {redo}") from exc
+    if session.get_modelmeta().custom_metadata_map.get(FINGERPRINT_KEY) != weights_fingerprint(directory):
+        raise ConfigError(f"{path} was exported from another config.json or weights file than the ones beside it: "
+                          f"{redo}")
+    if quantize:
+        session = onnxruntime.InferenceSession(int8_model(path), options, providers=["CPUExecutionProvider"])
+    return session
+
+
+def int8_model(path: Path) -> bytes:
+    """model.onnx with int8 weights (dynamic quantization of its MatMuls), serialized."""
+    import onnxruntime
+
+    try:
+        import onnx
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+    except ImportError as exc:
+        raise ConfigError("quantize=True on the ONNX backend needs the onnx package: pip install "
+                          "'arabert-pipeline[export]' (or use the torch backend)") from exc
+    with tempfile.TemporaryDirectory(prefix="arabert-int8-") as tmp:
+        # ONNX Runtime's basic level folds the Cast/Transpose nodes over the stored weights into fp32 constants: the
+        # quantizer only sees MatMuls whose weight is a constant.
+        folded, quantized = Path(tmp) / "folded.onnx", Path(tmp) / "int8.onnx"
+        options = onnxruntime.SessionOptions()
+        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_BASIC
+        options.optimized_model_filepath = str(folded)
+        onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        quantize_dynamic(str(folded), str(quantized), weight_type=QuantType.QInt8, per_channel=True,
+                         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+        return quantized.read_bytes()
