@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# BERT-MLM vs DeBERTa-MLM vs DeBERTaV3 (replaced-token detection + GDES) at equal CPU budget: three L4/H256 models on
+# the same normalized corpus and unigram tokenizer as the shipped model, pretrained one after the other for the same
+# wall-clock minutes on the same machine, each fine-tuned with the same QA recipe, then side-by-side reports with
+# the pretraining logs (held-out MLM / RTD metrics) and paired tests: first on the dev sets the recipe chooses on,
+# then on ARCD-test and TyDiQA-GoldP-ar dev.
+# Usage: ARABERT_PIPELINE_DATA=../shared/data bash scripts/compare_architectures.sh [RUNS_DIR]
+# PRETRAIN_MINUTES (default 90) is each run's wall-clock budget (it re-plans its learning-rate schedule to end on
+# time); THREADS (default 2) the threads every job uses; QA_FLAGS the fine-tuning recipe (default below); REPORT the
+# report directory (default notebooks/results-architectures; dev/ and test/ inside); EVAL_FLAGS extra evaluate
+# flags (e.g. "--limit 20 --resamples 100" for a smoke run). Rerun after an interruption:
+# finished stages are skipped, an interrupted pretraining or fine-tuning resumes from its last checkpoint (a
+# pretraining budget counts the time already spent).
+set -euo pipefail
+: "${ARABERT_PIPELINE_DATA:?point ARABERT_PIPELINE_DATA at the data root (corpus/, qa/)}"
+runs=${1:-runs}
+pretrain_minutes=${PRETRAIN_MINUTES:-90}
+threads=${THREADS:-2}
+qa_flags=${QA_FLAGS:---protocol offline-dev --question-overlap --epochs 10 --lr 3e-4 --max-seq-length 256 \
+--doc-stride 128 --skip-misaligned --drop-leaking-train}
+report=${REPORT:-notebooks/results-architectures}
+eval_flags=${EVAL_FLAGS:-}
+corpus=$ARABERT_PIPELINE_DATA/corpus
+text=$runs/corpus/train.arabertv02.txt
+tokenizer=$runs/tokenizers/noseg-unigram
+export OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$threads
+
+[ -f "$text" ] || arabert-pipeline preprocess $(ls "$corpus"/*.txt.xz | sort | grep -v ant-multisource-006) \
+    -o "$text" --config arabertv02 --workers 2
+[ -f "$tokenizer/tokenizer.json" ] || arabert-pipeline train-tokenizer "$text" -o "$tokenizer" --model-type unigram \
+    --vocab-size 32000
+
+resume_flag() { [ -d "$1/checkpoints" ] && echo --resume || true; }
+pretrain() {  # name objective flags...
+    local out=$runs/pretrain/arch-$1
+    [ -f "$out/model.safetensors" ] && return
+    arabert-pipeline pretrain --tokenizer "$tokenizer" --corpus "$text" -o "$out" --objective "$2" \
+        --model-size mini --max-seq-length 256 --batch-size 32 --whole-word-masking --dropout 0 \
+        --time-budget "$pretrain_minutes" --seed 0 --save-every 50 --eval-every 100 --log-every 10 --no-progress \
+        $(resume_flag "$out") "${@:3}"
+}
+# MLM at the shipped model's settings (lr 8e-4, 6% warm-up); DeBERTa with its enhanced mask decoder, as the paper
+# pretrains it. DeBERTaV3 as its paper: a generator of the discriminator's width and half its depth (with EMD),
+# gradient-disentangled embedding sharing, λ = 50, at ELECTRA-Small's lr 5e-4 and 10% warm-up.
+pretrain bert-mlm mlm --architecture bert --lr 8e-4 --warmup 0.06
+pretrain deberta-mlm mlm --architecture deberta-v2 --enhanced-mask-decoder --lr 8e-4 --warmup 0.06
+pretrain deberta-v3 electra --architecture deberta-v2 --enhanced-mask-decoder --electra-embedding-sharing gdes \
+    --electra-generator-size 1 --electra-generator-layers 0.5 --lr 5e-4 --warmup 0.1
+
+names=(bert-mlm deberta-mlm deberta-v3)
+for name in "${names[@]}"; do
+    out=$runs/qa/arch-$name
+    [ -f "$out/model.safetensors" ] && continue
+    # shellcheck disable=SC2086  # QA_FLAGS is a list of flags
+    arabert-pipeline finetune --model "$runs/pretrain/arch-$name" -o "$out" $qa_flags --batch-size 32 --seed 0 \
+        --no-progress $(resume_flag "$out")
+done
+models=() labels=() logs=()
+for name in "${names[@]}"; do
+    models+=(--model "$runs/qa/arch-$name") labels+=(--label "$name")
+    logs+=(--pretraining-log "$name=$runs/pretrain/arch-$name/log.jsonl")
+done
+mkdir -p "$report"
+# shellcheck disable=SC2086
+arabert-pipeline evaluate "${models[@]}" "${labels[@]}" --data arcd-dev --data mlqa-ar-dev "${logs[@]}" \
+    -o "$report/dev" --overwrite $eval_flags
+# shellcheck disable=SC2086
+arabert-pipeline evaluate "${models[@]}" "${labels[@]}" --data arcd-test --data tydiqa-goldp-ar-dev "${logs[@]}" \
+    -o "$report/test" --overwrite $eval_flags
