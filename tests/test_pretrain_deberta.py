@@ -346,6 +346,15 @@ def test_bad_options_are_refused(setup, tmp_path):
         build(setup, model_size="mini", init_from=str(tmp_path / "mlm"))
 
 
+def test_checkpoints_written_before_the_new_options_still_resume(setup):
+    cfg = config(setup, architecture="bert")
+    stored = cfg.to_dict()
+    for name in ("architecture", "masking", "enhanced_mask_decoder"):
+        del stored[name]
+    assert cfg.differences(stored) == []
+    assert config(setup).differences(stored) == ["architecture"]
+
+
 def test_trainer_runs_resumes_and_exports_a_deberta_mlm_with_the_decoder(setup, tmp_path):
     from transformers import AutoModelForMaskedLM, AutoTokenizer, pipeline
 

@@ -135,11 +135,13 @@ class PretrainConfig:
         return dataclasses.asdict(self)
 
     def differences(self, stored: dict[str, Any]) -> list[str]:
-        """Fields that differ from a stored config and would change the training trajectory."""
+        """Fields that differ from a stored config and would change the training trajectory. A field the stored
+        config lacks was added since that run was written, which trained as its default does."""
         current = self.to_dict()
+        defaults = {f.name: f.default for f in dataclasses.fields(self) if f.default is not dataclasses.MISSING}
         return sorted(
             name for name in current.keys() | stored.keys()
-            if name not in RESUMABLE_CHANGES and current.get(name) != stored.get(name)
+            if name not in RESUMABLE_CHANGES and current.get(name) != stored.get(name, defaults.get(name))
         )
 
 
