@@ -1,0 +1,235 @@
+"""The ONNX Runtime backend: `export-onnx`, windows from `tokenizers` alone, answers equal to the torch path's, no
+torch or transformers import, stale or foreign exports refused."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from arabert_pipeline.errors import ConfigError
+from arabert_pipeline.pipeline.cli import DEMO_FILE
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("onnx")
+
+SHIPPED = Path(__file__).resolve().parents[1] / "arabert_pipeline" / "models" / "arabert-mini"
+DEMO = json.loads(DEMO_FILE.read_text(encoding="utf-8"))
+QUESTION = "ماذا شاهدنا في القاهرة؟"
+CONTEXT = ("شاهدنا مسرحيّة «مصرع كليوباتـــرا» سنة ١٩٢٧ في القاهرة، وكتبنا عنها على http://example.com/a?b=1 "
+           "ثم راسلنا info@example.org وقلنا: يا للروعة!!!! ولم يكن ابنُ سينا هناك. " * 3)
+_CACHE: dict = {}
+
+
+def _examples(n: int | None = None) -> list[dict]:
+    from arabert_pipeline.qa.data import read_squad
+
+    examples = read_squad("arcd-test", misaligned="keep").examples
+    return examples[:n] if n else examples
+
+
+@pytest.fixture
+def tiny_onnx(tmp_path_factory) -> Path:
+    """A random BERT QA model with every input the ONNX path must carry: token type 2 (question overlap), a sentence
+    prior with its IDF table, weights stored in fp16 as the shipped model's are; exported."""
+    if "tiny" not in _CACHE:
+        from transformers import BertConfig, BertForQuestionAnswering
+
+        from arabert_pipeline import Preprocessor
+        from arabert_pipeline.qa.export import export_onnx
+        from arabert_pipeline.qa.infer import SENTENCE_IDF_FILE
+        from arabert_pipeline.qa.overlap import KeyIDF
+        from arabert_pipeline.tokenizer.export import save_tokenizer, wordpiece_backend
+
+        directory = tmp_path_factory.mktemp("tiny-onnx") / "model"
+        texts = Preprocessor("arabertv02").preprocess_batch([e["context"] + " " + e["question"] for e in DEMO]
+                                                            + [CONTEXT])
+        words = sorted({w for t in texts for w in t.split()})
+        vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *sorted({c for w in words for c in w}), *words[:300]]
+        save_tokenizer(wordpiece_backend(list(dict.fromkeys(vocab)), "arabertv02"), directory,
+                       preprocessing="arabertv02", max_seq_length=64, doc_stride=24, question_overlap=True,
+                       sentence_prior=2.0)
+        torch.manual_seed(0)
+        config = BertConfig(vocab_size=len(dict.fromkeys(vocab)), hidden_size=64, num_hidden_layers=2,
+                            num_attention_heads=2, intermediate_size=128, type_vocab_size=3)
+        BertForQuestionAnswering(config).half().save_pretrained(directory)
+        (directory / SENTENCE_IDF_FILE).write_text(json.dumps(KeyIDF.from_texts(texts).to_json(), ensure_ascii=False),
+                                                   encoding="utf-8")
+        export_onnx(directory)
+        _CACHE["tiny"] = directory
+    return _CACHE["tiny"]
+
+
+def _spans(found) -> list:
+    return [[(a.start, a.end) for a in answers] for answers in found]
+
+
+# Windows ------------------------------------------------------------------------------------------------------------
+
+def _assert_same_windows(a, b) -> None:
+    assert a.input_ids == b.input_ids
+    assert a.token_type_ids == b.token_type_ids
+    assert np.array_equal(a.example_index, b.example_index)
+    assert np.array_equal(a.offsets, b.offsets)
+
+
+@pytest.mark.parametrize("max_seq_length, doc_stride, max_question_tokens, overlap", [
+    (256, 128, 64, False),  # the shipped model's settings
+    (384, 128, 64, True),   # the project defaults, with question-overlap token types
+    (64, 24, 8, True),      # many windows per context, questions cut
+])
+def test_windows_from_tokenizers_equal_the_transformers_windows_on_arcd_test(shared_data, max_seq_length, doc_stride,
+                                                                            max_question_tokens, overlap):
+    from arabert_pipeline.artifacts import load_pretrained_tokenizer
+    from arabert_pipeline.pipeline.onnx_backend import TokenizerAdapter
+    from arabert_pipeline.qa.align import QAPreprocessing
+    from arabert_pipeline.qa.features import build_windows
+
+    preprocessing = QAPreprocessing("arabertv02")
+    examples = _examples()[::4]  # a slice through all the articles, the longest contexts included
+    questions = [preprocessing.question(e["question"]) for e in examples]
+    contexts = [preprocessing.context(e["context"]).text for e in examples]
+    settings = dict(max_seq_length=max_seq_length, doc_stride=doc_stride, max_question_tokens=max_question_tokens,
+                    question_overlap=overlap)
+    reference = build_windows(load_pretrained_tokenizer(SHIPPED), questions, contexts, **settings)
+    adapter = TokenizerAdapter.from_directory(SHIPPED)
+    _assert_same_windows(build_windows(adapter, questions, contexts, **settings), reference)
+    assert len(reference) > len(examples)  # several windows per context somewhere
+
+
+def test_windows_equal_with_a_wordpiece_tokenizer(tiny_onnx):
+    from arabert_pipeline.artifacts import load_pretrained_tokenizer
+    from arabert_pipeline.pipeline.onnx_backend import TokenizerAdapter
+    from arabert_pipeline.qa.features import build_windows
+
+    questions = [e["question"] for e in DEMO] + ["؟" * 40]
+    contexts = [e["context"] for e in DEMO] + [CONTEXT]
+    for overlap in (False, True):
+        settings = dict(max_seq_length=48, doc_stride=16, max_question_tokens=12, question_overlap=overlap)
+        _assert_same_windows(build_windows(TokenizerAdapter.from_directory(tiny_onnx), questions, contexts, **settings),
+                             build_windows(load_pretrained_tokenizer(tiny_onnx), questions, contexts, **settings))
+
+
+# Answers ------------------------------------------------------------------------------------------------------------
+
+def test_onnx_answers_equal_torch_answers_with_overlap_types_prior_and_fp16_weights(tiny_onnx):
+    from arabert_pipeline import Pipeline
+
+    onnx, plain = Pipeline(tiny_onnx), Pipeline(tiny_onnx, backend="torch")
+    assert (onnx.backend, plain.backend) == ("onnx", "torch")
+    assert onnx.qa.settings.question_overlap and onnx.qa.settings.sentence_prior == 2.0
+    questions = [e["question"] for e in DEMO] + [QUESTION]
+    contexts = [e["context"] for e in DEMO] + [CONTEXT]
+    ours, theirs = onnx.answer(questions, contexts, top_k=5), plain.answer(questions, contexts, top_k=5)
+    assert _spans(ours) == _spans(theirs)
+    for a, b, context in zip(ours, theirs, contexts):
+        assert [x.score for x in a] == pytest.approx([x.score for x in b], abs=1e-4)
+        assert all(x.text == context[x.start : x.end] for x in a)
+    # The graph holds no weights: it reads them, in fp16, from model.safetensors.
+    import onnx
+
+    graph = onnx.load(str(tiny_onnx / "model.onnx"), load_external_data=False).graph
+    external = [t for t in graph.initializer if t.data_location == onnx.TensorProto.EXTERNAL]
+    assert not [t.name for t in graph.initializer if t not in external and np.prod(t.dims) >= 64]
+    assert {e.value for t in external for e in t.external_data if e.key == "location"} == {"model.safetensors"}
+    assert {t.data_type for t in external} == {onnx.TensorProto.FLOAT16}
+
+
+def test_int8_onnx_model_answers_spans(tiny_onnx):
+    import onnx
+
+    from arabert_pipeline import Pipeline
+    from arabert_pipeline.pipeline.onnx_backend import int8_model
+
+    graph = onnx.load_from_string(int8_model(tiny_onnx / "model.onnx")).graph
+    assert {"DynamicQuantizeLinear", "MatMulInteger"} <= {node.op_type for node in graph.node}
+    qa = Pipeline(tiny_onnx, quantize=True)
+    assert qa.backend == "onnx" and qa.quantized
+    answers = qa.answer(QUESTION, CONTEXT, top_k=3)
+    assert answers and all(a.text == CONTEXT[a.start : a.end] for a in answers)
+
+
+def test_shipped_model_runs_on_onnx_with_the_torch_answers_on_arcd_test(shared_data):
+    from arabert_pipeline import Pipeline
+    from arabert_pipeline.evaluate.metrics import score_question
+
+    examples = _examples(120)
+    onnx = Pipeline("arabert", whole_words=False)
+    assert onnx.backend == "onnx"
+    plain = Pipeline("arabert", whole_words=False, backend="torch")
+    questions, contexts = [e["question"] for e in examples], [e["context"] for e in examples]
+    ours, theirs = onnx.answer(questions, contexts), plain.answer(questions, contexts)
+    same = sum((a.start, a.end) == (b.start, b.end) for a, b in zip(ours, theirs)) / len(examples)
+    assert same >= 0.99
+    f1 = [np.mean([score_question(e, a.text, a.start)["soqal_f1"] for e, a in zip(examples, found)])
+          for found in (ours, theirs)]
+    assert f1[0] == pytest.approx(f1[1], abs=0.005)
+
+
+def test_the_onnx_path_imports_neither_torch_nor_transformers():
+    code = (
+        "import sys\n"
+        "from arabert_pipeline import Pipeline\n"
+        "from arabert_pipeline.cli import main\n"
+        "answer = Pipeline('arabert').answer('ما هي عاصمة الأردن؟', 'عمّان هي عاصمة الأردن وأكبر مدنها.')\n"
+        "assert answer.text, answer\n"
+        "assert main(['answer', '--question', 'أين تقع البتراء؟', '--context', 'تقع البتراء في جنوب الأردن.']) == 0\n"
+        "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == "[]"
+
+
+# Refusals -----------------------------------------------------------------------------------------------------------
+
+def test_stale_foreign_or_missing_exports_are_refused(tiny_onnx, tmp_path):
+    from arabert_pipeline import Pipeline
+    from arabert_pipeline.qa.export import export_onnx
+
+    copy = tmp_path / "model"
+    shutil.copytree(tiny_onnx, copy)
+    config = json.loads((copy / "config.json").read_text(encoding="utf-8"))
+    (copy / "config.json").write_text(json.dumps({**config, "layer_norm_eps": 1e-5}), encoding="utf-8")
+    with pytest.raises(ConfigError, match="exported from another config.json or weights file.*export-onnx"):
+        Pipeline(copy)
+    assert Pipeline(copy, backend="torch").backend == "torch"
+    export_onnx(copy)  # an earlier export of ours is replaced
+    assert Pipeline(copy).backend == "onnx"
+
+    (copy / "model.safetensors").write_bytes((copy / "model.safetensors").read_bytes()[:1000])
+    with pytest.raises(ConfigError, match="model.onnx"):
+        Pipeline(copy)
+
+    (copy / "model.onnx").write_bytes(b"not onnx")
+    with pytest.raises(ConfigError, match="not written by export-onnx"):
+        export_onnx(copy)
+
+    (copy / "model.onnx").unlink()
+    assert Pipeline(tiny_onnx, backend="auto").backend == "onnx"
+    with pytest.raises(ConfigError, match="has no model.onnx"):
+        Pipeline(copy, backend="onnx")
+    with pytest.raises(ConfigError, match="backend must be one of"):
+        Pipeline(tiny_onnx, backend="tensorflow")
+    with pytest.raises(ConfigError, match="runs on the CPU"):
+        Pipeline(tiny_onnx, backend="onnx", device="cuda")
+
+
+def test_cli_export_onnx_then_answer_on_onnx(tiny_onnx, tmp_path, capsys):
+    from arabert_pipeline.cli import main
+
+    copy = tmp_path / "model"
+    shutil.copytree(tiny_onnx, copy)
+    (copy / "model.onnx").unlink()
+    assert main(["export-onnx", str(copy)]) == 0
+    assert "logits checked against torch" in capsys.readouterr().out
+    for backend in ("onnx", "torch"):
+        assert main(["answer", "--model", str(copy), "--backend", backend, "--question", QUESTION,
+                     "--context", CONTEXT]) == 0
+    first, second = capsys.readouterr().out.split("answer: ")[1:]
+    assert first.splitlines()[0] == second.splitlines()[0]
+    assert main(["export-onnx", str(tmp_path / "nothing")]) == 2
+    assert "no config.json" in capsys.readouterr().err
