@@ -51,10 +51,13 @@ def test_preprocess_tokenizer_pretrain_finetune_evaluate_answer(shared_data, tmp
     qa_config = AutoModelForQuestionAnswering.from_pretrained(qa).config
     assert qa_config.model_type == architecture
     assert qa_config.type_vocab_size == (3 if "--question-overlap" in finetune_flags else 2)
-    # The preprocessing chosen at the start travels with every artifact, down to the QA model.
+    # The preprocessing chosen at the start travels with every artifact, down to the QA model; every tokenizer
+    # written on the way names a class transformers 4 knows too (tests/test_tokenizer_compat.py).
     for directory in (tokenizer, mlm, qa):
         assert json.loads((directory / "arabert_pipeline.json").read_text(encoding="utf-8"))["preprocessing"] == \
             "arabertv02"
+        assert json.loads((directory / "tokenizer_config.json").read_text(encoding="utf-8"))["tokenizer_class"] == \
+            "PreTrainedTokenizerFast"
     results = json.loads((report / "results.json").read_text(encoding="utf-8"))
     articles = json.loads(test.read_text(encoding="utf-8"))["data"]
     questions = sum(len(paragraph["qas"]) for article in articles for paragraph in article["paragraphs"])
@@ -71,3 +74,11 @@ def test_preprocess_tokenizer_pretrain_finetune_evaluate_answer(shared_data, tmp
     assert main(["answer", "--model", str(qa), "--input", str(questions_file), "--output", str(answers_file)]) == 0
     answer = json.loads(answers_file.read_text(encoding="utf-8").splitlines()[0])
     assert answer["answer"] and context[answer["start"]:answer["end"]] == answer["answer"]
+
+    # Exported to ONNX, the model answers the same without torch (the default backend once model.onnx exists).
+    assert main(["export-onnx", str(qa)]) == 0
+    onnx_file = tmp_path / "answers-onnx.jsonl"
+    assert main(["answer", "--model", str(qa), "--input", str(questions_file), "--output", str(onnx_file)]) == 0
+    on_onnx = json.loads(onnx_file.read_text(encoding="utf-8").splitlines()[0])
+    assert (on_onnx["start"], on_onnx["end"]) == (answer["start"], answer["end"])
+    assert on_onnx["score"] == pytest.approx(answer["score"], abs=1e-4)
