@@ -21,8 +21,8 @@ computed in pretraining (nothing reads it), which makes EMD cost one layer, not 
 transform and vocabulary projection run on the masked 15% only, as without EMD.
 
 Export. An MLM run writes a plain `DebertaV2ForMaskedLM`, an ELECTRA run a `DebertaV2ForReplacedTokenDetection`
-(below) and a `DebertaV2ForMaskedLM` generator; all load with `AutoModel`, `AutoModelForMaskedLM` and
-`AutoModelForQuestionAnswering` (model type "deberta-v2"). P is saved as `deberta.embeddings.position_embeddings`,
+(below) and a `DebertaV2ForMaskedLM` generator; all load with `AutoModel` and `AutoModelForQuestionAnswering` (model
+type "deberta-v2"), the MLMs with `AutoModelForMaskedLM`. P is saved as `deberta.embeddings.position_embeddings`,
 the key under which Microsoft's DeBERTa checkpoints keep EMD's positions: transformers' DeBERTa classes skip it
 (position_biased_input is false) and `--init-from` reads it back. What no export keeps is EMD's computation:
 `DebertaV2ForMaskedLM` predicts from the last layer's ordinary output (its query is H, without P), a path the head
