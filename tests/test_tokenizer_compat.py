@@ -25,25 +25,29 @@ PAIRS = [("ما هي عاصمة الأردن ؟", "عمان هي عاصمة ال
 
 def _written_tokenizers(directory: Path) -> list[Path]:
     """A tokenizer dir from each of our writers: the exporter (train-tokenizer, --from-vocab) and
-    save_pretrained_tokenizer (finetune, pretrain), the latter after a call that truncates, as finetune's do."""
-    from transformers import AutoTokenizer
+    save_pretrained_tokenizer (finetune, pretrain) on the tokenizers they get: ours, after a call that truncates as
+    finetune's do, and a model-specific class (BertTokenizerFast, as a hub checkpoint brings)."""
+    from transformers import AutoTokenizer, BertTokenizerFast
 
     from arabert_pipeline.tokenizer.export import save_pretrained_tokenizer, save_tokenizer, wordpiece_backend
 
     words = sorted({w for pair in PAIRS for text in pair for w in text.split()})
     letters = sorted({c for w in words for c in w})
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *letters, *words]
     exported = directory / "exported"
-    save_tokenizer(wordpiece_backend(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *letters, *words], "arabertv02"),
-                   exported, preprocessing="arabertv02")
+    save_tokenizer(wordpiece_backend(vocab, "arabertv02"), exported, preprocessing="arabertv02")
     tokenizer = AutoTokenizer.from_pretrained(SHIPPED)
     tokenizer(*PAIRS[1], truncation="only_second", max_length=64, stride=16, return_overflowing_tokens=True)
     resaved = directory / "resaved"
     save_pretrained_tokenizer(tokenizer, resaved)
-    return [SHIPPED, exported, resaved]
+    (directory / "vocab.txt").write_text("".join(t + "\n" for t in vocab), encoding="utf-8")
+    bert = directory / "bert"
+    save_pretrained_tokenizer(BertTokenizerFast(vocab=str(directory / "vocab.txt"), do_lower_case=False), bert)
+    return [SHIPPED, exported, resaved, bert]
 
 
 def test_written_tokenizers_name_a_class_both_major_versions_know(tmp_path):
-    from transformers import AutoTokenizer
+    from transformers import AutoTokenizer, BertTokenizerFast
 
     for directory in _written_tokenizers(tmp_path):
         text = (directory / "tokenizer_config.json").read_text(encoding="utf-8")
@@ -53,8 +57,13 @@ def test_written_tokenizers_name_a_class_both_major_versions_know(tmp_path):
         assert saved["truncation"] is None and saved["padding"] is None, directory
         tokenizer = AutoTokenizer.from_pretrained(directory)
         assert len(tokenizer(PAIRS[1][1])["input_ids"]) > 64  # no truncation by default
-    resaved = AutoTokenizer.from_pretrained(tmp_path / "resaved")
-    assert resaved(*PAIRS[0])["input_ids"] == AutoTokenizer.from_pretrained(SHIPPED)(*PAIRS[0])["input_ids"]
+    # Re-saved, a tokenizer encodes as before: same ids, and token types where its class gave them.
+    pairs = ((AutoTokenizer.from_pretrained(tmp_path / "resaved"), AutoTokenizer.from_pretrained(SHIPPED)),
+             (AutoTokenizer.from_pretrained(tmp_path / "bert"),
+              BertTokenizerFast(vocab=str(tmp_path / "vocab.txt"), do_lower_case=False)))
+    for saved, original in pairs:
+        assert dict(saved(*PAIRS[0])) == dict(original(*PAIRS[0]))
+        assert "token_type_ids" in saved(*PAIRS[0])
 
 
 _CHILD = """

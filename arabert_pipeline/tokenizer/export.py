@@ -135,8 +135,10 @@ def save_pretrained_tokenizer(tokenizer, directory: str | os.PathLike) -> None:
 
     transformers 5 writes its own class name ("TokenizersBackend"), which 4.x cannot resolve: both resolve
     `COMPATIBLE_TOKENIZER_CLASS` and then load tokenizer.json as it is (a model-specific class such as BertTokenizer
-    would rebuild BERT's pre-tokenizer). It also saves the truncation of the last call (QA windows: only_second, 256)
-    into both files, where it would become the loaded tokenizer's default: a tokenizer is saved without it.
+    would rebuild BERT's pre-tokenizer). What a model-specific class only implies, its model inputs (BERT's include
+    token_type_ids, the generic class's default may not), is written out. transformers 5 also saves the truncation
+    of the last call (QA windows: only_second, 256) into both files, where it would become the loaded tokenizer's
+    default: a tokenizer is saved without it.
     """
     from tokenizers import Tokenizer
 
@@ -145,6 +147,7 @@ def save_pretrained_tokenizer(tokenizer, directory: str | os.PathLike) -> None:
     config_path = directory / "tokenizer_config.json"
     config = json.loads(config_path.read_text(encoding="utf-8"))
     config["tokenizer_class"] = COMPATIBLE_TOKENIZER_CLASS
+    config["model_input_names"] = list(tokenizer.model_input_names)
     for key in _CALL_STATE_KEYS:
         config.pop(key, None)
     config_path.write_text(json.dumps(config, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
