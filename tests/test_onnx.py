@@ -85,7 +85,7 @@ def _assert_same_windows(a, b) -> None:
 def test_windows_from_tokenizers_equal_the_transformers_windows_on_arcd_test(shared_data, max_seq_length, doc_stride,
                                                                             max_question_tokens, overlap):
     from arabert_pipeline.artifacts import load_pretrained_tokenizer
-    from arabert_pipeline.pipeline.onnx_backend import TokenizerAdapter
+    from arabert_pipeline.qa.tokenizer_adapter import TokenizerAdapter
     from arabert_pipeline.qa.align import QAPreprocessing
     from arabert_pipeline.qa.features import build_windows
 
@@ -103,7 +103,7 @@ def test_windows_from_tokenizers_equal_the_transformers_windows_on_arcd_test(sha
 
 def test_windows_equal_with_a_wordpiece_tokenizer(tiny_onnx):
     from arabert_pipeline.artifacts import load_pretrained_tokenizer
-    from arabert_pipeline.pipeline.onnx_backend import TokenizerAdapter
+    from arabert_pipeline.qa.tokenizer_adapter import TokenizerAdapter
     from arabert_pipeline.qa.features import build_windows
 
     questions = [e["question"] for e in DEMO] + ["؟" * 40]
@@ -216,6 +216,19 @@ def test_stale_foreign_or_missing_exports_are_refused(tiny_onnx, tmp_path):
         Pipeline(tiny_onnx, backend="tensorflow")
     with pytest.raises(ConfigError, match="runs on the CPU"):
         Pipeline(tiny_onnx, backend="onnx", device="cuda")
+
+
+def test_export_refuses_a_tokenizer_that_tokenizers_alone_reads_otherwise(tiny_onnx, tmp_path):
+    from arabert_pipeline.qa.export import export_onnx
+
+    copy = tmp_path / "model"
+    shutil.copytree(tiny_onnx, copy)
+    config = json.loads((copy / "tokenizer_config.json").read_text(encoding="utf-8"))
+    del config["model_input_names"]  # BertTokenizer implies token types; tokenizer.json alone cannot say so
+    (copy / "tokenizer_config.json").write_text(json.dumps({**config, "tokenizer_class": "BertTokenizer"}),
+                                                encoding="utf-8")
+    with pytest.raises(ConfigError, match="model_input_names"):
+        export_onnx(copy)
 
 
 def test_cli_export_onnx_then_answer_on_onnx(tiny_onnx, tmp_path, capsys):

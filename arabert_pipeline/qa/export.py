@@ -125,6 +125,7 @@ def export_onnx(model_dir: str | os.PathLike, *, overwrite: bool = False) -> Pat
     target = model_dir / ONNX_FILE
     if target.exists() and not overwrite and not _written_by_us(target):
         raise ConfigError(f"{target} exists and was not written by export-onnx: pass --overwrite to replace it")
+    _check_tokenizer(model_dir)
     model = _load_torch_model(model_dir)
     inputs = [name for name in INPUT_NAMES if name in _forward_parameters(model)]
     with tempfile.TemporaryDirectory(prefix="export-onnx-") as tmp:
@@ -153,6 +154,26 @@ def _written_by_us(path: Path) -> bool:
         return onnx.load(str(path), load_external_data=False).producer_name == PRODUCER
     except Exception:  # unreadable: certainly not one of ours
         return False
+
+
+def _check_tokenizer(model_dir: Path) -> None:
+    """The ONNX backend tokenizes with `tokenizers` alone: its windows must be the ones transformers gives here."""
+    import numpy as np
+
+    from ..artifacts import load_pretrained_tokenizer
+    from .features import build_windows
+    from .tokenizer_adapter import TokenizerAdapter
+
+    questions = ["ما هي عاصمة الأردن ؟", "متى تأسست الرياض ؟"]
+    contexts = ["عمان هي عاصمة المملكة الأردنية الهاشمية وأكبر مدنها . " * 20, "تأسست الرياض عام 1746 ."]
+    settings = dict(max_seq_length=64, doc_stride=16, max_question_tokens=16)
+    ours = build_windows(TokenizerAdapter.from_directory(model_dir), questions, contexts, **settings)
+    theirs = build_windows(load_pretrained_tokenizer(model_dir), questions, contexts, **settings)
+    if (ours.input_ids != theirs.input_ids or ours.token_type_ids != theirs.token_type_ids
+            or not np.array_equal(ours.offsets, theirs.offsets)):
+        raise ConfigError(f"{model_dir}: tokenizer.json read by `tokenizers` alone does not give transformers' windows "
+                          "(does tokenizer_config.json list the model_input_names?): save the tokenizer with "
+                          "arabert_pipeline.tokenizer.export.save_pretrained_tokenizer, then export again")
 
 
 def _load_torch_model(model_dir: Path):
