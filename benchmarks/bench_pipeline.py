@@ -194,7 +194,8 @@ def cold_starts(commands: dict[str, list[str]], env: dict, runs: int) -> dict:
     for _ in range(runs):
         for name, command in commands.items():
             measured[name].append(run_cold(command, env))
-    return {name: {"cold_start_s": percentile([t for t, _ in samples], 50), "cold_start_max_s": max(t for t, _ in samples),
+    return {name: {"cold_start_s": percentile([t for t, _ in samples], 50),
+                   "cold_start_max_s": max(t for t, _ in samples),
                    "peak_rss_mb": max(r for _, r in samples)} for name, samples in measured.items()}
 
 

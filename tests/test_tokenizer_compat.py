@@ -82,9 +82,10 @@ for directory in request["tokenizers"]:
                                     "offset_mapping": [[list(o) for o in row] for row in encoded["offset_mapping"]],
                                     "overflow_to_sample_mapping": encoded["overflow_to_sample_mapping"]}
 model = AutoModelForQuestionAnswering.from_pretrained(request["model"]).float().eval()
-ids = torch.tensor([out["tokenizers"][request["model"]]["input_ids"][0]])
+first = out["tokenizers"][request["model"]]
 with torch.no_grad():
-    logits = model(input_ids=ids, token_type_ids=torch.tensor([out["tokenizers"][request["model"]]["token_type_ids"][0]]))
+    logits = model(input_ids=torch.tensor([first["input_ids"][0]]),
+                   token_type_ids=torch.tensor([first["token_type_ids"][0]]))
 out["start_logits"] = logits.start_logits[0].tolist()
 print(json.dumps(out))
 """
