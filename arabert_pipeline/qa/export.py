@@ -113,7 +113,11 @@ def weights_fingerprint(model_dir: str | os.PathLike) -> str:
 def export_onnx(model_dir: str | os.PathLike, *, overwrite: bool = False) -> Path:
     """Export the QA model in `model_dir` to `model_dir/model.onnx` (see the module docstring); returns its path."""
     import numpy as np
-    import onnx
+
+    try:
+        import onnx
+    except ImportError as exc:
+        raise ConfigError("export-onnx needs the onnx package: pip install 'arabert-pipeline[export]'") from exc
 
     model_dir = Path(model_dir)
     if not (model_dir / "config.json").is_file():
