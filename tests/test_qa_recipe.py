@@ -52,6 +52,21 @@ def test_patience_stops_when_dev_does_not_improve(tiny_mlm, qa_slices, tmp_path)
         FinetuneConfig(model="m", output="o", train=["t"], patience=2).resolved()
 
 
+def test_held_out_sets_are_guarded_against_leakage_but_never_scored(tiny_mlm, qa_slices, tmp_path):  # noqa: F811
+    from data_slices import write_first_articles
+
+    train, _ = qa_slices
+    held_out = write_first_articles(str(train), tmp_path / "held-out.json", 1)  # an article that is also trained on
+    settings = dict(model=str(tiny_mlm), train=[str(train)], hold_out=[str(held_out)], epochs=1, **SMALL)
+    with pytest.raises(ConfigError, match="leak"):
+        run_finetune(FinetuneConfig(output=str(tmp_path / "refused"), **settings), log=lambda message: None)
+    messages = []
+    result = run_finetune(FinetuneConfig(output=str(tmp_path / "qa"), drop_leaking_train=True, **settings),
+                          log=messages.append)
+    assert any("dropped training questions involved in a leak" in message for message in messages)
+    assert result.metrics == {} and result.predictions == {} and not (tmp_path / "qa" / "eval").exists()
+
+
 def test_layer_wise_learning_rates_decay_from_the_head_down():
     from transformers import BertConfig, BertForQuestionAnswering
 

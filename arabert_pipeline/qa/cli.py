@@ -28,6 +28,9 @@ def register(subparsers) -> None:
                    help="dev sets, scored after every epoch: the best epoch is kept and the sentence prior chosen")
     p.add_argument("--eval", nargs="+", default=[], metavar="FILE_OR_NAME",
                    help="evaluation sets (predicted and scored at the end)")
+    p.add_argument("--hold-out", nargs="+", default=[], metavar="FILE_OR_NAME",
+                   help="sets kept out of training by the leakage guard but never scored (the test sets while "
+                   "choosing on --dev)")
     p.add_argument("--protocol", choices=["paper", "offline", "offline-dev"],
                    help="preset training + dev + evaluation sets")
     p.add_argument("--preprocessing",

@@ -78,6 +78,9 @@ class FinetuneConfig:
     train: list[str] = dataclasses.field(default_factory=list)  # SQuAD files or registry names
     dev: list[str] = dataclasses.field(default_factory=list)  # scored after every epoch; the best epoch is kept
     eval: list[str] = dataclasses.field(default_factory=list)  # scored once, at the end
+    # Kept out of training by the leakage guard but never predicted or scored: the test sets while choosing on dev,
+    # so that the model chosen there is already the one to report on test.
+    hold_out: list[str] = dataclasses.field(default_factory=list)
     protocol: str | None = None  # a PROTOCOLS name: fills train, dev and eval
     preprocessing: str | None = None  # required for checkpoints without arabert_pipeline.json
     epochs: int = 4
@@ -179,12 +182,13 @@ def _run_finetune(config: FinetuneConfig, log) -> FinetuneResult:
                    for s in config.train]
     dev_files = [read_squad(s, misaligned="keep", download=config.download) for s in config.dev]
     eval_files = [read_squad(s, misaligned="keep", download=config.download) for s in config.eval]
+    held_out_files = [read_squad(s, misaligned="keep", download=config.download) for s in config.hold_out]
     for f in train_files + dev_files + eval_files:
         if f.misaligned:
             log(f.describe_misaligned())
-    # Dev sets are held out like evaluation sets: a leak into either is refused (or dropped) the same way.
+    # Dev and held-out sets are guarded like evaluation sets: a leak into any is refused (or dropped) the same way.
     leakage = find_leakage([(f.name, f.examples) for f in train_files],
-                           [(f.name, f.examples) for f in dev_files + eval_files])
+                           [(f.name, f.examples) for f in dev_files + eval_files + held_out_files])
     train_examples, dropped = _apply_leakage_policy(leakage, train_files, config, log)
 
     tokenizer = load_pretrained_tokenizer(config.model)
