@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# The answer-quality levers (issue 17), each measured on the DEV split only (arcd-dev: 15 ARCD-train articles;
+# mlqa-ar-dev): one pretrained encoder fine-tuned with one lever changed at a time; every run scores the dev sets after
+# each epoch (best epoch kept) and records the dev score of every sentence-prior weight. Nothing here reads arcd-test
+# or TyDiQA-ar dev. Then one evaluate report on dev with paired tests against the previous recipe.
+# Usage: ARABERT_PIPELINE_DATA=../shared/data bash scripts/qa_levers.sh ENCODER_DIR [RUNS_DIR]
+# Rerun after an interruption: finished runs are skipped, an interrupted fine-tuning resumes from its checkpoint.
+set -euo pipefail
+: "${ARABERT_PIPELINE_DATA:?point ARABERT_PIPELINE_DATA at the data root (qa/)}"
+encoder=${1:?the pretrained encoder (an MLM model dir)}
+runs=${2:-runs}/qa-levers
+mkdir -p "$runs"
+
+resume_flag() { [ -d "$1/checkpoints" ] && echo --resume || true; }
+finetune() {  # NAME FLAGS...: fine-tune the encoder on arcd-train-rest + xquad-ar (+ what FLAGS add), choose on dev
+    local out=$runs/$1
+    [ -f "$out/model.safetensors" ] && return
+    arabert-pipeline finetune --model "$encoder" -o "$out" --dev arcd-dev mlqa-ar-dev \
+        --hold-out arcd-test tydiqa-goldp-ar-dev --max-seq-length 256 --doc-stride 128 --batch-size 32 --lr 3e-4 --skip-misaligned --drop-leaking-train --seed 0 --no-progress \
+        $(resume_flag "$out") "${@:2}" 2>&1 | tee "$runs/$1.log"
+}
+
+# 0. The shipped model's recipe: 2 epochs at lr 3e-4.
+finetune r0-2ep --epochs 2 --train arcd-train-rest xquad-ar
+# 1. Small-data recipe: up to 8 epochs, best epoch on dev, early stop after 2 epochs without progress.
+finetune r1-8ep --epochs 8 --patience 2 --train arcd-train-rest xquad-ar
+# 2. + the question-overlap token type.
+finetune r2-overlap --epochs 8 --patience 2 --question-overlap --train arcd-train-rest xquad-ar
+# 3. + AQAD (opt-in, noisy): 4.5x the training questions, so fewer epochs.
+finetune r3-aqad --epochs 4 --patience 1 --question-overlap --train arcd-train-rest xquad-ar aqad
+# 4. + layer-wise learning-rate decay 0.8 (ELECTRA's): lower layers stay closer to pretraining.
+finetune r4-llrd --epochs 4 --patience 1 --question-overlap --layer-lr-decay 0.8 --train arcd-train-rest xquad-ar aqad
+
+# The same weights decoded without the sentence prior: the prior's own contribution, paired on the same answers.
+without_prior() {  # NAME: RUNS/NAME-noprior shares NAME's files (symlinks) with sentence_prior 0 in its settings
+    local source=$runs/$1 out=$runs/$1-noprior
+    [ -f "$out/arabert_pipeline.json" ] && return
+    mkdir -p "$out"
+    for file in "$source"/*; do ln -sf "$(realpath "$file")" "$out/$(basename "$file")"; done
+    rm "$out/arabert_pipeline.json"
+    python - "$source/arabert_pipeline.json" "$out/arabert_pipeline.json" <<'PY'
+import json, sys
+metadata = json.load(open(sys.argv[1], encoding="utf-8"))
+metadata["sentence_prior"] = 0.0
+json.dump(metadata, open(sys.argv[2], "w", encoding="utf-8"), ensure_ascii=False, indent=2, sort_keys=True)
+PY
+}
+for name in r0-2ep r1-8ep r2-overlap r3-aqad r4-llrd; do without_prior $name; done
+
+# One report on dev: every run with and without its prior, the lexical baselines, paired tests against the first row.
+arabert-pipeline evaluate --data arcd-dev --data mlqa-ar-dev -o "${REPORT:-notebooks/results-qa-levers}" --overwrite \
+    --model "$runs/r0-2ep-noprior" --label r0-2ep \
+    --model "$runs/r1-8ep-noprior" --label r1-8ep \
+    --model "$runs/r2-overlap-noprior" --label r2-overlap \
+    --model "$runs/r3-aqad-noprior" --label r3-aqad \
+    --model "$runs/r4-llrd-noprior" --label r4-llrd \
+    --model "$runs/r0-2ep" --label r0-2ep+prior \
+    --model "$runs/r1-8ep" --label r1-8ep+prior \
+    --model "$runs/r2-overlap" --label r2-overlap+prior \
+    --model "$runs/r3-aqad" --label r3-aqad+prior \
+    --model "$runs/r4-llrd" --label r4-llrd+prior
+
+# Pooled over both dev sets (652 questions): each lever against the row before it, and the prior against none.
+python - "${REPORT:-notebooks/results-qa-levers}" <<'PY'
+import json, re, sys
+from pathlib import Path
+import numpy as np
+from arabert_pipeline.evaluate.metrics import bootstrap_means, paired_bootstrap
+
+report, columns = Path(sys.argv[1]) / "per_question", ("soqal_f1", "soqal_sm", "arabic_f1")
+def scores(label):
+    file = re.sub(r"[^\w.-]+", "_", label) + ".jsonl"  # evaluate's file name for the label
+    rows = [json.loads(line) for name in ("arcd-dev", "mlqa-ar-dev")
+            for line in (report / name / file).read_text(encoding="utf-8").splitlines()]
+    return np.array([[row[c] for c in columns] for row in rows])
+def cell(paired, i):
+    p = paired["p_value"][i]
+    return (f"{paired['diff'][i]:+.1f} [{paired['low'][i]:+.1f}, {paired['high'][i]:+.1f}], "
+            + (f"p = {p:.3f}" if p >= 0.001 else "p < 0.001"))
+pairs = [("r1-8ep", "r0-2ep"), ("r2-overlap", "r1-8ep"), ("r3-aqad", "r2-overlap"), ("r4-llrd", "r3-aqad")]
+pairs += [(f"{name}+prior", name) for name in ("r0-2ep", "r1-8ep", "r2-overlap", "r3-aqad", "r4-llrd")]
+pairs += [(f"{name}+prior", baseline) for name in ("r3-aqad", "r4-llrd")
+          for baseline in ("tfidf-sentence", "overlap-span", "first-sentence")]
+print("| system | F1 (SOQAL) | SM (SOQAL) | F1 (Arabic) | vs | ΔF1 (SOQAL) | ΔSM (SOQAL) |\n|---|---|---|---|---|---|---|")
+for new, old in [("r0-2ep", None)] + pairs:
+    a = scores(new)
+    low, high = np.percentile(bootstrap_means(a, resamples=10_000, seed=0), [2.5, 97.5], axis=0)
+    means = 100 * a.mean(axis=0)
+    row = f"| {new} | {means[0]:.1f} [{low[0]:.1f}, {high[0]:.1f}] | {means[1]:.1f} | {means[2]:.1f} |"
+    if old is None:
+        print(row + " | | |")
+        continue
+    paired = paired_bootstrap(a, scores(old), resamples=10_000, seed=0)
+    print(f"{row} {old} | {cell(paired, 0)} | {cell(paired, 1)} |")
+PY
