@@ -321,6 +321,13 @@ def test_cli_demo_prints_question_prediction_and_expected_answer(model_dir, tmp_
     assert "not bundled in this checkout" in capsys.readouterr().err
 
 
+def test_demo_partial_credit_counts_shared_words_only():
+    from arabert_pipeline.pipeline.cli import shares_a_word
+
+    assert shares_a_word("6650", "6650 كيلومترا") and shares_a_word("(الأردن)،", "جنوب الأردن")
+    assert not shares_a_word("859", "عام 1859 للميلاد") and not shares_a_word("،", "،")
+
+
 def test_demo_file_is_valid():
     assert len({e["id"] for e in DEMO}) == len(DEMO) >= 5
     for e in DEMO:

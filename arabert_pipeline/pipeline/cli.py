@@ -153,16 +153,25 @@ def read_demo() -> list[dict[str, Any]]:
             for e in demo]
 
 
+def shares_a_word(predicted: str, expected: str) -> bool:
+    """Whether two answers share a word, punctuation aside (the demo's partial credit; `evaluate` scores properly)."""
+    def words(text: str) -> set[str]:
+        return {w for w in (word.strip(".,،؛:!?؟()\"'«»") for word in text.split()) if w}
+    return bool(words(predicted) & words(expected))
+
+
 def print_demo(examples: list[dict[str, Any]], results: list, top_k: int) -> None:
-    matches = 0
+    matches = overlaps = 0
     for example, found in zip(examples, results):
         best = (found[0] if found else None) if top_k > 1 else found
         matches += best is not None and best.text.strip() == example["expected"]
+        overlaps += best is not None and shares_a_word(best.text, example["expected"])
         print(f"question:  {example['question']}")
         print(f"predicted: {best.text if best else '(no answer)'}" + (f"   [score {best.score:.2f}]" if best else ""))
         print(f"expected:  {example['expected']}")
         print()
-    print(f"{matches}/{len(examples)} predicted answers equal the expected ones exactly")
+    print(f"{matches}/{len(examples)} predicted answers equal the expected ones exactly, {overlaps}/{len(examples)} "
+          "share a word with them")
 
 
 def _describe(answer, rank: int | None) -> str:
