@@ -174,14 +174,14 @@ if "arcd-test" in results["datasets"]:
                      f"{s['soqal_sm']['mean']:.1f} | this run, SOQAL variant |")
 display(Markdown(paper["note"] + "\\n\\n" + "\\n".join(lines)))"""),
     ("md", """\
-## The shipped default model: what each lever gave
+## The shipped default model on the test sets
 
 A second evaluate run (`notebooks/results-default-model/`, written by `scripts/train_default_model.sh`'s evaluation
-step plus the comparison systems): the model that ships in the package, next to the models it was chosen among and
-the previous default, all scored the same way (answers widened to whole words unless a label says otherwise).
-Paired differences are against the first system, the shipped model."""),
+step plus the comparison systems): the model that ships in the package, chosen on dev (next section), scored once on
+the test sets next to the lexical baselines and the previous default, all scored the same way (answers widened to
+whole words). Paired differences are against the first system, the shipped model."""),
     ("code", """\
-def show_run(directory):
+def show_run(directory, plotted="arcd-test"):
     \"\"\"Systems, scores and paired differences (against the run's first system) of another evaluate run.\"\"\"
     if not (directory / "results.json").exists():
         print("no evaluate run at", directory)
@@ -191,13 +191,22 @@ def show_run(directory):
     for dataset in other["datasets"]:
         display(Markdown(f"### {dataset}\\n\\n" + report.scores_table(other, dataset) + "\\n\\n"
                          + report.paired_table(other, dataset)))
-    display(Image(filename=str(directory / "plots" / "arcd-test_metrics.png")))
+    display(Image(filename=str(directory / "plots" / f"{plotted}_metrics.png")))
     if other.get("pretraining"):
         display(Markdown(report.pretraining_table(other)))
         display(Image(filename=str(directory / "plots" / "pretraining.png")))
 
 
 show_run(RUN.parent / "results-default-model")"""),
+    ("md", """\
+## Answer-quality levers, chosen on dev
+
+`scripts/qa_levers.sh` (`notebooks/results-qa-levers/`): one pretrained encoder (the shipped model's) fine-tuned with
+one lever changed at a time, each scored on the dev split only — arcd-dev (15 of ARCD-train's articles, never
+trained on) and MLQA-ar dev — with and without the sentence prior. ARCD-test and TyDiQA-ar dev are not read here.
+Paired differences are against the first system, the previous recipe (2 epochs, no prior)."""),
+    ("code", """\
+show_run(RUN.parent / "results-qa-levers", plotted="arcd-dev")"""),
     ("md", """\
 ## QA windows longer than the pretraining length
 
