@@ -325,6 +325,7 @@ def test_demo_partial_credit_counts_shared_words_only():
     from arabert_pipeline.pipeline.cli import shares_a_word
 
     assert shares_a_word("6650", "6650 كيلومترا") and shares_a_word("(الأردن)،", "جنوب الأردن")
+    assert shares_a_word("والقانون", "القانون في الطب") and not shares_a_word("في البيت", "القانون في الطب")
     assert not shares_a_word("859", "عام 1859 للميلاد") and not shares_a_word("،", "،")
 
 

@@ -154,10 +154,13 @@ def read_demo() -> list[dict[str, Any]]:
 
 
 def shares_a_word(predicted: str, expected: str) -> bool:
-    """Whether two answers share a word, punctuation aside (the demo's partial credit; `evaluate` scores properly)."""
-    def words(text: str) -> set[str]:
-        return {w for w in (word.strip(".,،؛:!?؟()\"'«»") for word in text.split()) if w}
-    return bool(words(predicted) & words(expected))
+    """Whether two answers share a content word, as the question-overlap feature matches words (the demo's partial
+    credit; `evaluate` scores properly)."""
+    from ..qa.overlap import match_keys
+
+    def keys(text: str) -> set[str]:
+        return {key for word in text.split() for key in match_keys(word)}
+    return bool(keys(predicted) & keys(expected))
 
 
 def print_demo(examples: list[dict[str, Any]], results: list, top_k: int) -> None:
