@@ -42,6 +42,20 @@ def data_root() -> Path:
     return Path(cache) / "arabert_pipeline" / "data"
 
 
+def portable_path(path: str | os.PathLike) -> str:
+    """A path as recorded in artifacts that leave this machine: under the data root, `$ARABERT_PIPELINE_DATA/...`;
+    under the working directory, relative to it; another absolute path, its last component; a relative path, a hub
+    id or a name, unchanged."""
+    text = str(path)
+    if not os.path.isabs(text):
+        return text
+    resolved = Path(text).resolve()
+    for root, name in ((data_root().resolve(), f"${DATA_ROOT_ENV}"), (Path.cwd().resolve(), ".")):
+        if resolved == root or root in resolved.parents:
+            return str(Path(name) / resolved.relative_to(root))
+    return resolved.name
+
+
 def data_file(relative: str) -> Path:
     """A file under the data root, or a clear error saying where it was expected."""
     path = data_root() / relative

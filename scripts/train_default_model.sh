@@ -45,28 +45,23 @@ qa=$runs/qa/mini-noseg
 arabert-pipeline evaluate --model "$qa" --label arabert-mini --data arcd-test --data tydiqa-goldp-ar-dev \
     -o "$runs/eval/arabert-mini" --overwrite
 # 6. Ship: the Hugging Face files and the prior's IDF table (no checkpoints), weights in fp16, then the ONNX graph.
-python - "$qa" "$ship" "$runs" "$ARABERT_PIPELINE_DATA" <<'PY'
-import json, os, shutil, sys
+python - "$qa" "$ship" <<'PY'
+import json, shutil, sys
 from pathlib import Path
 from safetensors.torch import load_file, save_file
-source, target, runs, data = (Path(p) for p in sys.argv[1:])
+from arabert_pipeline.artifacts import portable_path
+source, target = Path(sys.argv[1]), Path(sys.argv[2])
 target.mkdir(parents=True, exist_ok=True)
 for path in source.iterdir():
     if path.is_file() and path.name not in ("model.safetensors", "arabert_pipeline.json") and not path.name.startswith("."):
         shutil.copy2(path, target / path.name)
-# The settings travel; the training machine's paths do not: data files relative to the data root, runs to RUNS_DIR.
-roots = [(str(data.resolve()), "$ARABERT_PIPELINE_DATA"), (str(runs.resolve()), "RUNS_DIR")]
+# finetune records its own paths portably; the pretraining run's settings, nested inside, still name its machine's.
 def portable(value):
     if isinstance(value, dict):
         return {key: portable(item) for key, item in value.items()}
     if isinstance(value, list):
         return [portable(item) for item in value]
-    if isinstance(value, str) and os.path.isabs(value):
-        for root, name in roots:
-            if value == root or value.startswith(root + os.sep):
-                return name + value[len(root):]
-        return os.path.basename(value)
-    return value
+    return portable_path(value) if isinstance(value, str) else value
 metadata = json.loads((source / "arabert_pipeline.json").read_text(encoding="utf-8"))
 (target / "arabert_pipeline.json").write_text(json.dumps(portable(metadata), ensure_ascii=False, indent=2, sort_keys=True)
                                              + "\n", encoding="utf-8")

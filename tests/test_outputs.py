@@ -371,3 +371,15 @@ def test_pretrain_names_a_broken_init_from_model(pretrain_setup, tmp_path, capsy
         assert main([*args, "--init-from", str(model)]) == 2
         err = capsys.readouterr().err
         assert re.search(expected, err) and "Traceback" not in err, err
+
+
+def test_portable_path_keeps_no_machine_path(tmp_path, monkeypatch):
+    from arabert_pipeline.artifacts import portable_path
+
+    monkeypatch.setenv("ARABERT_PIPELINE_DATA", str(tmp_path / "data"))
+    monkeypatch.chdir(tmp_path / "..")
+    assert portable_path(tmp_path / "data" / "qa" / "arcd-test.json") == "$ARABERT_PIPELINE_DATA/qa/arcd-test.json"
+    assert portable_path(tmp_path / "runs" / "qa") == f"{tmp_path.name}/runs/qa"
+    assert portable_path("/elsewhere/runs/qa-model") == "qa-model"
+    assert portable_path("runs/qa") == "runs/qa" and portable_path("aubmindlab/bert-base-arabertv02") == \
+        "aubmindlab/bert-base-arabertv02"

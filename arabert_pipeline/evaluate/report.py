@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from ..artifacts import atomic_directory, read_metadata
+from ..artifacts import atomic_directory, portable_path, read_metadata
 from ..errors import ConfigError, InputError
 from . import metrics
 from .baselines import BASELINES, baseline_predictions
@@ -278,9 +278,11 @@ def run_evaluation(config: EvaluateConfig, log=print) -> dict:
     }
     results = {
         "created_by": "arabert-pipeline evaluate",
-        "config": {**dataclasses.asdict(config), "out": str(config.out)},
+        "config": {**dataclasses.asdict(config), "out": portable_path(config.out),
+                   "systems": [(kind, portable_path(source)) for kind, source in config.systems],
+                   "pretraining_logs": [(label, portable_path(log)) for label, log in config.pretraining_logs]},
         "reference": systems[0].label,
-        "systems": [dataclasses.asdict(s) for s in systems],
+        "systems": [{**dataclasses.asdict(s), "source": portable_path(s.source)} for s in systems],
         "datasets": datasets,
         "score_keys": list(metrics.SCORE_KEYS),
         "mbert_note": MBERT_NOTE,
@@ -304,7 +306,7 @@ def _evaluate_dataset(config, source, key, systems, answers, models, log) -> tup
     ids = {ex["id"] for ex in examples}
     contexts = list({ex["context"]: None for ex in examples})
     entry: dict[str, Any] = {
-        "source": source, "path": str(squad.path), "questions": len(examples),
+        "source": source, "path": portable_path(squad.path), "questions": len(examples),
         "misaligned_gold_ids": [m["id"] for m in squad.misaligned if m["id"] in ids],
         "sentences_per_context": {
             "punkt": float(np.mean([len(metrics.punkt_sentence_spans(c)) for c in contexts])),

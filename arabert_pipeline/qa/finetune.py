@@ -34,7 +34,7 @@ import numpy as np
 from ..artifacts import (
     MODEL_DIR_FILES, OutputKind, OutputLock, atomic_directory, atomic_write, check_local_source,
     check_vocabulary_size, claim_output_dir, load_pretrained_model, load_pretrained_tokenizer, load_tensor_state,
-    read_json_file, read_metadata, remove_own_entries, remove_stale_temporaries, write_metadata,
+    portable_path, read_json_file, read_metadata, remove_own_entries, remove_stale_temporaries, write_metadata,
 )
 from ..errors import ConfigError
 from ..tokenizer.export import save_pretrained_tokenizer
@@ -319,7 +319,7 @@ def _run_finetune(config: FinetuneConfig, log) -> FinetuneResult:
     metadata = {
         "preprocessing": preprocessing,
         "task": "question-answering",
-        "base_model": config.model,
+        "base_model": portable_path(config.model),
         **dataclasses.asdict(settings),
         "training_data": [_describe(f, dropped) for f in train_files],
         "dev_data": [_describe(f, {}) for f in dev_files],
@@ -328,7 +328,7 @@ def _run_finetune(config: FinetuneConfig, log) -> FinetuneResult:
                       "rate": report.rate, "unaligned_ids": report.unaligned_ids},
         "leakage": {"policy": _leakage_policy(config), "counts": leakage.counts(),
                     "dropped_train_questions": sum(dropped.values())},
-        "finetune": {**config.fingerprint(), "bf16_used": use_bf16, "steps": step,
+        "finetune": {**config.fingerprint(), "model": portable_path(config.model), "bf16_used": use_bf16, "steps": step,
                      "train_questions": len(aligned), "train_windows": len(windows), "epoch_losses": losses,
                      "dev_metric": DEV_METRIC, "dev_scores": dev_history, **chosen,
                      "sentence_prior_dev_scores": {f"{w:g}": v for w, v in prior_scores.items()}},
@@ -508,7 +508,7 @@ def _leakage_policy(config: FinetuneConfig) -> str:
 
 
 def _describe(f: SquadFile, dropped: dict[str, int]) -> dict[str, Any]:
-    entry = {"name": f.name, "path": str(f.path), "questions": len(f.examples),
+    entry = {"name": f.name, "path": portable_path(f.path), "questions": len(f.examples),
              "misaligned": {"policy": f.policy, "ids": [m["id"] for m in f.misaligned]}}
     if dataset_license(f.name):
         entry["license"] = dataset_license(f.name)
