@@ -6,7 +6,7 @@ Both run in this one invocation on the same lines of the shared corpus (ARABERT_
 ours in this process, the reference in a subprocess of the Python that has the `arabert` package, which is never a
 dependency of this project. Create that environment once, outside the repository:
 
-    python -m venv /work/scratch/arabert-venv && /work/scratch/arabert-venv/bin/pip install arabert
+    python -m venv ~/.cache/arabert_pipeline/arabert-venv && ~/.cache/arabert_pipeline/arabert-venv/bin/pip install arabert
 
 and point to it with --reference-python or ARABERT_REFERENCE_PYTHON (default: that path). Prints lines/s for both,
 the ratio (target >= 5x) and whether the outputs are identical line for line.
@@ -26,7 +26,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-DEFAULT_REFERENCE_PYTHON = "/work/scratch/arabert-venv/bin/python"
+DEFAULT_REFERENCE_PYTHON = str(Path.home() / ".cache" / "arabert_pipeline" / "arabert-venv" / "bin" / "python")
 
 REFERENCE_SCRIPT = r"""
 import json, logging, sys, time
@@ -62,7 +62,7 @@ def corpus_lines(limit: int) -> list[str]:
 def run_reference(python: str, lines: list[str]) -> tuple[float, list[str]]:
     if not Path(python).exists():
         sys.exit(f"reference Python {python} not found. Create it outside the repository:\n"
-                 f"  python -m venv /work/scratch/arabert-venv && /work/scratch/arabert-venv/bin/pip install arabert\n"
+                 f"  python -m venv ~/.cache/arabert_pipeline/arabert-venv && ~/.cache/arabert_pipeline/arabert-venv/bin/pip install arabert\n"
                  f"then pass --reference-python or set ARABERT_REFERENCE_PYTHON")
     with tempfile.TemporaryDirectory() as tmp:
         src, dst = Path(tmp, "in.json"), Path(tmp, "out.json")

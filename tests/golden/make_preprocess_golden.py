@@ -1,6 +1,6 @@
 """Regenerate the golden files of tests/test_preprocess_golden.py from the reference `arabert` package.
 
-    python tests/golden/make_preprocess_golden.py [--reference-python /work/scratch/arabert-venv/bin/python]
+    python tests/golden/make_preprocess_golden.py [--reference-python ~/.cache/arabert_pipeline/arabert-venv/bin/python]
 
 Run it with this project's environment (for the Farasa port); it runs `ArabertPreprocessor` in a subprocess of the
 reference Python, an environment outside the repository with `pip install arabert` (arabert is never a dependency).
@@ -103,7 +103,7 @@ def sample_corpus(corpus: Path) -> list[tuple[str, int, str, bool]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reference-python", default=os.environ.get("ARABERT_REFERENCE_PYTHON",
-                                                                     "/work/scratch/arabert-venv/bin/python"))
+                                                                     str(Path.home() / ".cache" / "arabert_pipeline" / "arabert-venv" / "bin" / "python")))
     parser.add_argument("--data", default=os.environ.get("ARABERT_PIPELINE_DATA", REPO.parent / "shared" / "data"))
     args = parser.parse_args()
 
