@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-__version__ = "0.1.0"
 __all__ = ["Preprocessor", "Pipeline", "ArabertPipelineError", "__version__"]
 
 from .errors import ArabertPipelineError
+from .version import __version__
 
 if TYPE_CHECKING:
     from .pipeline import Pipeline

@@ -626,7 +626,7 @@ def _run(cfg: CorpusConfig) -> CorpusReport:
 
 def _write_sidecar(path: Path, report: CorpusReport, files: list[_InputFile], cfg: CorpusConfig,
                    backend: str | None) -> None:
-    from .. import __version__
+    from ..version import __version__
 
     fields = {
         "preprocessing": report.preprocessing,

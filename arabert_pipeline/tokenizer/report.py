@@ -101,7 +101,7 @@ def tokenizer_report(tokenizers: list[tuple[str, str, str | None]], text: str | 
     """
     import regex
 
-    from .. import Preprocessor
+    from ..preprocess import Preprocessor
     from .export import load_tokenizer
 
     lines = read_held_out(text, max_lines)

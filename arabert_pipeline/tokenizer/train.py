@@ -26,7 +26,7 @@ import zlib
 from pathlib import Path
 from typing import Iterator
 
-from .. import __version__
+from ..version import __version__
 from ..artifacts import atomic_directory, claim_output_dir
 from ..errors import BackendError, ConfigError, InputError
 from .export import (
@@ -258,7 +258,7 @@ def write_training_sample(sources: list[tuple[Path, bool]], preprocessing: str, 
 
     preprocessor = None
     if any(not done for _, done in sources):
-        from .. import Preprocessor
+        from ..preprocess import Preprocessor
 
         preprocessor = Preprocessor(preprocessing)
     bar = _progress(take, config.progress, f"preparing lines ({preprocessing})")

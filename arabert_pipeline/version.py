@@ -1,0 +1,2 @@
+"""The package version, in a module of its own so that every stage can record it without importing the package root."""
+__version__ = "0.1.0"
