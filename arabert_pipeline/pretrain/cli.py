@@ -9,8 +9,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from .config import ARCHITECTURES, MASKING, MODEL_SIZES, PretrainConfig
-from .objectives import OBJECTIVES
+from .config import ARCHITECTURES, MASKING, MODEL_SIZES, OBJECTIVES, PretrainConfig
 
 
 def register(subparsers) -> None:

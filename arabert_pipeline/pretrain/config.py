@@ -7,6 +7,14 @@ from typing import Any
 
 from ..errors import ConfigError
 
+# Objective name → module defining `build(config, tokenizer)` (pretrain/objectives.py says what it returns); the
+# module is imported only when chosen, so the CLI stays fast.
+OBJECTIVES: dict[str, str] = {
+    "mlm": "arabert_pipeline.pretrain.mlm",
+    "electra": "arabert_pipeline.pretrain.electra",
+    "span-selection": "arabert_pipeline.pretrain.span_selection",
+}
+
 # (layers, hidden, heads); the feed-forward width is always 4 × hidden, as in BERT. tiny/mini/small/medium are the
 # compact BERTs of Turc et al. 2019 ("Well-Read Students Learn Better"), base/large are BERT's own.
 MODEL_SIZES: dict[str, tuple[int, int, int]] = {
@@ -89,8 +97,6 @@ class PretrainConfig:
 
     def validate(self) -> None:
         """Reject option combinations that cannot work, before anything is loaded."""
-        from .objectives import OBJECTIVES
-
         if self.model_size is None and self.init_from is None:
             raise ConfigError("--model-size is required unless --init-from gives the architecture")
         if self.model_size is not None and self.model_size not in MODEL_SIZES:

@@ -20,7 +20,7 @@ and logging.
 
 To add an objective, e.g. ELECTRA:
 1. write `pretrain/electra.py` with `build(config, tokenizer)` returning such a module;
-2. add `"electra": "arabert_pipeline.pretrain.electra"` to `OBJECTIVES` below;
+2. add `"electra": "arabert_pipeline.pretrain.electra"` to `OBJECTIVES` in config.py;
 3. add its options as fields of `PretrainConfig` (config.py, named after the objective, e.g. `electra_*`) and as
    flags in cli.py; fields that change training are then checked automatically when a run is resumed.
 `--init-from` directories are checked with `init_model_dir()` / `check_init_from()` here. The encoder an objective
@@ -33,18 +33,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
+from .config import OBJECTIVES, PretrainConfig
 
 if TYPE_CHECKING:
     import torch
-
-    from .config import PretrainConfig
-
-# name → module defining `build(config, tokenizer)`; imported only when chosen, so the CLI stays fast.
-OBJECTIVES: dict[str, str] = {
-    "mlm": "arabert_pipeline.pretrain.mlm",
-    "electra": "arabert_pipeline.pretrain.electra",
-    "span-selection": "arabert_pipeline.pretrain.span_selection",
-}
 
 
 def build_objective(config: "PretrainConfig", tokenizer) -> "torch.nn.Module":
