@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The answer-quality levers (issue 17), each measured on the DEV split only (arcd-dev: 15 ARCD-train articles;
 # mlqa-ar-dev): one pretrained encoder fine-tuned with one lever changed at a time; every run scores the dev sets after
-# each epoch (best epoch kept) and records the dev score of every sentence-prior weight. Nothing here reads arcd-test
-# or TyDiQA-ar dev. Then one evaluate report on dev with paired tests against the previous recipe.
-# Usage: ARABERT_PIPELINE_DATA=../shared/data bash scripts/qa_levers.sh ENCODER_DIR [RUNS_DIR]
+# each epoch (best epoch kept); then the decoding levers on the same weights. Nothing here reads arcd-test or
+# TyDiQA-ar dev. Then one evaluate report on dev and a pooled table of paired differences against the previous recipe.
+# Usage: ARABERT_PIPELINE_DATA=../shared/data [CORPUS=runs/corpus/train.arabertv02.txt] \
+#            bash scripts/qa_levers.sh ENCODER_DIR [RUNS_DIR]
 # Rerun after an interruption: finished runs are skipped, an interrupted fine-tuning resumes from its checkpoint.
 set -euo pipefail
 : "${ARABERT_PIPELINE_DATA:?point ARABERT_PIPELINE_DATA at the data root (qa/)}"
@@ -31,34 +32,42 @@ finetune r3-aqad --epochs 4 --patience 1 --question-overlap --train arcd-train-r
 # 4. + layer-wise learning-rate decay 0.8 (ELECTRA's): lower layers stay closer to pretraining.
 finetune r4-llrd --epochs 4 --patience 1 --question-overlap --layer-lr-decay 0.8 --train arcd-train-rest xquad-ar aqad
 
-# The same weights decoded without the sentence prior: the prior's own contribution, paired on the same answers.
-without_prior() {  # NAME: RUNS/NAME-noprior shares NAME's files (symlinks) with sentence_prior 0 in its settings
-    local source=$runs/$1 out=$runs/$1-noprior
-    [ -f "$out/arabert_pipeline.json" ] && return
-    mkdir -p "$out"
-    for file in "$source"/*; do ln -sf "$(realpath "$file")" "$out/$(basename "$file")"; done
-    rm "$out/arabert_pipeline.json"
-    python - "$source/arabert_pipeline.json" "$out/arabert_pipeline.json" <<'PY'
-import json, sys
-metadata = json.load(open(sys.argv[1], encoding="utf-8"))
-metadata["sentence_prior"] = 0.0
-json.dump(metadata, open(sys.argv[2], "w", encoding="utf-8"), ensure_ascii=False, indent=2, sort_keys=True)
-PY
-}
-for name in r0-2ep r1-8ep r2-overlap r3-aqad r4-llrd; do without_prior $name; done
+# 5. + span-selection pretraining (recurring spans, Splinter-style; pretrain/span_selection.py): 45 minutes on the
+#    encoder before recipe 3. Needs CORPUS, the preprocessed corpus text the encoder was pretrained on.
+ss=$runs/encoder-span-selection
+if [ -n "${CORPUS:-}" ]; then
+    [ -f "$ss/model.safetensors" ] || arabert-pipeline pretrain --objective span-selection --init-from "$encoder" \
+        --tokenizer "$encoder" --corpus "$CORPUS" -o "$ss" --max-seq-length 256 --batch-size 32 --lr 2e-4 \
+        --warmup 0.1 --time-budget 45 --seed 0 --save-every 50 --eval-every 200 --no-progress \
+        $(resume_flag "$ss")
+    encoder=$ss finetune r5-span-selection --epochs 4 --patience 1 --question-overlap --train arcd-train-rest xquad-ar aqad
+fi
 
-# One report on dev: every run with and without its prior, the lexical baselines, paired tests against the first row.
+# Decoding, on the same weights: `tune-decoding` writes a copy of a run with the decoding settings given as flags and
+# the others chosen on dev. Plain (Hugging Face's decoder); + the sentence prior (weight chosen on dev); + answers kept
+# inside one sentence; + expected-F1 decoding.
+decoded() {  # NAME SUFFIX FLAGS...
+    local out=$runs/$1$2
+    [ -f "$out/arabert_pipeline.json" ] || arabert-pipeline tune-decoding "$runs/$1" --dev arcd-dev mlqa-ar-dev \
+        -o "$out" "${@:3}" | tail -1
+}
+names=(r0-2ep r1-8ep r2-overlap r3-aqad r4-llrd)
+[ -f "$runs/r5-span-selection/model.safetensors" ] && names+=(r5-span-selection)
+for name in "${names[@]}"; do
+    decoded "$name" -plain --sentence-prior 0 --within-sentence off --decoding max-score
+    decoded "$name" -prior --within-sentence off --decoding max-score
+done
+decoded r3-aqad -prior-sentence --within-sentence on --decoding max-score
+decoded r3-aqad -prior-sentence-ef1 --within-sentence on --decoding expected-f1
+
+# One report on dev: every run plain and with the prior, the decoding levers, the lexical baselines.
+models=()
+for name in "${names[@]}"; do models+=(--model "$runs/$name-plain" --label "$name"); done
+for name in "${names[@]}"; do models+=(--model "$runs/$name-prior" --label "$name+prior"); done
+models+=(--model "$runs/r3-aqad-prior-sentence" --label "r3-aqad+prior+sentence")
+models+=(--model "$runs/r3-aqad-prior-sentence-ef1" --label "r3-aqad+prior+sentence+ef1")
 arabert-pipeline evaluate --data arcd-dev --data mlqa-ar-dev -o "${REPORT:-notebooks/results-qa-levers}" --overwrite \
-    --model "$runs/r0-2ep-noprior" --label r0-2ep \
-    --model "$runs/r1-8ep-noprior" --label r1-8ep \
-    --model "$runs/r2-overlap-noprior" --label r2-overlap \
-    --model "$runs/r3-aqad-noprior" --label r3-aqad \
-    --model "$runs/r4-llrd-noprior" --label r4-llrd \
-    --model "$runs/r0-2ep" --label r0-2ep+prior \
-    --model "$runs/r1-8ep" --label r1-8ep+prior \
-    --model "$runs/r2-overlap" --label r2-overlap+prior \
-    --model "$runs/r3-aqad" --label r3-aqad+prior \
-    --model "$runs/r4-llrd" --label r4-llrd+prior
+    "${models[@]}"
 
 # Pooled over both dev sets (652 questions): each lever against the row before it, and the prior against none.
 python - "${REPORT:-notebooks/results-qa-levers}" <<'PY'
@@ -77,10 +86,14 @@ def cell(paired, i):
     p = paired["p_value"][i]
     return (f"{paired['diff'][i]:+.1f} [{paired['low'][i]:+.1f}, {paired['high'][i]:+.1f}], "
             + (f"p = {p:.3f}" if p >= 0.001 else "p < 0.001"))
+names = ["r0-2ep", "r1-8ep", "r2-overlap", "r3-aqad", "r4-llrd"]
 pairs = [("r1-8ep", "r0-2ep"), ("r2-overlap", "r1-8ep"), ("r3-aqad", "r2-overlap"), ("r4-llrd", "r3-aqad")]
-pairs += [(f"{name}+prior", name) for name in ("r0-2ep", "r1-8ep", "r2-overlap", "r3-aqad", "r4-llrd")]
-pairs += [(f"{name}+prior", baseline) for name in ("r3-aqad", "r4-llrd")
-          for baseline in ("tfidf-sentence", "overlap-span", "first-sentence")]
+if (report / "arcd-dev" / "r5-span-selection.jsonl").exists():
+    names.append("r5-span-selection")
+    pairs += [("r5-span-selection", "r3-aqad"), ("r5-span-selection+prior", "r3-aqad+prior")]
+pairs += [(f"{name}+prior", name) for name in names]
+pairs += [("r3-aqad+prior+sentence", "r3-aqad+prior"), ("r3-aqad+prior+sentence+ef1", "r3-aqad+prior+sentence")]
+pairs += [("r3-aqad+prior+sentence+ef1", baseline) for baseline in ("tfidf-sentence", "overlap-span", "first-sentence")]
 print("| system | F1 (SOQAL) | SM (SOQAL) | F1 (Arabic) | vs | ΔF1 (SOQAL) | ΔSM (SOQAL) |\n|---|---|---|---|---|---|---|")
 for new, old in [("r0-2ep", None)] + pairs:
     a = scores(new)

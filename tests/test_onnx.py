@@ -52,7 +52,7 @@ def tiny_onnx(tmp_path_factory) -> Path:
         vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *sorted({c for w in words for c in w}), *words[:300]]
         save_tokenizer(wordpiece_backend(list(dict.fromkeys(vocab)), "arabertv02"), directory,
                        preprocessing="arabertv02", max_seq_length=64, doc_stride=24, question_overlap=True,
-                       sentence_prior=2.0)
+                       sentence_prior=2.0, within_sentence=True, decoding="expected-f1")
         torch.manual_seed(0)
         config = BertConfig(vocab_size=len(dict.fromkeys(vocab)), hidden_size=64, num_hidden_layers=2,
                             num_attention_heads=2, intermediate_size=128, type_vocab_size=3)
@@ -116,12 +116,13 @@ def test_windows_equal_with_a_wordpiece_tokenizer(tiny_onnx):
 
 # Answers ------------------------------------------------------------------------------------------------------------
 
-def test_onnx_answers_equal_torch_answers_with_overlap_types_prior_and_fp16_weights(tiny_onnx):
+def test_onnx_answers_equal_torch_answers_with_overlap_types_prior_decoding_and_fp16_weights(tiny_onnx):
     from arabert_pipeline import Pipeline
 
     onnx, plain = Pipeline(tiny_onnx), Pipeline(tiny_onnx, backend="torch")
     assert (onnx.backend, plain.backend) == ("onnx", "torch")
     assert onnx.qa.settings.question_overlap and onnx.qa.settings.sentence_prior == 2.0
+    assert onnx.qa.settings.within_sentence and onnx.qa.settings.decoding == "expected-f1"
     questions = [e["question"] for e in DEMO] + [QUESTION]
     contexts = [e["context"] for e in DEMO] + [CONTEXT]
     ours, theirs = onnx.answer(questions, contexts, top_k=5), plain.answer(questions, contexts, top_k=5)

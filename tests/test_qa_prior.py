@@ -1,4 +1,4 @@
-"""Stored QA settings are checked, and the sentence prior moves answers to the sentence sharing the question's words."""
+"""Stored QA settings are checked; the sentence prior, the sentence limit and expected-F1 decoding do what they say."""
 from __future__ import annotations
 
 import dataclasses
@@ -10,20 +10,22 @@ import pytest
 from arabert_pipeline.errors import ConfigError
 from arabert_pipeline.qa.infer import QAModel, QASettings
 from arabert_pipeline.qa.overlap import KeyIDF
-from arabert_pipeline.qa.postprocess import decode_spans
+from arabert_pipeline.qa.postprocess import decode_spans, rank_by_expected_f1, sentence_numbers
 
 SHIPPED = Path(__file__).resolve().parents[1] / "arabert_pipeline" / "models" / "arabert-mini"
 
 
 @pytest.mark.parametrize("field, value", [("n_best", "abc"), ("doc_stride", -5), ("max_seq_length", 1.5),
-                                          ("question_overlap", "yes"), ("sentence_prior", -1.0)])
+                                          ("question_overlap", "yes"), ("sentence_prior", -1.0),
+                                          ("within_sentence", 1), ("decoding", "mbr")])
 def test_bad_stored_settings_name_the_field(field, value):
     with pytest.raises(ConfigError, match=field):
         QASettings.from_metadata({field: value}, "model/arabert_pipeline.json")
 
 
 def test_stored_settings_round_trip():
-    settings = QASettings(max_seq_length=256, question_overlap=True, sentence_prior=2.0)
+    settings = QASettings(max_seq_length=256, question_overlap=True, sentence_prior=2.0, within_sentence=True,
+                          decoding="expected-f1")
     assert QASettings.from_metadata(dataclasses.asdict(settings)) == settings
     assert QASettings.from_metadata({"sentence_prior": 3}).sentence_prior == 3.0
 
@@ -39,6 +41,42 @@ def test_start_bonus_adds_to_the_spans_starting_there():
     bonus[6:] = 3.0
     moved = decode_spans(start, end, offsets, np.array([0]), n_examples=1, max_answer_tokens=1, start_bonus=[bonus])
     assert moved[0][0] == (6, 8, 11.0)
+
+
+def test_sentence_numbers_put_the_gap_with_the_next_sentence():
+    text = "ab cd. ef gh."
+    numbers = sentence_numbers(text, [(0, 6), (7, 13)])
+    assert list(numbers[:6]) == [0] * 6 and list(numbers[6:13]) == [1] * 7 and len(numbers) == len(text) + 1
+
+
+def test_within_sentence_drops_spans_across_a_boundary_unless_none_is_left():
+    text = "aa bb. cc dd."
+    offsets = np.full((1, 6, 2), -1)
+    offsets[0, 1:5] = [(0, 2), (3, 6), (7, 9), (10, 13)]
+    start = np.array([[0, 1.0, 5.0, 0, 0, 0]])  # the best span, "bb. cc", crosses the boundary
+    end = np.array([[0, 0, 1.0, 5.0, 0, 0]])
+    index = [sentence_numbers(text, [(0, 6), (7, 13)])]
+    plain = decode_spans(start, end, offsets, np.array([0]), n_examples=1, max_answer_tokens=2)
+    assert plain[0][0][:2] == (3, 9)
+    inside = decode_spans(start, end, offsets, np.array([0]), n_examples=1, max_answer_tokens=2,
+                          sentence_index=index)
+    assert all(index[0][a] == index[0][b - 1] for a, b, _ in inside[0]) and inside[0][0][:2] == (3, 6)
+    one_span = decode_spans(start, end, offsets, np.array([0]), n_examples=1, max_answer_tokens=2, n_best=1,
+                            sentence_index=index)
+    assert [span[:2] for span in one_span[0]] == [(3, 9)]  # the only candidate crosses: kept rather than no answer
+
+
+def test_expected_f1_prefers_the_span_that_overlapping_guesses_share():
+    text = "w0 w1 w2 w3 w4 w5"
+    word = [(m, m + 2) for m in range(0, 18, 3)]
+    # Three overlapping guesses (w1-w2, w2-w3, w1-w3) outweigh a single better-scored span elsewhere (w5).
+    spans = [(word[5][0], word[5][1]), (word[1][0], word[2][1]), (word[2][0], word[3][1]), (word[1][0], word[3][1])]
+    scores = [1.0, 0.7, 0.7, 0.5]
+    order, expected = rank_by_expected_f1(text, spans, scores)
+    assert order[0] == 3 and np.argmax(scores) == 0
+    probability = np.exp(scores) / np.exp(scores).sum()
+    # By hand: F1(w1-w3, w1-w2) = 2·2/(3+2) = 0.8, likewise against w2-w3; 1 against itself; 0 against w5.
+    assert expected[3] == pytest.approx(0.8 * probability[1] + 0.8 * probability[2] + probability[3])
 
 
 def test_sentence_prior_moves_the_answer_to_the_sentence_holding_the_question_words():

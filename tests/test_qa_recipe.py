@@ -1,4 +1,4 @@
-"""The fine-tuning levers: dev-chosen epoch and sentence prior, early stopping, layer-wise lr, the overlap type."""
+"""The fine-tuning levers: dev-chosen epoch and decoding settings (also for a trained model: tune-decoding), early stopping, layer-wise lr, the overlap type."""
 from __future__ import annotations
 
 import json
@@ -6,8 +6,8 @@ import json
 import pytest
 
 from arabert_pipeline.errors import ConfigError
-from arabert_pipeline.qa.finetune import (SENTENCE_PRIOR_GRID, FinetuneConfig, dev_score, parameter_groups,
-                                          run_finetune)
+from arabert_pipeline.qa.decoding import SENTENCE_PRIOR_GRID, decoding_grid, dev_score
+from arabert_pipeline.qa.finetune import FinetuneConfig, parameter_groups, run_finetune
 from arabert_pipeline.qa.infer import SENTENCE_IDF_FILE, QAModel
 from test_qa_model import SMALL, qa_slices, tiny_mlm  # noqa: F401  (fixtures)
 
@@ -28,7 +28,11 @@ def test_dev_chooses_the_epoch_and_the_prior_and_the_model_keeps_both(tiny_mlm, 
     scores = metadata["finetune"]["dev_scores"]
     assert len(scores) == 3 and metadata["finetune"]["epoch"] == scores.index(max(scores)) + 1
     assert metadata["sentence_prior"] in SENTENCE_PRIOR_GRID and metadata["question_overlap"] is True
-    assert len(metadata["finetune"]["sentence_prior_dev_scores"]) == len(SENTENCE_PRIOR_GRID)
+    tried = metadata["finetune"]["decoding_dev_scores"]
+    assert len(tried) == 4 * len(SENTENCE_PRIOR_GRID)
+    best = max(row["score"] for row in tried)
+    assert any(row["score"] == best and all(metadata[k] == row[k] for k in ("sentence_prior", "within_sentence",
+                                                                             "decoding")) for row in tried)
     assert AutoConfig.from_pretrained(output).type_vocab_size == 3
     assert (output / SENTENCE_IDF_FILE).is_file() and not (output / "checkpoints").exists()
 
@@ -36,8 +40,17 @@ def test_dev_chooses_the_epoch_and_the_prior_and_the_model_keeps_both(tiny_mlm, 
     assert model.settings.question_overlap and model.sentence_idf is not None
     # The saved weights are the best epoch's: without the prior they score what that epoch scored on dev.
     plain = QAModel(model.model, model.tokenizer, "none", model.settings.__class__(
-        **{**model.settings.__dict__, "sentence_prior": 0.0}))
+        **{**model.settings.__dict__, "sentence_prior": 0.0, "within_sentence": False, "decoding": "max-score"}))
     assert dev_score(plain, [read_squad(str(dev), misaligned="keep")], 16) == pytest.approx(max(scores))
+
+
+def test_fixed_decoding_settings_are_not_tuned():
+    rows = decoding_grid({"sentence_prior": None, "within_sentence": True, "decoding": None})
+    assert len(rows) == 2 * len(SENTENCE_PRIOR_GRID) and all(row["within_sentence"] for row in rows)
+    assert decoding_grid({"sentence_prior": 2.0, "within_sentence": False, "decoding": "expected-f1"}) == [
+        {"sentence_prior": 2.0, "within_sentence": False, "decoding": "expected-f1"}]
+    with pytest.raises(ConfigError, match="decoding"):
+        FinetuneConfig(model="m", output="o", train=["t"], decoding="mbr").resolved()
 
 
 def test_patience_stops_when_dev_does_not_improve(tiny_mlm, qa_slices, tmp_path):  # noqa: F811
@@ -105,3 +118,36 @@ def test_epoch_batches_cover_every_window_once_in_batches_of_similar_length():
     unsorted = sum(lengths[random_order[i : i + 32]].max() * len(random_order[i : i + 32])
                    for i in range(0, len(lengths), 32))
     assert padded < 0.75 * unsorted
+
+
+def test_tune_decoding_chooses_on_dev_and_writes_a_copy_with_the_same_weights(tiny_mlm, qa_slices, tmp_path):  # noqa: F811,E501
+    from arabert_pipeline.cli import main
+    from arabert_pipeline.qa.decoding import tune_model_decoding
+
+    train, dev = qa_slices
+    trained = tmp_path / "qa"
+    run_finetune(FinetuneConfig(model=str(tiny_mlm), output=str(trained), train=[str(train)], epochs=1,
+                                question_overlap=True, **SMALL), log=lambda message: None)
+    before = json.loads((trained / "arabert_pipeline.json").read_text(encoding="utf-8"))
+    assert (before["sentence_prior"], before["within_sentence"], before["decoding"]) == (0.0, False, "max-score")
+
+    tuned = tmp_path / "tuned"
+    assert main(["tune-decoding", str(trained), "--dev", str(dev), "-o", str(tuned), "--within-sentence", "on"]) == 0
+    metadata = json.loads((tuned / "arabert_pipeline.json").read_text(encoding="utf-8"))
+    rows = metadata["decoding_tuning"]["scores"]
+    assert len(rows) == 2 * len(SENTENCE_PRIOR_GRID) and all(row["within_sentence"] for row in rows)
+    best = max(row["score"] for row in rows)
+    assert any(row["score"] == best and all(metadata[k] == row[k] for k in ("sentence_prior", "within_sentence",
+                                                                             "decoding")) for row in rows)
+    assert (tuned / "model.safetensors").read_bytes() == (trained / "model.safetensors").read_bytes()
+    assert metadata["decoding_tuning"]["previous"]["decoding"] == "max-score"
+    assert QAModel.load(tuned).settings.within_sentence
+
+    # Refused: writing over the model, re-writing without --overwrite, and tuning on the training data.
+    with pytest.raises(ConfigError, match="input"):
+        tune_model_decoding(trained, [str(dev)], trained)
+    with pytest.raises(ConfigError, match="overwrite"):
+        tune_model_decoding(trained, [str(dev)], tuned)
+    with pytest.raises(ConfigError, match="trained on"):
+        tune_model_decoding(trained, [str(train)], tmp_path / "other")
+    assert not (tmp_path / "other").exists()

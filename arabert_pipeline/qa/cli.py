@@ -1,4 +1,5 @@
-"""`arabert-pipeline finetune`: the flags of FinetuneConfig (torch & co. are imported only when it runs)."""
+"""`arabert-pipeline finetune` (the flags of FinetuneConfig) and `tune-decoding` (decoding.py); torch & co. are
+imported only when a verb runs."""
 from __future__ import annotations
 
 import argparse
@@ -16,8 +17,8 @@ def register(subparsers) -> None:
         description="Fine-tune any Hugging Face encoder checkpoint for extractive question answering. Defaults are "
         "the AraBERT paper's for base-size models. Protocols: 'paper' = train Arabic-SQuAD + arcd-train, evaluate "
         "arcd-test; 'offline' = train arcd-train + xquad-ar + mlqa-ar-dev, evaluate arcd-test + "
-        "tydiqa-goldp-ar-dev; 'offline-dev' = train arcd-train-rest + xquad-ar, choose the epoch and the sentence "
-        "prior on arcd-dev + mlqa-ar-dev, evaluate arcd-test + tydiqa-goldp-ar-dev. Datasets are files or registry "
+        "tydiqa-goldp-ar-dev; 'offline-dev' = train arcd-train-rest + xquad-ar, choose the epoch and the decoding "
+        "settings on arcd-dev + mlqa-ar-dev, evaluate arcd-test + tydiqa-goldp-ar-dev. Datasets are files or registry "
         "names resolved under $ARABERT_PIPELINE_DATA (aqad: opt-in, noisy, no licence stated).",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
@@ -49,6 +50,11 @@ def register(subparsers) -> None:
     p.add_argument("--sentence-prior", type=float, metavar="WEIGHT",
                    help="decoding prior on the sentence sharing the question's words (default: chosen on --dev, "
                    "else 0)")
+    p.add_argument("--within-sentence", choices=["on", "off"],
+                   help="answers never cross a sentence boundary (default: chosen on --dev, else off)")
+    p.add_argument("--decoding", choices=["max-score", "expected-f1"],
+                   help="the answer: the best-scoring span, or the candidate of highest expected F1 under the model's "
+                   "span distribution (default: chosen on --dev, else max-score)")
     p.add_argument("--max-seq-length", type=int, default=_DEFAULTS["max_seq_length"])
     p.add_argument("--doc-stride", type=int, default=_DEFAULTS["doc_stride"],
                    help="tokens shared by consecutive windows")
@@ -71,6 +77,41 @@ def register(subparsers) -> None:
     p.add_argument("--download", action="store_true", help="download missing registered datasets")
     p.add_argument("--no-progress", dest="progress", action="store_false")
     p.set_defaults(run=run)
+    register_tune_decoding(subparsers)
+
+
+def register_tune_decoding(subparsers) -> None:
+    p = subparsers.add_parser(
+        "tune-decoding",
+        help="choose a QA model's decoding settings on dev sets (a copy of the model dir with them)",
+        description="Score every decoding setting (sentence-prior weight, answers within one sentence or not, "
+        "max-score or expected-F1 decoding) on the dev sets, pooled, and write a copy of MODEL_DIR whose "
+        "arabert_pipeline.json holds the best one and every score tried. The weights are not changed. A setting "
+        "given as a flag is kept as given. The dev sets must not be the model's training data, nor the sets you "
+        "will report on.",
+    )
+    p.add_argument("model_dir", metavar="MODEL_DIR", help="a QA model dir (finetune's output)")
+    p.add_argument("--dev", nargs="+", required=True, metavar="FILE_OR_NAME", help="dev sets (files or names)")
+    p.add_argument("-o", "--output", required=True, help="the tuned copy of MODEL_DIR (a new directory)")
+    p.add_argument("--sentence-prior", type=float, metavar="WEIGHT", help="keep this prior weight")
+    p.add_argument("--within-sentence", choices=["on", "off"], help="keep this sentence limit")
+    p.add_argument("--decoding", choices=["max-score", "expected-f1"], help="keep this decoding")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--overwrite", action="store_true", help="replace an earlier tune-decoding output in OUTPUT")
+    p.set_defaults(run=run_tune_decoding)
+
+
+def run_tune_decoding(args: argparse.Namespace) -> int:
+    from .decoding import DEV_METRIC, describe_decoding, tune_model_decoding
+
+    within = None if args.within_sentence is None else args.within_sentence == "on"
+    fixed = {"sentence_prior": args.sentence_prior, "within_sentence": within, "decoding": args.decoding}
+    chosen, rows = tune_model_decoding(args.model_dir, args.dev, args.output, fixed=fixed,
+                                       batch_size=args.batch_size, overwrite=args.overwrite)
+    for row in rows:
+        print(f"{describe_decoding(row)}: dev {DEV_METRIC} {row['score']:.2f}")
+    print(f"chose {describe_decoding(chosen)}; wrote {args.output}")
+    return 0
 
 
 def config_from_args(args: argparse.Namespace):
@@ -78,7 +119,10 @@ def config_from_args(args: argparse.Namespace):
 
     from .finetune import FinetuneConfig
 
-    return FinetuneConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(FinetuneConfig)})
+    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(FinetuneConfig)}
+    if values["within_sentence"] is not None:
+        values["within_sentence"] = values["within_sentence"] == "on"
+    return FinetuneConfig(**values)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -41,7 +41,8 @@ from ..tokenizer.export import save_pretrained_tokenizer
 from .align import QAPreprocessing, align_examples
 from .data import SquadFile, dataset_license, dataset_names, read_squad
 from .features import CONTEXT_TYPE, QUESTION_OVERLAP_TYPE, build_windows, check_fast_tokenizer
-from .infer import SENTENCE_IDF_FILE, QAModel, QASettings, collate
+from .decoding import DEV_METRIC, PLAIN_DECODING, best_decoding, describe_decoding, dev_score, tune_decoding
+from .infer import DECODINGS, SENTENCE_IDF_FILE, QAModel, QASettings, collate
 from .overlap import KeyIDF
 from .leakage import LeakageReport, find_leakage
 
@@ -54,9 +55,6 @@ PROTOCOLS = {
     "offline-dev": {"train": ["arcd-train-rest", "xquad-ar"], "dev": ["arcd-dev", "mlqa-ar-dev"],
                     "eval": ["arcd-test", "tydiqa-goldp-ar-dev"]},
 }
-# Sentence-prior weights tried on the dev sets (in logits: a span's score is its start + end logit).
-SENTENCE_PRIOR_GRID = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
-DEV_METRIC = "soqal_f1"  # the paper's metric; pooled over the questions of all dev sets
 BF16_CHOICES = ("auto", "on", "off")
 MAX_GRAD_NORM = 1.0  # BERT's fine-tuning recipe clips gradients at norm 1
 WIDTH_MULTIPLE = 32  # batch widths are padded to multiples of this: few shapes, flat memory
@@ -91,7 +89,10 @@ class FinetuneConfig:
     layer_lr_decay: float = 1.0  # lr × decay^(layers above): ELECTRA's 0.8 keeps lower layers closer to pretraining
     patience: int = 0  # with dev sets: stop after this many epochs without a better dev F1 (0: run every epoch)
     question_overlap: bool = False  # mark context words shared with the question (token type 2; overlap.py)
-    sentence_prior: float | None = None  # decoding prior weight; None: chosen on the dev sets (0 without them)
+    # Decoding settings (QASettings); None: chosen on the dev sets, else the plain decoder's (0, False, "max-score").
+    sentence_prior: float | None = None  # weight of the prior on the sentence sharing the question's words
+    within_sentence: bool | None = None  # answers never cross a sentence boundary
+    decoding: str | None = None  # "max-score" or "expected-f1"
     max_seq_length: int = 384
     doc_stride: int = 128
     max_question_tokens: int = 64
@@ -139,6 +140,8 @@ class FinetuneConfig:
             raise ConfigError("patience needs dev sets to watch (--dev)")
         if config.sentence_prior is not None and config.sentence_prior < 0:
             raise ConfigError(f"sentence_prior must be ≥ 0, got {config.sentence_prior}")
+        if config.decoding is not None and config.decoding not in DECODINGS:
+            raise ConfigError(f"decoding={config.decoding!r}: use one of {', '.join(DECODINGS)}")
         return config
 
     def fingerprint(self) -> dict[str, Any]:
@@ -306,16 +309,17 @@ def _run_finetune(config: FinetuneConfig, log) -> FinetuneResult:
             model.load_state_dict(_load_best_weights(output), strict=True)
         chosen["epoch"] = best + 1
         log(f"kept epoch {best + 1} (dev {DEV_METRIC} {dev_history[best]:.2f})")
-    prior, prior_scores = config.sentence_prior, {}
-    if prior is None:
-        prior = 0.0
-        if dev_files:
-            qa = QAModel(model, tokenizer, preprocessing, settings, sentence_idf=sentence_idf)
-            prior_scores = tune_sentence_prior(qa, dev_files, config.batch_size)
-            prior = max(prior_scores, key=lambda weight: (prior_scores[weight], -weight))
-            log("sentence prior on dev: " + ", ".join(f"{w:g} → {v:.2f}" for w, v in prior_scores.items())
-                + f"; chose {prior:g}")
-    settings = dataclasses.replace(settings, sentence_prior=float(prior))
+    fixed = {"sentence_prior": config.sentence_prior, "within_sentence": config.within_sentence,
+             "decoding": config.decoding}
+    decoding, decoding_scores = dict(PLAIN_DECODING), []
+    decoding.update({name: value for name, value in fixed.items() if value is not None})
+    if dev_files and None in fixed.values():
+        qa = QAModel(model, tokenizer, preprocessing, settings, sentence_idf=sentence_idf)
+        decoding_scores = tune_decoding(qa, dev_files, config.batch_size, fixed)
+        decoding = best_decoding(decoding_scores)
+        log("decoding on dev: " + "; ".join(f"{describe_decoding(row)} → {row['score']:.2f}" for row in decoding_scores)
+            + f"; chose {describe_decoding(decoding)}")
+    settings = dataclasses.replace(settings, **{**decoding, "sentence_prior": float(decoding["sentence_prior"])})
     metadata = {
         "preprocessing": preprocessing,
         "task": "question-answering",
@@ -331,7 +335,7 @@ def _run_finetune(config: FinetuneConfig, log) -> FinetuneResult:
         "finetune": {**config.fingerprint(), "model": portable_path(config.model), "bf16_used": use_bf16, "steps": step,
                      "train_questions": len(aligned), "train_windows": len(windows), "epoch_losses": losses,
                      "dev_metric": DEV_METRIC, "dev_scores": dev_history, **chosen,
-                     "sentence_prior_dev_scores": {f"{w:g}": v for w, v in prior_scores.items()}},
+                     "decoding_dev_scores": decoding_scores},
         "pretrained": read_metadata(config.model, missing_ok=True) if Path(config.model).is_dir() else {},
     }
     _save_final_model(output, model, tokenizer, metadata, sentence_idf)
@@ -382,35 +386,6 @@ def add_question_overlap_type(model) -> bool:
     model.base_model.embeddings.token_type_embeddings = grown.to(embeddings.weight.device)
     model.config.type_vocab_size = QUESTION_OVERLAP_TYPE + 1
     return True
-
-
-def dev_score(qa: QAModel, dev_files: list[SquadFile], batch_size: int) -> float:
-    """DEV_METRIC ×100 pooled over the questions of all dev sets."""
-    from ..evaluate.metrics import score_question
-
-    scores = []
-    for f in dev_files:
-        for example, found in zip(f.examples, qa.predict(f.examples, batch_size=batch_size)):
-            best = found[0] if found else None
-            scores.append(score_question(example, best and best.text, best and best.start)[DEV_METRIC])
-    return 100.0 * float(np.mean(scores))
-
-
-def tune_sentence_prior(qa: QAModel, dev_files: list[SquadFile], batch_size: int) -> dict[float, float]:
-    """Pooled dev DEV_METRIC for each weight of SENTENCE_PRIOR_GRID; the model runs once per dev set."""
-    from ..evaluate.metrics import score_question
-
-    scores: dict[float, list[float]] = {weight: [] for weight in SENTENCE_PRIOR_GRID}
-    for f in dev_files:
-        prepared = [qa._prepare(i, example) for i, example in enumerate(f.examples)]
-        windows = qa.windows(prepared)
-        start_logits, end_logits = qa.window_logits(windows, batch_size)
-        for weight in SENTENCE_PRIOR_GRID:
-            answers = qa.decode(prepared, windows, start_logits, end_logits, sentence_prior=weight)
-            for example, found in zip(f.examples, answers):
-                best = found[0] if found else None
-                scores[weight].append(score_question(example, best and best.text, best and best.start)[DEV_METRIC])
-    return {weight: 100.0 * float(np.mean(values)) for weight, values in scores.items()}
 
 
 def evaluate_file(qa: QAModel, squad: SquadFile, directory: Path, batch_size: int) -> tuple[Path, dict[str, float]]:

@@ -7,7 +7,8 @@
 Contexts and questions go through the model's preprocessing; contexts keep an offset map, so every answer is sliced
 from the original context: `answer.text == context[answer.start:answer.end]`. Windows of all examples are batched
 together (sorted by length to limit padding) and run under torch.inference_mode. `score` is the start + end logit of
-the span (plus the sentence prior below), comparable between the answers of one example.
+the span (plus the sentence prior below), comparable between the answers of one example; answers come best score
+first, or with expected-F1 decoding (below) highest expected F1 first.
 
 Two inputs that a plain Hugging Face QA pipeline does not compute, each recorded in the model's settings:
 - `question_overlap`: context tokens of words the question shares get token type 2 (features.py, overlap.py); a model
@@ -15,6 +16,8 @@ Two inputs that a plain Hugging Face QA pipeline does not compute, each recorded
 - `sentence_prior` λ > 0: each candidate span gains λ × (the IDF-weighted question overlap of its sentence / the best
   sentence's), a lexical prior on which sentence holds the answer. The IDF is counted on the fine-tuning contexts and
   stored beside the model (`SENTENCE_IDF_FILE`).
+And two decoding choices (postprocess.py): `within_sentence` keeps only spans inside one sentence, and `decoding`
+"expected-f1" answers with the candidate of highest expected F1 instead of the highest score ("max-score").
 """
 from __future__ import annotations
 
@@ -31,9 +34,13 @@ from ..errors import ConfigError, InputError
 from .align import QAPreprocessing
 from .features import Windows, build_windows
 from .overlap import KeyIDF, sentence_overlap_scores, sentence_spans
-from .postprocess import decode_spans, snap_to_words
+from .postprocess import decode_spans, rank_by_expected_f1, sentence_numbers, snap_to_words
 
 SENTENCE_IDF_FILE = "sentence_idf.json"
+DECODINGS = ("max-score", "expected-f1")
+# Distinct spans per example that expected-F1 decoding weighs: the mass of a small model's distribution is spread
+# over many overlapping spans, and the top 20 of Hugging Face's n-best hold too little of it.
+EXPECTED_F1_CANDIDATES = 200
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +54,8 @@ class QASettings:
     n_best: int = 20
     question_overlap: bool = False
     sentence_prior: float = 0.0
+    within_sentence: bool = False
+    decoding: str = "max-score"
 
     @classmethod
     def from_metadata(cls, metadata: dict[str, Any], source: object = METADATA_FILE) -> "QASettings":
@@ -71,6 +80,8 @@ class QASettings:
                 raise ConfigError(f"{source}: {name} must be ≥ 1, got {getattr(self, name)}")
         if self.sentence_prior < 0:
             raise ConfigError(f"{source}: sentence_prior must be ≥ 0, got {self.sentence_prior}")
+        if self.decoding not in DECODINGS:
+            raise ConfigError(f"{source}: decoding must be one of {', '.join(DECODINGS)}, got {self.decoding!r}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -166,21 +177,29 @@ class QAModel:
         )
 
     def decode(self, prepared, windows: Windows, start_logits: np.ndarray, end_logits: np.ndarray, top_k: int = 1,
-               sentence_prior: float | None = None) -> list[list[Answer]]:
-        """Window logits → answers in original-context coordinates (`sentence_prior` overrides the setting)."""
-        weight = self.settings.sentence_prior if sentence_prior is None else sentence_prior
+               settings: QASettings | None = None) -> list[list[Answer]]:
+        """Window logits → answers in original-context coordinates (`settings` overrides the decoding settings)."""
+        settings = settings or self.settings
+        sentences = [sentence_spans(aligned.text) for _, aligned in prepared] \
+            if settings.sentence_prior > 0 or settings.within_sentence else None
+        # Distinct preprocessed spans can map back to one original span (a `+` marker token, a placeholder):
+        # decode a few more than needed so that top_k distinct original spans remain.
+        limit = 4 * max(top_k, settings.n_best)
+        if settings.decoding == "expected-f1":
+            limit = max(limit, EXPECTED_F1_CANDIDATES)
         spans = decode_spans(
             start_logits,
             end_logits,
             windows.offsets,
             windows.example_index,
             n_examples=len(prepared),
-            n_best=self.settings.n_best,
-            max_answer_tokens=self.settings.max_answer_tokens,
-            # Distinct preprocessed spans can map back to one original span (a `+` marker token, a placeholder):
-            # decode a few more than needed so that top_k distinct original spans remain.
-            limit=4 * max(top_k, self.settings.n_best),
-            start_bonus=self.sentence_bonus(prepared, weight) if weight > 0 else None,
+            n_best=settings.n_best,
+            max_answer_tokens=settings.max_answer_tokens,
+            limit=limit,
+            start_bonus=self.sentence_bonus(prepared, settings.sentence_prior, sentences)
+            if settings.sentence_prior > 0 else None,
+            sentence_index=[sentence_numbers(aligned.text, found) for (_, aligned), found in zip(prepared, sentences)]
+            if settings.within_sentence else None,
         )
         answers = []
         for (_, aligned), candidates in zip(prepared, spans):
@@ -191,18 +210,22 @@ class QAModel:
                     span = snap_to_words(aligned.original, *span)
                 if span[1] > span[0] and span not in found:
                     found[span] = Answer(aligned.original[span[0] : span[1]], span[0], span[1], score)
-                    if len(found) == top_k:
+                    if len(found) == top_k and settings.decoding == "max-score":
                         break
-            answers.append(list(found.values()))
+            ranked = list(found.values())
+            if settings.decoding == "expected-f1" and ranked:
+                order, _ = rank_by_expected_f1(aligned.original, list(found), [a.score for a in ranked])
+                ranked = [ranked[i] for i in order]
+            answers.append(ranked[:top_k])
         return answers
 
-    def sentence_bonus(self, prepared, weight: float) -> list[np.ndarray]:
+    def sentence_bonus(self, prepared, weight: float, sentences=None) -> list[np.ndarray]:
         """Per example, per preprocessed-context character: `weight` × its sentence's share of the best overlap."""
         if self.sentence_idf is None:
             raise ConfigError(f"a sentence prior needs the IDF table ({SENTENCE_IDF_FILE}) of the model")
         bonus = []
-        for question, aligned in prepared:
-            spans = sentence_spans(aligned.text)
+        for i, (question, aligned) in enumerate(prepared):
+            spans = sentences[i] if sentences is not None else sentence_spans(aligned.text)
             scores = np.asarray(sentence_overlap_scores(question, aligned.text, self.sentence_idf, spans))
             per_char = np.zeros(len(aligned.text) + 1, dtype=np.float32)
             if scores.size and scores.max() > 0:

@@ -6,14 +6,25 @@ best spans over all windows of an example win. One difference, on purpose: the t
 only (run_qa takes them over all tokens, then drops question tokens), so the candidate set is never smaller.
 All windows are scored at once with numpy; only the few winning spans per example are visited in Python.
 
+Two choices a plain run_qa decoder does not make, both settings of a QA model (QASettings, chosen on dev):
+- `sentence_index`: a span must start and end in one sentence of the context. A gold answer never crosses a sentence
+  boundary, and a span that does never scores Sentence-Match; a small model's best span often does.
+- `rank_by_expected_f1`: minimum-Bayes-risk decoding for the F1 metric. Instead of the single most likely span, the
+  candidate whose expected token F1 against the model's own span distribution (the softmax of the candidates' scores)
+  is highest: when the model hesitates between overlapping spans, the answer is the part they share, or the phrase
+  that covers them, rather than one guess.
+
 `snap_to_words` widens a span of the original context to whole words, like Hugging Face's `align_to_words`
 (default on in its QA pipeline), but on the original text rather than on the tokenizer's pre-tokenized words.
 """
 from __future__ import annotations
 
+import re
 import unicodedata
 
 import numpy as np
+
+_WORD_RE = re.compile(r"\S+")
 
 
 def decode_spans(
@@ -27,11 +38,14 @@ def decode_spans(
     max_answer_tokens: int = 30,
     limit: int = 20,
     start_bonus: list[np.ndarray] | None = None,
+    sentence_index: list[np.ndarray] | None = None,
 ) -> list[list[tuple[int, int, float]]]:
     """The `limit` best distinct spans per example as (char start, char end, score), best first.
 
     start_logits/end_logits: (windows, tokens); offsets: (windows, ≥tokens, 2) with -1 outside the context.
     start_bonus: per example, an array over its context's characters added to the score of spans starting there.
+    sentence_index: per example, the sentence number of each of its context's characters: only spans whose first and
+    last characters share it are kept (for an example where no candidate does, all are kept).
     """
     tokens = start_logits.shape[1]
     in_context = offsets[:, :tokens, 0] >= 0
@@ -51,6 +65,14 @@ def decode_spans(
     example = example_index[window]
     keep = char_end > char_start
     example, char_start, char_end, score = example[keep], char_start[keep], char_end[keep], score[keep]
+    if sentence_index is not None:
+        first_char = np.cumsum([0] + [len(s) for s in sentence_index])
+        flat = np.concatenate(sentence_index)
+        inside = flat[first_char[example] + char_start] == flat[first_char[example] + char_end - 1]
+        has_inside = np.zeros(n_examples, dtype=bool)
+        has_inside[example[inside]] = True
+        keep = inside | ~has_inside[example]
+        example, char_start, char_end, score = example[keep], char_start[keep], char_end[keep], score[keep]
     if start_bonus is not None:
         first_char = np.cumsum([0] + [len(b) for b in start_bonus])
         score = score + np.concatenate(start_bonus)[first_char[example] + char_start]
@@ -66,6 +88,38 @@ def decode_spans(
     for i in np.flatnonzero(rank < limit):
         results[example[i]].append((int(char_start[i]), int(char_end[i]), float(score[i])))
     return results
+
+
+def sentence_numbers(text: str, sentences: list[tuple[int, int]]) -> np.ndarray:
+    """For each character of `text` (and one past its end), the number of the sentence it belongs to.
+
+    The whitespace between two sentences belongs to the next one, so that a span is inside one sentence exactly when
+    its first and last characters have the same number.
+    """
+    ends = np.asarray([end for _, end in sentences], dtype=np.int64)
+    return np.searchsorted(ends, np.arange(len(text) + 1), side="right")
+
+
+def rank_by_expected_f1(text: str, spans: list[tuple[int, int]], scores: list[float]) -> tuple[np.ndarray, np.ndarray]:
+    """Candidate spans of `text` ordered by expected token F1, best first: (order, expected F1 of each candidate).
+
+    The model's distribution over answers is the softmax of the candidates' scores (start + end logits, prior
+    included); a candidate's expected F1 is the mean of its F1 against every candidate under that distribution. Tokens
+    are the whitespace-delimited words of `text`, and two spans share the words they overlap on, which is the SQuAD F1
+    of the two texts up to its normalization (punctuation, articles).
+    """
+    words = [(m.start(), m.end()) for m in _WORD_RE.finditer(text)]
+    word_starts = np.asarray([start for start, _ in words], dtype=np.int64)
+    word_ends = np.asarray([end for _, end in words], dtype=np.int64)
+    bounds = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
+    first = np.searchsorted(word_ends, bounds[:, 0], side="right")  # first word ending after the span starts
+    stop = np.searchsorted(word_starts, bounds[:, 1], side="left")  # first word starting at or after its end
+    length = np.maximum(stop - first, 1)
+    overlap = np.maximum(0, np.minimum(stop[:, None], stop[None, :]) - np.maximum(first[:, None], first[None, :]))
+    f1 = 2.0 * overlap / (length[:, None] + length[None, :])
+    weights = np.exp(np.asarray(scores, dtype=np.float64) - max(scores))
+    expected = f1 @ (weights / weights.sum())
+    return np.argsort(-expected, kind="stable"), expected
 
 
 def is_word_character(char: str) -> bool:

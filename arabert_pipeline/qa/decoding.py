@@ -1,0 +1,133 @@
+"""Choosing a QA model's decoding settings on dev: the sentence prior, the sentence limit and expected-F1 decoding.
+
+    arabert-pipeline tune-decoding runs/qa/mini --dev arcd-dev mlqa-ar-dev -o runs/qa/mini-tuned
+
+`finetune` calls `tune_decoding` after training when it has dev sets; `tune-decoding` does the same for a model that is
+already trained (ours from an earlier release, or one whose dev sets were not given), without touching its weights:
+the output is a copy of the model dir whose arabert_pipeline.json holds the chosen settings and every dev score tried.
+The model runs once per dev set; each setting only re-decodes its logits.
+"""
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..artifacts import (
+    MODEL_DIR_FILES, OutputKind, OutputLock, atomic_directory, check_local_source, claim_output_dir, portable_path,
+    read_metadata, write_metadata,
+)
+from ..errors import ConfigError
+from .data import SquadFile, read_squad
+from .infer import DECODINGS, SENTENCE_IDF_FILE, QAModel
+
+# Sentence-prior weights tried on the dev sets (in logits: a span's score is its start + end logit).
+SENTENCE_PRIOR_GRID = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
+DEV_METRIC = "soqal_f1"  # the paper's metric; pooled over the questions of all dev sets
+DECODING_FIELDS = ("sentence_prior", "within_sentence", "decoding")
+PLAIN_DECODING = {"sentence_prior": 0.0, "within_sentence": False, "decoding": "max-score"}  # Hugging Face's
+TUNE_OUTPUT = OutputKind("tune-decoding", names=(*MODEL_DIR_FILES, SENTENCE_IDF_FILE), markers=(),
+                         metadata_marker=("decoding_tuned_by", "tune-decoding"))
+
+
+def dev_score(qa: QAModel, dev_files: list[SquadFile], batch_size: int) -> float:
+    """DEV_METRIC ×100 pooled over the questions of all dev sets."""
+    from ..evaluate.metrics import score_question
+
+    scores = []
+    for f in dev_files:
+        for example, found in zip(f.examples, qa.predict(f.examples, batch_size=batch_size)):
+            best = found[0] if found else None
+            scores.append(score_question(example, best and best.text, best and best.start)[DEV_METRIC])
+    return 100.0 * float(np.mean(scores))
+
+
+def decoding_grid(fixed: dict[str, Any]) -> list[dict[str, Any]]:
+    """The decoding settings to try on dev: every combination of the grids, with the `fixed` (not None) values kept."""
+    grids = {"sentence_prior": SENTENCE_PRIOR_GRID, "within_sentence": (False, True), "decoding": DECODINGS}
+    rows: list[dict[str, Any]] = [{}]
+    for name, grid in grids.items():
+        values = grid if fixed.get(name) is None else (fixed[name],)
+        rows = [{**row, name: value} for row in rows for value in values]
+    return rows
+
+
+def tune_decoding(qa: QAModel, dev_files: list[SquadFile], batch_size: int,
+                  fixed: dict[str, Any]) -> list[dict[str, Any]]:
+    """Pooled dev DEV_METRIC of each setting of `decoding_grid(fixed)`, as rows; the model runs once per dev set."""
+    from ..evaluate.metrics import score_question
+
+    rows = decoding_grid(fixed)
+    scores: list[list[float]] = [[] for _ in rows]
+    for f in dev_files:
+        prepared = [qa._prepare(i, example) for i, example in enumerate(f.examples)]
+        windows = qa.windows(prepared)
+        start_logits, end_logits = qa.window_logits(windows, batch_size)
+        for row, values in zip(rows, scores):
+            settings = dataclasses.replace(qa.settings, **{**row, "sentence_prior": float(row["sentence_prior"])})
+            answers = qa.decode(prepared, windows, start_logits, end_logits, settings=settings)
+            for example, found in zip(f.examples, answers):
+                best = found[0] if found else None
+                values.append(score_question(example, best and best.text, best and best.start)[DEV_METRIC])
+    return [{**row, "score": 100.0 * float(np.mean(values))} for row, values in zip(rows, scores)]
+
+
+def best_decoding(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The settings of the best dev score; on a tie, the plainer decoder (smaller prior, no sentence limit,
+    max-score)."""
+    best = max(rows, key=lambda row: (row["score"], -row["sentence_prior"], not row["within_sentence"],
+                                      row["decoding"] == "max-score"))
+    return {name: best[name] for name in DECODING_FIELDS}
+
+
+def describe_decoding(row: dict[str, Any]) -> str:
+    within = ", within sentence" if row["within_sentence"] else ""
+    return f"prior {row['sentence_prior']:g}{within}, {row['decoding']}"
+
+
+def tune_model_decoding(model_dir: str | Path, dev: list[str], output: str | Path, *,
+                        fixed: dict[str, Any] | None = None, batch_size: int = 32,
+                        overwrite: bool = False) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Choose the decoding settings of the QA model in `model_dir` on `dev`; write the tuned copy to `output`."""
+    model_dir, output = Path(model_dir), Path(output)
+    check_local_source(model_dir)
+    fixed = {name: (fixed or {}).get(name) for name in DECODING_FIELDS}
+    if fixed["sentence_prior"] is not None and fixed["sentence_prior"] < 0:
+        raise ConfigError(f"sentence_prior must be ≥ 0, got {fixed['sentence_prior']}")
+    if batch_size < 1:
+        raise ConfigError(f"batch_size must be ≥ 1, got {batch_size}")
+    metadata = read_metadata(model_dir)
+    if metadata.get("task") != "question-answering":
+        raise ConfigError(f"{model_dir} is not a QA model dir (its arabert_pipeline.json has no task "
+                          "'question-answering'): fine-tune it first with `arabert-pipeline finetune`")
+    trained_on = {entry.get("name") for entry in metadata.get("training_data", [])}
+    with OutputLock(output, "tune-decoding"):
+        dev_files = [read_squad(source, misaligned="keep") for source in dev]
+        overlap = sorted(trained_on & {f.name for f in dev_files})
+        if overlap:
+            raise ConfigError(f"{model_dir} was trained on {', '.join(overlap)}: tune on sets it has not seen")
+        claim_output_dir(output, TUNE_OUTPUT, inputs=[model_dir, *[s for s in dev if Path(s).exists()]],
+                         overwrite=overwrite)
+        qa = QAModel.load(model_dir)
+        if qa.sentence_idf is None and fixed["sentence_prior"] is None:
+            fixed["sentence_prior"] = 0.0  # no IDF table beside the model: no prior to weigh
+        rows = tune_decoding(qa, dev_files, batch_size, fixed)
+        chosen = best_decoding(rows)
+        with atomic_directory(output) as staging:
+            for path in sorted(model_dir.iterdir()):
+                if path.is_file() and TUNE_OUTPUT.owns(path.name) and path.name != "arabert_pipeline.json":
+                    shutil.copy2(path, staging / path.name)
+            write_metadata(staging, **{
+                **metadata, **chosen, "sentence_prior": float(chosen["sentence_prior"]),
+                "decoding_tuned_by": "tune-decoding",
+                "decoding_tuning": {"model": portable_path(model_dir), "dev_metric": DEV_METRIC,
+                                    "dev_data": [{"name": f.name, "path": portable_path(f.path),
+                                                  "questions": len(f.examples)} for f in dev_files],
+                                    "previous": {name: metadata.get(name, PLAIN_DECODING[name])
+                                                 for name in DECODING_FIELDS},
+                                    "scores": rows},
+            })
+    return chosen, rows
