@@ -90,3 +90,54 @@ def test_sentence_prior_moves_the_answer_to_the_sentence_holding_the_question_wo
     assert answer.start >= context.index("تأسست")
     with pytest.raises(ConfigError, match="IDF"):
         QAModel(model.model, model.tokenizer, "arabertv02", dataclasses.replace(model.settings, sentence_prior=1.0))
+
+
+def test_null_margin_is_the_lowest_cls_score_minus_the_best_span_of_any_window():
+    from arabert_pipeline.qa.postprocess import null_margins
+
+    offsets = np.full((3, 5, 2), -1)
+    offsets[:, 2:5] = [(0, 2), (3, 5), (6, 8)]
+    start = np.array([[4.0, 0, 1.0, 0, 0], [2.0, 0, 0, 3.0, 0], [9.0, 0, 0, 0, 0]])
+    end = np.array([[1.0, 0, 0, 2.0, 0], [1.0, 0, 0, 0, 1.5], [0.0, 0, 0, 0, 0]])
+    example_index = np.array([0, 0, 1])
+    # Example 0: CLS scores 5 and 3 (lowest 3); best span 3 + 1.5 = 4.5 in window 1 (window 0: 1 + 2 = 3).
+    # Example 1: CLS 9, best span 0; a span of 2 tokens at most is allowed.
+    margins = null_margins(start, end, offsets, example_index, n_examples=2, max_answer_tokens=2)
+    assert margins.tolist() == [3.0 - 4.5, 9.0 - 0.0]
+    # The span 3.0 → 1.5 is two tokens long: with one token at most, window 1's best is 3 + 0.
+    assert null_margins(start, end, offsets, example_index, n_examples=2, max_answer_tokens=1)[0] == 3.0 - 3.0
+
+
+def test_unanswerable_examples_pair_a_question_with_another_paragraph_of_its_article_without_the_answer():
+    from arabert_pipeline.qa.data import unanswerable_examples
+
+    def example(qid, title, context, answer):
+        return {"id": qid, "title": title, "context": context, "question": "q",
+                "answers": {"text": [answer], "answer_start": [context.index(answer)]}}
+
+    examples = [example("a", "T", "الرياض عاصمة السعودية", "الرياض"), example("b", "T", "جدة على البحر", "جدة"),
+                example("c", "T", "الرياض وجدة مدينتان", "مدينتان"), example("d", "U", "مكة", "مكة")]
+    negatives = {n["id"]: n for n in unanswerable_examples(examples)}
+    assert set(negatives) == {"a-no-answer", "b-no-answer", "c-no-answer"}  # "d" has no other paragraph
+    assert negatives["a-no-answer"]["context"] == "جدة على البحر"  # the third paragraph holds "الرياض" too
+    assert negatives["b-no-answer"]["context"] == "الرياض عاصمة السعودية"
+    assert all(n["answers"] == {"text": [], "answer_start": []} for n in negatives.values())
+    assert unanswerable_examples(examples) == list(negatives.values())  # the same draw every time
+
+
+def test_allow_no_answer_abstains_where_the_margin_is_above_the_threshold():
+    from arabert_pipeline import Pipeline
+
+    model = QAModel.load(SHIPPED)
+    example = {"question": "متى تأسست الرياض؟", "context": "تأسست مدينة الرياض عام 1746 على يد دهام بن دواس."}
+    prepared = [model._prepare(0, example)]
+    windows = model.windows(prepared)
+    margin = model.null_margins(prepared, windows, *model.window_logits(windows, 8))[0]
+    for threshold, answered in ((margin - 1.0, False), (margin + 1.0, True)):
+        qa = QAModel(model.model, model.tokenizer, "arabertv02",
+                     dataclasses.replace(model.settings, null_score_diff_threshold=float(threshold)),
+                     sentence_idf=model.sentence_idf)
+        assert bool(qa.predict([example], allow_no_answer=True)[0]) is answered
+        assert qa.predict([example])[0]  # without allow_no_answer there is always an answer
+        pipeline = Pipeline(qa)
+        assert (pipeline.answer(example["question"], example["context"], allow_no_answer=True) is not None) is answered

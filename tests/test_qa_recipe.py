@@ -134,6 +134,9 @@ def test_tune_decoding_chooses_on_dev_and_writes_a_copy_with_the_same_weights(ti
     tuned = tmp_path / "tuned"
     assert main(["tune-decoding", str(trained), "--dev", str(dev), "-o", str(tuned), "--within-sentence", "on"]) == 0
     metadata = json.loads((tuned / "arabert_pipeline.json").read_text(encoding="utf-8"))
+    no_answer = metadata["decoding_tuning"]["no_answer"]
+    assert no_answer["unanswerable"] > 0 and metadata["null_score_diff_threshold"] == no_answer["threshold"]
+    assert no_answer["at_threshold"]["overall_f1"] >= no_answer["always_answer"]["overall_f1"]
     rows = metadata["decoding_tuning"]["scores"]
     assert len(rows) == 2 * len(SENTENCE_PRIOR_GRID) and all(row["within_sentence"] for row in rows)
     best = max(row["score"] for row in rows)

@@ -41,6 +41,8 @@ def register(subparsers) -> None:
     p.add_argument("--model", default=DEFAULT_MODEL, help="bundled model name, QA model dir or hub id (default: %(default)s)")
     p.add_argument("--preprocessing", help="for models without arabert_pipeline.json: arabertv02, arabertv2 or none")
     p.add_argument("--top-k", type=int, default=1, help="answers per question (default: %(default)s)")
+    p.add_argument("--allow-no-answer", action="store_true",
+                   help="answer nothing (null) where the model judges that the context does not hold the answer")
     p.add_argument("--batch-size", type=int, default=32, help="windows per forward pass (default: %(default)s)")
     p.add_argument("--device", default="cpu", help="torch device (default: %(default)s)")
     p.add_argument("--backend", choices=BACKENDS, default="auto",
@@ -72,11 +74,12 @@ def run_answer(args: argparse.Namespace) -> int:
     _utf8_stdout()
     pipeline = _load_pipeline(args)
     if examples is None:
-        found = pipeline.answer(args.question, args.context, top_k=args.top_k)
-        for rank, answer in enumerate(found if args.top_k > 1 else [found], start=1):
+        found = pipeline.answer(args.question, args.context, top_k=args.top_k, allow_no_answer=args.allow_no_answer)
+        for rank, answer in enumerate((found or [None]) if args.top_k > 1 else [found], start=1):
             print(_describe(answer, rank if args.top_k > 1 else None))
         return 0
-    results = pipeline.answer([e["question"] for e in examples], [e["context"] for e in examples], top_k=args.top_k)
+    results = pipeline.answer([e["question"] for e in examples], [e["context"] for e in examples], top_k=args.top_k,
+                              allow_no_answer=args.allow_no_answer)
     if args.demo:
         print_demo(examples, results, args.top_k)
         return 0

@@ -113,12 +113,15 @@ class Pipeline:
         int8 = ", quantize=True" if self.quantized else ""
         return f"Pipeline({self.source!r}, preprocessing={self.preprocessing!r}, backend={self.backend!r}{int8})"
 
-    def answer(self, question: str | Sequence[str], context: str | Sequence[str], top_k: int = 1):
+    def answer(self, question: str | Sequence[str], context: str | Sequence[str], top_k: int = 1,
+               allow_no_answer: bool = False):
         """Answer one question (str, str) or many (two lists of the same length).
 
         Returns an Answer (text == context[start:end] of the given context, score = probability), or with top_k > 1
         a list of up to top_k Answers, best first; for list input, a list with one such result per question.
-        A result is None (or an empty list) only if the model proposes no non-empty span at all.
+        A result is None (or an empty list) if the model proposes no non-empty span at all, or, with
+        `allow_no_answer` (Hugging Face: handle_impossible_answer), if it judges that the context does not hold the
+        answer: its no-answer score beats the best span's by more than the model's `null_score_diff_threshold`.
         Raises InputError (a ValueError) naming the argument and index for empty, whitespace-only or non-Arabic text,
         lists of different lengths and wrong types.
         """
@@ -130,16 +133,18 @@ class Pipeline:
             examples = [{"id": j, "question": q, "context": c}
                         for j, (q, c) in enumerate(zip(questions[i : i + EXAMPLES_PER_CHUNK],
                                                        contexts[i : i + EXAMPLES_PER_CHUNK]), start=i)]
-            results.extend(self._answer_examples(examples, top_k))
+            results.extend(self._answer_examples(examples, top_k, allow_no_answer))
         if top_k == 1:
             results = [found[0] if found else None for found in results]
         return results[0] if single else results
 
-    def _answer_examples(self, examples: list[dict[str, Any]], top_k: int) -> "list[list[Answer]]":
+    def _answer_examples(self, examples: list[dict[str, Any]], top_k: int,
+                         allow_no_answer: bool = False) -> "list[list[Answer]]":
         # The softmax needs every candidate, not only the top_k returned to the user.
         candidates = max(top_k, self.qa.settings.n_best)
         return [with_probabilities(found)[:top_k]
-                for found in self.qa.predict(examples, batch_size=self.batch_size, top_k=candidates)]
+                for found in self.qa.predict(examples, batch_size=self.batch_size, top_k=candidates,
+                                             allow_no_answer=allow_no_answer)]
 
 
 def with_probabilities(answers: "list[Answer]") -> "list[Answer]":

@@ -85,8 +85,9 @@ def register_tune_decoding(subparsers) -> None:
         "tune-decoding",
         help="choose a QA model's decoding settings on dev sets (a copy of the model dir with them)",
         description="Score every decoding setting (sentence-prior weight, answers within one sentence or not, "
-        "max-score or expected-F1 decoding) on the dev sets, pooled, and write a copy of MODEL_DIR whose "
-        "arabert_pipeline.json holds the best one and every score tried. The weights are not changed. A setting "
+        "max-score or expected-F1 decoding) on the dev sets, pooled, choose the no-answer threshold on them and "
+        "their SQuAD 2.0-style negatives, and write a copy of MODEL_DIR whose arabert_pipeline.json holds both and "
+        "every score tried. The weights are not changed. A setting "
         "given as a flag is kept as given. The dev sets must not be the model's training data, nor the sets you "
         "will report on.",
     )
@@ -102,14 +103,15 @@ def register_tune_decoding(subparsers) -> None:
 
 
 def run_tune_decoding(args: argparse.Namespace) -> int:
-    from .decoding import DEV_METRIC, describe_decoding, tune_model_decoding
+    from .decoding import DEV_METRIC, describe_decoding, describe_no_answer, tune_model_decoding
 
     within = None if args.within_sentence is None else args.within_sentence == "on"
     fixed = {"sentence_prior": args.sentence_prior, "within_sentence": within, "decoding": args.decoding}
-    chosen, rows = tune_model_decoding(args.model_dir, args.dev, args.output, fixed=fixed,
-                                       batch_size=args.batch_size, overwrite=args.overwrite)
+    chosen, rows, no_answer = tune_model_decoding(args.model_dir, args.dev, args.output, fixed=fixed,
+                                                  batch_size=args.batch_size, overwrite=args.overwrite)
     for row in rows:
         print(f"{describe_decoding(row)}: dev {DEV_METRIC} {row['score']:.2f}")
+    print(describe_no_answer(no_answer))
     print(f"chose {describe_decoding(chosen)}; wrote {args.output}")
     return 0
 

@@ -169,6 +169,31 @@ def read_squad(source: str | Path, *, misaligned: str = "error", download: bool 
     return SquadFile(str(source), path, examples, bad, misaligned)
 
 
+def unanswerable_examples(examples: list[dict[str, Any]], seed: int = 0) -> list[dict[str, Any]]:
+    """SQuAD 2.0-style negatives: each question paired with another paragraph of its article that holds none of its
+    answers (id `ID-no-answer`, no answers); a question whose article has no such paragraph gets none.
+
+    Harder than a paragraph of another article: the same topic and names, only the answer missing. The paragraph is
+    drawn with a generator seeded by `seed`, the same on every run.
+    """
+    import numpy as np
+
+    contexts_by_title: dict[str, list[str]] = {}
+    for example in examples:
+        found = contexts_by_title.setdefault(example["title"], [])
+        if example["context"] not in found:
+            found.append(example["context"])
+    rng = np.random.default_rng(seed)
+    negatives = []
+    for example in examples:
+        others = [c for c in contexts_by_title[example["title"]] if c != example["context"]
+                  and not any(text and text in c for text in example["answers"]["text"])]
+        if others:
+            negatives.append({**example, "id": f"{example['id']}-no-answer", "context": others[rng.integers(len(others))],
+                              "answers": {"text": [], "answer_start": []}})
+    return negatives
+
+
 def dataset_names() -> list[str]:
     return [*REGISTRY, *SPLITS]
 

@@ -21,7 +21,7 @@ from ..artifacts import (
     read_metadata, write_metadata,
 )
 from ..errors import ConfigError
-from .data import SquadFile, read_squad
+from .data import SquadFile, read_squad, unanswerable_examples
 from .infer import DECODINGS, SENTENCE_IDF_FILE, QAModel
 
 # Sentence-prior weights tried on the dev sets (in logits: a span's score is its start + end logit).
@@ -83,6 +83,56 @@ def best_decoding(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {name: best[name] for name in DECODING_FIELDS}
 
 
+def tune_null_threshold(qa: QAModel, dev_files: list[SquadFile], batch_size: int) -> dict[str, Any]:
+    """The `null_score_diff_threshold` of best SQuAD 2.0 overall dev score, and the scores at it.
+
+    The dev questions (answerable) are pooled with their `unanswerable_examples`. At threshold t a question is answered
+    when its null margin is ≤ t: an answerable one then scores its DEV_METRIC, an unanswerable one scores 1 when it is
+    not answered. Thresholds tried: every margin seen (each is where a decision flips), and one above them all
+    (always answer). "always_answer" holds the scores of a decoder without the no-answer option.
+    """
+    from ..evaluate.metrics import score_question
+
+    metric, answerable_margin, negative_margin = [], [], []
+    for f in dev_files:
+        negatives = unanswerable_examples(f.examples)
+        examples = f.examples + negatives
+        prepared = [qa._prepare(i, example) for i, example in enumerate(examples)]
+        windows = qa.windows(prepared)
+        start_logits, end_logits = qa.window_logits(windows, batch_size)
+        margins = qa.null_margins(prepared, windows, start_logits, end_logits)
+        answers = qa.decode(prepared, windows, start_logits, end_logits)
+        for example, found in zip(f.examples, answers):
+            best = found[0] if found else None
+            metric.append(score_question(example, best and best.text, best and best.start)[DEV_METRIC])
+        answerable_margin.extend(margins[: len(f.examples)])
+        negative_margin.extend(margins[len(f.examples):])
+    metric, answerable_margin = np.asarray(metric), np.asarray(answerable_margin)
+    negative_margin = np.asarray(negative_margin)
+    total = len(metric) + len(negative_margin)
+
+    def scores(threshold: float) -> dict[str, float]:
+        answered = answerable_margin <= threshold
+        abstained = negative_margin > threshold
+        return {"has_ans_f1": 100.0 * float(np.mean(metric * answered)),
+                "no_ans_accuracy": 100.0 * float(np.mean(abstained)) if len(negative_margin) else 0.0,
+                "overall_f1": 100.0 * float((np.sum(metric * answered) + np.sum(abstained)) / total)}
+
+    seen = sorted(set(np.concatenate([answerable_margin, negative_margin]).tolist()))
+    candidates = seen + [seen[-1] + 1.0]
+    best = max(candidates, key=lambda t: (scores(t)["overall_f1"], t))
+    return {"threshold": best, "dev_metric": DEV_METRIC, "answerable": len(metric),
+            "unanswerable": len(negative_margin), "at_threshold": scores(best), "always_answer": scores(float("inf"))}
+
+
+def describe_no_answer(result: dict[str, Any]) -> str:
+    at, plain = result["at_threshold"], result["always_answer"]
+    return (f"no answer: threshold {result['threshold']:.2f} on {result['answerable']} answerable + "
+            f"{result['unanswerable']} unanswerable dev questions: HasAns {result['dev_metric']} {at['has_ans_f1']:.1f}, "
+            f"NoAns accuracy {at['no_ans_accuracy']:.1f}, overall {at['overall_f1']:.1f} (always answering: "
+            f"{plain['overall_f1']:.1f})")
+
+
 def describe_decoding(row: dict[str, Any]) -> str:
     within = ", within sentence" if row["within_sentence"] else ""
     return f"prior {row['sentence_prior']:g}{within}, {row['decoding']}"
@@ -90,8 +140,9 @@ def describe_decoding(row: dict[str, Any]) -> str:
 
 def tune_model_decoding(model_dir: str | Path, dev: list[str], output: str | Path, *,
                         fixed: dict[str, Any] | None = None, batch_size: int = 32,
-                        overwrite: bool = False) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Choose the decoding settings of the QA model in `model_dir` on `dev`; write the tuned copy to `output`."""
+                        overwrite: bool = False) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
+    """Choose the decoding settings and the no-answer threshold of the QA model in `model_dir` on `dev`; write the
+    tuned copy to `output`. Returns (chosen settings, dev score of each decoding tried, no-answer dev scores)."""
     model_dir, output = Path(model_dir), Path(output)
     check_local_source(model_dir)
     fixed = {name: (fixed or {}).get(name) for name in DECODING_FIELDS}
@@ -116,18 +167,20 @@ def tune_model_decoding(model_dir: str | Path, dev: list[str], output: str | Pat
             fixed["sentence_prior"] = 0.0  # no IDF table beside the model: no prior to weigh
         rows = tune_decoding(qa, dev_files, batch_size, fixed)
         chosen = best_decoding(rows)
+        qa.settings = dataclasses.replace(qa.settings, **{**chosen, "sentence_prior": float(chosen["sentence_prior"])})
+        no_answer = tune_null_threshold(qa, dev_files, batch_size)
         with atomic_directory(output) as staging:
             for path in sorted(model_dir.iterdir()):
                 if path.is_file() and TUNE_OUTPUT.owns(path.name) and path.name != "arabert_pipeline.json":
                     shutil.copy2(path, staging / path.name)
             write_metadata(staging, **{
                 **metadata, **chosen, "sentence_prior": float(chosen["sentence_prior"]),
-                "decoding_tuned_by": "tune-decoding",
+                "null_score_diff_threshold": no_answer["threshold"], "decoding_tuned_by": "tune-decoding",
                 "decoding_tuning": {"model": portable_path(model_dir), "dev_metric": DEV_METRIC,
                                     "dev_data": [{"name": f.name, "path": portable_path(f.path),
                                                   "questions": len(f.examples)} for f in dev_files],
                                     "previous": {name: metadata.get(name, PLAIN_DECODING[name])
                                                  for name in DECODING_FIELDS},
-                                    "scores": rows},
+                                    "scores": rows, "no_answer": no_answer},
             })
-    return chosen, rows
+    return {**chosen, "null_score_diff_threshold": no_answer["threshold"]}, rows, no_answer

@@ -41,7 +41,8 @@ from ..tokenizer.export import save_pretrained_tokenizer
 from .align import QAPreprocessing, align_examples
 from .data import SquadFile, dataset_license, dataset_names, read_squad
 from .features import CONTEXT_TYPE, QUESTION_OVERLAP_TYPE, build_windows, check_fast_tokenizer
-from .decoding import DEV_METRIC, PLAIN_DECODING, best_decoding, describe_decoding, dev_score, tune_decoding
+from .decoding import (DEV_METRIC, PLAIN_DECODING, best_decoding, describe_decoding, describe_no_answer, dev_score,
+                       tune_decoding, tune_null_threshold)
 from .infer import DECODINGS, SENTENCE_IDF_FILE, QAModel, QASettings, collate
 from .overlap import KeyIDF
 from .leakage import LeakageReport, find_leakage
@@ -320,6 +321,12 @@ def _run_finetune(config: FinetuneConfig, log) -> FinetuneResult:
         log("decoding on dev: " + "; ".join(f"{describe_decoding(row)} → {row['score']:.2f}" for row in decoding_scores)
             + f"; chose {describe_decoding(decoding)}")
     settings = dataclasses.replace(settings, **{**decoding, "sentence_prior": float(decoding["sentence_prior"])})
+    no_answer = {}
+    if dev_files:
+        no_answer = tune_null_threshold(QAModel(model, tokenizer, preprocessing, settings, sentence_idf=sentence_idf),
+                                        dev_files, config.batch_size)
+        settings = dataclasses.replace(settings, null_score_diff_threshold=no_answer["threshold"])
+        log(describe_no_answer(no_answer))
     metadata = {
         "preprocessing": preprocessing,
         "task": "question-answering",
@@ -335,7 +342,7 @@ def _run_finetune(config: FinetuneConfig, log) -> FinetuneResult:
         "finetune": {**config.fingerprint(), "model": portable_path(config.model), "bf16_used": use_bf16, "steps": step,
                      "train_questions": len(aligned), "train_windows": len(windows), "epoch_losses": losses,
                      "dev_metric": DEV_METRIC, "dev_scores": dev_history, **chosen,
-                     "decoding_dev_scores": decoding_scores},
+                     "decoding_dev_scores": decoding_scores, "no_answer_dev": no_answer},
         "pretrained": read_metadata(config.model, missing_ok=True) if Path(config.model).is_dir() else {},
     }
     _save_final_model(output, model, tokenizer, metadata, sentence_idf)

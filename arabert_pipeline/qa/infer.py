@@ -18,6 +18,8 @@ Two inputs that a plain Hugging Face QA pipeline does not compute, each recorded
   stored beside the model (`SENTENCE_IDF_FILE`).
 And two decoding choices (postprocess.py): `within_sentence` keeps only spans inside one sentence, and `decoding`
 "expected-f1" answers with the candidate of highest expected F1 instead of the highest score ("max-score").
+`predict(..., allow_no_answer=True)` answers nothing (an empty list) where the no-answer score beats the best span
+by more than `null_score_diff_threshold` (SQuAD 2.0's rule and Hugging Face's name; chosen on dev).
 """
 from __future__ import annotations
 
@@ -34,7 +36,7 @@ from ..errors import ConfigError, InputError
 from .align import QAPreprocessing
 from .features import Windows, build_windows
 from .overlap import KeyIDF, sentence_overlap_scores, sentence_spans
-from .postprocess import decode_spans, rank_by_expected_f1, sentence_numbers, snap_to_words
+from .postprocess import decode_spans, null_margins, rank_by_expected_f1, sentence_numbers, snap_to_words
 
 SENTENCE_IDF_FILE = "sentence_idf.json"
 DECODINGS = ("max-score", "expected-f1")
@@ -56,6 +58,7 @@ class QASettings:
     sentence_prior: float = 0.0
     within_sentence: bool = False
     decoding: str = "max-score"
+    null_score_diff_threshold: float = 0.0
 
     @classmethod
     def from_metadata(cls, metadata: dict[str, Any], source: object = METADATA_FILE) -> "QASettings":
@@ -145,8 +148,10 @@ class QAModel:
         idf = _read_sentence_idf(path_or_hub_id, required=settings.sentence_prior > 0)
         return cls(model.to(device).eval(), tokenizer, preprocessing, settings, whole_words, idf)
 
-    def predict(self, examples: Iterable[dict[str, Any]], batch_size: int = 32, top_k: int = 1) -> list[list[Answer]]:
-        """Answers for each example ({"question", "context"}, other keys ignored), best first, at most top_k."""
+    def predict(self, examples: Iterable[dict[str, Any]], batch_size: int = 32, top_k: int = 1,
+                allow_no_answer: bool = False) -> list[list[Answer]]:
+        """Answers for each example ({"question", "context"}, other keys ignored), best first, at most top_k; with
+        `allow_no_answer`, none for the examples the model judges unanswerable."""
         if top_k < 1:
             raise ConfigError(f"top_k must be ≥ 1, got {top_k}")
         examples = list(examples)
@@ -163,7 +168,17 @@ class QAModel:
                 field=f"example {examples[index].get('id', index)}",
             )
         start_logits, end_logits = self.window_logits(windows, batch_size)
-        return self.decode(prepared, windows, start_logits, end_logits, top_k)
+        answers = self.decode(prepared, windows, start_logits, end_logits, top_k)
+        if allow_no_answer:
+            margins = self.null_margins(prepared, windows, start_logits, end_logits)
+            answers = [[] if margin > self.settings.null_score_diff_threshold else found
+                       for found, margin in zip(answers, margins)]
+        return answers
+
+    def null_margins(self, prepared, windows: Windows, start_logits: np.ndarray, end_logits: np.ndarray) -> np.ndarray:
+        """Per example: no-answer score − best span score (postprocess.null_margins)."""
+        return null_margins(start_logits, end_logits, windows.offsets, windows.example_index,
+                            n_examples=len(prepared), max_answer_tokens=self.settings.max_answer_tokens)
 
     def windows(self, prepared) -> Windows:
         return build_windows(

@@ -90,6 +90,36 @@ def decode_spans(
     return results
 
 
+def null_margins(
+    start_logits: np.ndarray,
+    end_logits: np.ndarray,
+    offsets: np.ndarray,
+    example_index: np.ndarray,
+    *,
+    n_examples: int,
+    max_answer_tokens: int = 30,
+) -> np.ndarray:
+    """Per example, the no-answer score minus the best span score, as SQuAD 2.0 decoders compare them.
+
+    The no-answer score is the [CLS] start + end logit (position 0) of the example's window where it is lowest, the
+    span score the best start + end logit of a span inside the context of any window (at most `max_answer_tokens`
+    long), both without the sentence prior, which only ranks spans against spans. A margin above the model's
+    `null_score_diff_threshold` means "no answer in this context".
+    """
+    tokens = start_logits.shape[1]
+    in_context = offsets[:, :tokens, 0] >= 0
+    start = np.where(in_context, start_logits, -np.inf)
+    end = np.where(in_context, end_logits, -np.inf)
+    best_in_window = np.full(len(start), -np.inf)
+    for length in range(min(max_answer_tokens, tokens)):  # spans of length+1 tokens: start i, end i + length
+        best_in_window = np.maximum(best_in_window, (start[:, : tokens - length] + end[:, length:]).max(axis=1))
+    null = np.full(n_examples, np.inf)
+    best = np.full(n_examples, -np.inf)
+    np.minimum.at(null, example_index, start_logits[:, 0] + end_logits[:, 0])
+    np.maximum.at(best, example_index, best_in_window)
+    return null - best
+
+
 def sentence_numbers(text: str, sentences: list[tuple[int, int]]) -> np.ndarray:
     """For each character of `text` (and one past its end), the number of the sentence it belongs to.
 
