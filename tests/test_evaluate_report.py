@@ -135,6 +135,18 @@ def test_cli_with_a_model(shared_data, tmp_path):
     first = results["datasets"]["slice"]["systems"]["tiny-qa"]["scores"]
     assert report.load_results(again)["datasets"]["slice"]["systems"]["tiny-qa"]["scores"] == first
 
+    # --no-answer: the same questions plus their negatives; at a threshold below every margin nothing is answered.
+    write_metadata(model_dir, null_score_diff_threshold=-1e6)
+    abstaining = tmp_path / "no-answer"
+    assert main(["evaluate", "--model", str(model_dir), "--data", str(data), "--baselines", "none", "--no-answer",
+                 "-o", str(abstaining), *FAST]) == 0
+    row = report.load_results(abstaining)["datasets"]["slice"]["no_answer"]["tiny-qa"]
+    assert row["unanswerable"] > 0 and row["answered"] == 0.0 and row["no_ans_accuracy"] == 100.0
+    share = row["unanswerable"] / (row["answerable"] + row["unanswerable"])
+    assert row["soqal"]["has_ans_f1"] == 0.0 and row["soqal"]["overall_f1"]["mean"] == pytest.approx(100 * share)
+    assert row["soqal"]["always_answer_f1"] == pytest.approx(first["soqal_f1"]["mean"] * (1 - share))
+    assert "No answer in this context" in (abstaining / "table.md").read_text(encoding="utf-8")
+
 
 def test_user_errors_are_clear_and_leave_reports_untouched(shared_data, tmp_path, capsys, monkeypatch):
     data, examples = write_slice(tmp_path / "slice.json", articles=1)

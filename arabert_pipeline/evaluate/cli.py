@@ -51,6 +51,10 @@ def register(subparsers) -> None:
     parser.add_argument("--limit", type=int, metavar="N", help="only the first N questions of each dataset")
     parser.add_argument("--pretraining-log", action="append", default=[], metavar="LABEL=LOG.jsonl",
                         help="add a pretraining run's log.jsonl: loss curves and held-out metrics (repeatable)")
+    parser.add_argument("--no-answer", action="store_true",
+                        help="also score models SQuAD 2.0-style: each question once more with another paragraph of its "
+                        "article that lacks the answer, answered with allow_no_answer (HasAns F1, NoAns accuracy, "
+                        "overall F1)")
     parser.add_argument("--spans-as-decoded", dest="whole_words", action="store_false",
                         help="score models' spans as decoded, without widening them to whole words")
     parser.set_defaults(run=run, systems=[])
@@ -83,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     config = EvaluateConfig(
         data=args.data, out=args.out, systems=list(args.systems), labels=args.label, baselines=baselines,
         resamples=args.resamples, seed=args.seed, batch_size=args.batch_size, limit=args.limit,
-        pretraining_logs=logs, whole_words=args.whole_words,
+        pretraining_logs=logs, whole_words=args.whole_words, no_answer=args.no_answer,
     )
     results = run_evaluation(config, log=lambda message: print(message, file=sys.stderr))
     print_summary(results)

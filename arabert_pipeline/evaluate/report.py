@@ -103,6 +103,7 @@ class EvaluateConfig:
     limit: int | None = None  # evaluate only the first N questions of each dataset (smoke runs)
     pretraining_logs: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # (label, log.jsonl path)
     whole_words: bool = True  # model answers widened to whole words (QAModel.whole_words)
+    no_answer: bool = False  # models also scored on SQuAD 2.0-style negatives with allow_no_answer
 
 
 @dataclasses.dataclass
@@ -333,7 +334,36 @@ def _evaluate_dataset(config, source, key, systems, answers, models, log) -> tup
         records[system.label] = score_system(examples, predictions)
         reference = records[systems[0].label] if system is not systems[0] else None
         entry["systems"][system.label] = summarize(records[system.label], reference, config.resamples, config.seed)
+        if system.kind == "model" and config.no_answer:
+            entry.setdefault("no_answer", {})[system.label] = score_no_answer(
+                models[system.label], examples, records[system.label], config)
     return entry, records
+
+
+def score_no_answer(model, examples: list[dict], records: list[dict], config: EvaluateConfig) -> dict[str, Any]:
+    """SQuAD 2.0-style scores: the answerable questions as asked, allowed to abstain (an abstention scores 0), and
+    each once more with a paragraph of its article that lacks the answer (`unanswerable_examples`), where only an
+    abstention is right. Overall = the mean over both; `always_answer_f1` is the overall of the same answers without
+    the no-answer option (every negative wrong)."""
+    from ..qa.data import unanswerable_examples
+
+    negatives = unanswerable_examples(examples, seed=config.seed)
+    answers = model.predict(examples + negatives, batch_size=config.batch_size, allow_no_answer=True)
+    answered = np.array([bool(found) for found in answers[: len(examples)]])
+    abstained = np.array([not found for found in answers[len(examples):]], dtype=float)
+    out: dict[str, Any] = {"threshold": model.settings.null_score_diff_threshold, "answerable": len(examples),
+                           "unanswerable": len(negatives), "answered": 100.0 * float(answered.mean()),
+                           "no_ans_accuracy": 100.0 * float(abstained.mean()) if len(negatives) else None}
+    for variant in ("soqal", "arabic"):
+        f1 = np.array([r[f"{variant}_f1"] for r in records])
+        # A question answered here got the same best answer as in the plain run: allow_no_answer only removes answers.
+        overall = np.concatenate([f1 * answered, abstained])
+        ci = metrics.bootstrap_ci(overall[:, None], resamples=config.resamples, seed=config.seed)
+        out[variant] = {"has_ans_f1": 100.0 * float((f1 * answered).mean()),
+                        "overall_f1": {"mean": float(ci["mean"][0]), "low": float(ci["low"][0]),
+                                       "high": float(ci["high"][0])},
+                        "always_answer_f1": 100.0 * float(f1.sum() / len(overall))}
+    return out
 
 
 def _systems(config: EvaluateConfig) -> list[System]:
@@ -450,6 +480,18 @@ def paired_table(results: dict, dataset: str) -> str:
     return "\n".join(lines)
 
 
+def no_answer_table(results: dict, dataset: str) -> str:
+    lines = ["| system | threshold | answerable / unanswerable | answered (%) | HasAns F1 (SOQAL) | NoAns accuracy | "
+             "overall F1 (SOQAL) | always answering | overall F1 (Arabic) |", "|---|---|---|---|---|---|---|---|---|"]
+    for label, row in results["datasets"][dataset]["no_answer"].items():
+        soqal, arabic = row["soqal"], row["arabic"]
+        no_ans = "-" if row["no_ans_accuracy"] is None else f"{row['no_ans_accuracy']:.1f}"
+        lines.append(f"| {label} | {row['threshold']:.2f} | {row['answerable']} / {row['unanswerable']} | "
+                     f"{row['answered']:.1f} | {soqal['has_ans_f1']:.1f} | {no_ans} | {_cell(soqal['overall_f1'])} | "
+                     f"{soqal['always_answer_f1']:.1f} | {_cell(arabic['overall_f1'])} |")
+    return "\n".join(lines)
+
+
 def breakdown_table(results: dict, dataset: str, field: str) -> str:
     """Arabic-variant F1 per bucket ("by_question_word" or "by_answer_length"), one column per system."""
     entry = results["datasets"][dataset]
@@ -495,6 +537,10 @@ def markdown_report(results: dict) -> str:
         if paired:
             parts += [f"Paired differences, {results['reference']} − system (95% CI, two-sided paired-bootstrap p; "
                       "EM also exact McNemar p):", paired]
+        if results["datasets"][dataset].get("no_answer"):
+            parts += ["No answer in this context (SQuAD 2.0-style; `--no-answer`): each question also paired with "
+                      "another paragraph of its article that lacks the answer; models answer with allow_no_answer "
+                      "at their dev-chosen threshold.", no_answer_table(results, dataset)]
         parts += ["F1 (Arabic variant) by question word:", breakdown_table(results, dataset, "by_question_word"),
                   "F1 (Arabic variant) by gold answer length in words:",
                   breakdown_table(results, dataset, "by_answer_length")]
