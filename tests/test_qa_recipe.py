@@ -126,9 +126,13 @@ def test_tune_decoding_chooses_on_dev_and_writes_a_copy_with_the_same_weights(ti
 
     train, dev = qa_slices
     trained = tmp_path / "qa"
+    messages = []
     run_finetune(FinetuneConfig(model=str(tiny_mlm), output=str(trained), train=[str(train)], epochs=1,
-                                question_overlap=True, **SMALL), log=lambda message: None)
+                                question_overlap=True, negatives=True, **SMALL), log=messages.append)
     before = json.loads((trained / "arabert_pipeline.json").read_text(encoding="utf-8"))
+    # --negatives: every question of an article with more than one paragraph is also trained as unanswerable.
+    assert 0 < before["finetune"]["train_negatives"] <= before["finetune"]["train_questions"]
+    assert any("unanswerable pairs" in message for message in messages)
     assert (before["sentence_prior"], before["within_sentence"], before["decoding"]) == (0.0, False, "max-score")
 
     tuned = tmp_path / "tuned"

@@ -47,6 +47,9 @@ def register(subparsers) -> None:
                    help="with --dev: stop after this many epochs without a better dev F1 (0 = run every epoch)")
     p.add_argument("--question-overlap", action="store_true",
                    help="mark context words shared with the question (token type 2); answering computes it too")
+    p.add_argument("--negatives", action="store_true",
+                   help="SQuAD 2.0-style: also train each question with another paragraph of its article that lacks "
+                   "the answer, labelled no-answer (for answering with allow_no_answer)")
     p.add_argument("--sentence-prior", type=float, metavar="WEIGHT",
                    help="decoding prior on the sentence sharing the question's words (default: chosen on --dev, "
                    "else 0)")
@@ -94,6 +97,9 @@ def register_tune_decoding(subparsers) -> None:
     p.add_argument("model_dir", metavar="MODEL_DIR", help="a QA model dir (finetune's output)")
     p.add_argument("--dev", nargs="+", required=True, metavar="FILE_OR_NAME", help="dev sets (files or names)")
     p.add_argument("-o", "--output", required=True, help="the tuned copy of MODEL_DIR (a new directory)")
+    p.add_argument("--negatives", action="store_true",
+                   help="SQuAD 2.0-style: also train each question with another paragraph of its article that lacks "
+                   "the answer, labelled no-answer (for answering with allow_no_answer)")
     p.add_argument("--sentence-prior", type=float, metavar="WEIGHT", help="keep this prior weight")
     p.add_argument("--within-sentence", choices=["on", "off"], help="keep this sentence limit")
     p.add_argument("--decoding", choices=["max-score", "expected-f1"], help="keep this decoding")

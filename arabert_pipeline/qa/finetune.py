@@ -39,7 +39,7 @@ from ..artifacts import (
 from ..errors import ConfigError
 from ..tokenizer.export import save_pretrained_tokenizer
 from .align import QAPreprocessing, align_examples
-from .data import SquadFile, dataset_license, dataset_names, read_squad
+from .data import SquadFile, dataset_license, dataset_names, read_squad, unanswerable_examples
 from .features import CONTEXT_TYPE, QUESTION_OVERLAP_TYPE, build_windows, check_fast_tokenizer
 from .decoding import (DEV_METRIC, PLAIN_DECODING, best_decoding, describe_decoding, describe_no_answer, dev_score,
                        tune_decoding, tune_null_threshold)
@@ -90,6 +90,7 @@ class FinetuneConfig:
     layer_lr_decay: float = 1.0  # lr × decay^(layers above): ELECTRA's 0.8 keeps lower layers closer to pretraining
     patience: int = 0  # with dev sets: stop after this many epochs without a better dev F1 (0: run every epoch)
     question_overlap: bool = False  # mark context words shared with the question (token type 2; overlap.py)
+    negatives: bool = False  # + each question with a paragraph of its article lacking the answer, labelled [CLS]
     # Decoding settings (QASettings); None: chosen on the dev sets, else the plain decoder's (0, False, "max-score").
     sentence_prior: float | None = None  # weight of the prior on the sentence sharing the question's words
     within_sentence: bool | None = None  # answers never cross a sentence boundary
@@ -203,17 +204,27 @@ def _run_finetune(config: FinetuneConfig, log) -> FinetuneResult:
     aligned = [a for a in aligned if a["spans"]]
     if not aligned:
         raise ConfigError("no training question left with an aligned answer")
+    labels = [a["spans"][0] for a in aligned]
+    negatives = []
+    if config.negatives:
+        kept = {a["id"] for a in aligned}
+        negatives, _ = align_examples(
+            unanswerable_examples([e for e in train_examples if str(e["id"]) in kept], seed=config.seed),
+            qa_preprocessing)
+        log(f"+ {len(negatives)} unanswerable pairs (a question with another paragraph of its article), "
+            "labelled no-answer")
     windows = build_windows(
         tokenizer,
-        [a["question"] for a in aligned],
-        [a["aligned"].text for a in aligned],
+        [a["question"] for a in aligned + negatives],
+        [a["aligned"].text for a in aligned + negatives],
         max_seq_length=config.max_seq_length,
         doc_stride=config.doc_stride,
         max_question_tokens=config.max_question_tokens,
-        answer_spans=[a["spans"][0] for a in aligned],
+        answer_spans=labels + [None] * len(negatives),
         question_overlap=config.question_overlap,
     )
-    log(f"training on {len(aligned)} questions → {len(windows)} windows of ≤ {config.max_seq_length} tokens")
+    log(f"training on {len(aligned) + len(negatives)} questions → {len(windows)} windows of ≤ "
+        f"{config.max_seq_length} tokens")
     # The sentence prior's IDF is counted over the training contexts, as the model will see them (preprocessed).
     sentence_idf = KeyIDF.from_texts(sorted({a["aligned"].text for a in aligned}))
 
@@ -340,7 +351,7 @@ def _run_finetune(config: FinetuneConfig, log) -> FinetuneResult:
         "leakage": {"policy": _leakage_policy(config), "counts": leakage.counts(),
                     "dropped_train_questions": sum(dropped.values())},
         "finetune": {**config.fingerprint(), "model": portable_path(config.model), "bf16_used": use_bf16, "steps": step,
-                     "train_questions": len(aligned), "train_windows": len(windows), "epoch_losses": losses,
+                     "train_questions": len(aligned), "train_negatives": len(negatives), "train_windows": len(windows), "epoch_losses": losses,
                      "dev_metric": DEV_METRIC, "dev_scores": dev_history, **chosen,
                      "decoding_dev_scores": decoding_scores, "no_answer_dev": no_answer},
         "pretrained": read_metadata(config.model, missing_ok=True) if Path(config.model).is_dir() else {},
