@@ -33,6 +33,17 @@ def test_names():
         Preprocessor("arabertv3")
 
 
+def test_arabert_model_names_as_arabert_preprocessor_takes_them():
+    assert Preprocessor("aubmindlab/bert-base-arabertv02").name == "arabertv02"
+    assert Preprocessor("bert-large-arabertv02").preprocess("قال:مرحبا") == Preprocessor("arabertv02").preprocess(
+        "قال:مرحبا")
+    assert Preprocessor("araelectra-base-discriminator").name == "arabertv02"
+    assert segmenter_backend("aubmindlab/bert-base-arabertv2") == "farasa-py-0.0.1"
+    for refused in ("bert-base-arabertv02-twitter", "aubmindlab/bert-base-arabert"):
+        with pytest.raises(ConfigError, match="not one this package reproduces"):
+            Preprocessor(refused)
+
+
 def test_non_text_is_an_input_error():
     from arabert_pipeline.errors import InputError
 

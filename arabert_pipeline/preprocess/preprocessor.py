@@ -6,7 +6,11 @@
 
 Names: "arabertv02" (normalization, = ArabertPreprocessor("bert-base-arabertv02")), "arabertv2" (the same plus Farasa
 segmentation marked the AraBERT way, = ArabertPreprocessor("bert-base-arabertv2") given the same Farasa output) and
-"none" (identity, for vocabularies trained on raw text such as mBERT's).
+"none" (identity, for vocabularies trained on raw text such as mBERT's). AraBERT's model names are accepted as
+ArabertPreprocessor(model_name) accepts them, with or without "aubmindlab/": `Preprocessor("bert-base-arabertv2")`
+is `Preprocessor("arabertv2")` (`MODEL_PREPROCESSING`). Unlike ArabertPreprocessor, an unknown name is an error, not a
+silent fallback to v02, and the first-generation (v0.1, v1) and Twitter models, whose preprocessing differs (other
+character sets; emojis kept), are refused by name.
 """
 from __future__ import annotations
 
@@ -19,6 +23,21 @@ from .normalize import Span, normalize, normalize_with_offsets
 from .segment import CachedSegmenter, default_segmenter, desegment, mark_token_groups, mark_tokens
 
 PREPROCESSING_NAMES = ("arabertv02", "arabertv2", "none")
+# ArabertPreprocessor's accepted model names → ours: v2 models are Farasa-segmented, the other second-generation
+# models (AraBERTv0.2, AraELECTRA, AraGPT2) are not.
+MODEL_PREPROCESSING = {
+    **{name: "arabertv2" for name in ("bert-base-arabertv2", "bert-large-arabertv2")},
+    **{name: "arabertv02" for name in (
+        "bert-base-arabertv02", "bert-large-arabertv02", "araelectra-base", "araelectra-base-discriminator",
+        "araelectra-base-generator", "araelectra-base-artydiqa", "aragpt2-base", "aragpt2-medium", "aragpt2-large",
+        "aragpt2-mega")},
+}
+_UNSUPPORTED_MODELS = {
+    "bert-base-arabertv01": "first-generation preprocessing",
+    "bert-base-arabert": "first-generation preprocessing",
+    "bert-base-arabertv02-twitter": "emojis kept",
+    "bert-large-arabertv02-twitter": "emojis kept",
+}
 SEGMENTED_NAMES = ("arabertv2",)
 # A literal `+` is AraBERT v2's segment marker: Farasa gives it no segment and the reference drops it from the line.
 SEGMENT_MARKER = "+"
@@ -39,15 +58,26 @@ _UNSPACE = [
 ]
 
 
-def _check_name(name: str) -> None:
-    if name not in PREPROCESSING_NAMES:
-        raise ConfigError(f"unknown preprocessing {name!r}; choose one of {', '.join(PREPROCESSING_NAMES)}")
+def preprocessing_name(name: str) -> str:
+    """Our preprocessing name for `name`: one of PREPROCESSING_NAMES, or an AraBERT model name mapped to one."""
+    if not isinstance(name, str):
+        raise ConfigError(f"a preprocessing name must be a string, not {type(name).__name__}")
+    if name in PREPROCESSING_NAMES:
+        return name
+    model = name.removeprefix("aubmindlab/").removeprefix("wissamantoun/")
+    if model in MODEL_PREPROCESSING:
+        return MODEL_PREPROCESSING[model]
+    if model in _UNSUPPORTED_MODELS:
+        raise ConfigError(f"{name}: its preprocessing ({_UNSUPPORTED_MODELS[model]}) is not one this package "
+                          f"reproduces; supported: {', '.join(PREPROCESSING_NAMES)} and the models of "
+                          f"{', '.join(sorted(MODEL_PREPROCESSING))}")
+    raise ConfigError(f"unknown preprocessing {name!r}; choose one of {', '.join(PREPROCESSING_NAMES)}, or an AraBERT "
+                      f"model name ({', '.join(sorted(MODEL_PREPROCESSING))})")
 
 
 def segmenter_backend(name: str, farasa_jar: str | os.PathLike | None = None) -> str | None:
     """The name of the segmenter `Preprocessor(name, farasa_jar=...)` uses, or None when it does not segment."""
-    _check_name(name)
-    return default_segmenter(farasa_jar).name if name in SEGMENTED_NAMES else None
+    return default_segmenter(farasa_jar).name if preprocessing_name(name) in SEGMENTED_NAMES else None
 
 
 def _check_text(text: object, line: int | None = None) -> None:
@@ -61,7 +91,7 @@ class Preprocessor:
 
     def __init__(self, name: str, *, farasa_jar: str | os.PathLike | None = None,
                  segmenter: CachedSegmenter | None = None):
-        _check_name(name)
+        name = preprocessing_name(name)
         self.name = name
         self.segments = name in SEGMENTED_NAMES
         self.segmenter = (segmenter or default_segmenter(farasa_jar)) if self.segments else None
