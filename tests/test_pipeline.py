@@ -335,3 +335,20 @@ def test_demo_file_is_valid():
         assert core.has_arabic_letter(e["question"]) and core.has_arabic_letter(e["context"])
         for text, start in zip(e["answers"]["text"], e["answers"]["answer_start"]):
             assert e["context"][start : start + len(text)] == text
+
+
+def test_call_takes_and_returns_what_hugging_face_s_qa_pipeline_does(pipeline):
+    question, context = "ما هي عاصمة الأردن؟", "عمّان هي عاصمة المملكة الأردنية الهاشمية وأكبر مدنها."
+    best = pipeline.answer(question, context)
+    expected = {"score": best.score, "start": best.start, "end": best.end, "answer": best.text}
+    assert pipeline(question=question, context=context) == expected
+    assert pipeline(question, context) == expected
+    assert pipeline({"question": question, "context": context}) == expected
+    assert pipeline([{"question": question, "context": context}] * 2) == [expected, expected]
+    ranked = pipeline(question=question, context=context, top_k=3)
+    assert [r["answer"] for r in ranked] == [a.text for a in pipeline.answer(question, context, top_k=3)]
+    assert ranked[0] == expected and set(ranked[1]) == {"score", "start", "end", "answer"}
+    with pytest.raises(InputError, match="context"):
+        pipeline({"question": question})
+    with pytest.raises(InputError, match="context"):
+        pipeline(question=question)

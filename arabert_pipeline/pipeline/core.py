@@ -138,6 +138,44 @@ class Pipeline:
             results = [found[0] if found else None for found in results]
         return results[0] if single else results
 
+    def __call__(self, *args, question: str | Sequence[str] | None = None, context: str | Sequence[str] | None = None,
+                 top_k: int = 1, handle_impossible_answer: bool = False):
+        """Hugging Face's QA pipeline call: `qa(question=..., context=...)`, `qa(question, context)`, or
+        `qa({"question": ..., "context": ...})` / a list of such dicts.
+
+        Returns {"score", "start", "end", "answer"} (score: the probability of `answer()`), a list of up to top_k of
+        them when top_k > 1, and for list input one such result per question. With `handle_impossible_answer`, a
+        question the model judges unanswerable gets {"score": 0.0, "start": 0, "end": 0, "answer": ""}, as Hugging
+        Face writes it (its score is the empty answer's probability, which this decoder does not compute).
+        """
+        if args:
+            if question is not None or context is not None:
+                raise InputError("give the question and context either as arguments or as keywords, not both",
+                                 field="question")
+            if len(args) == 2:
+                question, context = args
+            elif len(args) == 1 and isinstance(args[0], dict):
+                question, context = _from_dict(args[0], 0)
+            elif len(args) == 1 and isinstance(args[0], list) and all(isinstance(x, dict) for x in args[0]):
+                pairs = [_from_dict(x, i) for i, x in enumerate(args[0])]
+                question, context = [q for q, _ in pairs], [c for _, c in pairs]
+            else:
+                raise InputError("expected (question, context), a {'question', 'context'} dict or a list of them",
+                                 field="arguments")
+        if question is None or context is None:
+            raise InputError("both question and context are needed", field="question" if question is None else "context")
+        found = self.answer(question, context, top_k=top_k, allow_no_answer=handle_impossible_answer)
+        empty = {"score": 0.0, "start": 0, "end": 0, "answer": ""}
+
+        def as_dicts(result):
+            if top_k == 1:
+                return empty if result is None else _as_dict(result)
+            return [_as_dict(a) for a in result] or ([empty] if handle_impossible_answer else [])
+
+        if isinstance(question, str) and isinstance(context, str):
+            return as_dicts(found)
+        return [as_dicts(result) for result in found]
+
     def _answer_examples(self, examples: list[dict[str, Any]], top_k: int,
                          allow_no_answer: bool = False) -> "list[list[Answer]]":
         # The softmax needs every candidate, not only the top_k returned to the user.
@@ -145,6 +183,17 @@ class Pipeline:
         return [with_probabilities(found)[:top_k]
                 for found in self.qa.predict(examples, batch_size=self.batch_size, top_k=candidates,
                                              allow_no_answer=allow_no_answer)]
+
+
+def _as_dict(answer: "Answer") -> dict[str, Any]:
+    return {"score": answer.score, "start": answer.start, "end": answer.end, "answer": answer.text}
+
+
+def _from_dict(item: dict, index: int) -> tuple[Any, Any]:
+    missing = [key for key in ("question", "context") if key not in item]
+    if missing:
+        raise InputError(f"missing key {missing[0]!r}", field=f"input {index}")
+    return item["question"], item["context"]
 
 
 def with_probabilities(answers: "list[Answer]") -> "list[Answer]":
