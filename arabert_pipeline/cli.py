@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import sys
 
 from .errors import ArabertPipelineError
@@ -33,7 +34,32 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _StderrHandler(logging.StreamHandler):
+    """Writes to the sys.stderr of the moment (a test harness or a caller may replace it after setup)."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value):
+        pass
+
+
+def setup_logging() -> None:
+    """The package's progress messages (logged at INFO by library code) go to stderr as plain lines. Only the
+    package's own logger is set up, so that other libraries' INFO chatter stays silent."""
+    logger = logging.getLogger("arabert_pipeline")
+    if not logger.handlers:
+        handler = _StderrHandler()
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        logger.addHandler(handler)
+        logger.propagate = False
+    logger.setLevel(logging.INFO)
+
+
 def main(argv: list[str] | None = None) -> int:
+    setup_logging()
     args = build_parser().parse_args(argv)
     try:
         code = args.run(args)

@@ -37,11 +37,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import math
 import os
 import shutil
 import signal
-import sys
 import tempfile
 import threading
 import time
@@ -66,6 +66,7 @@ from .data import (
 )
 from .objectives import build_objective, init_model_dir
 
+log = logging.getLogger(__name__)
 CHECKPOINTS = "checkpoints"
 LOG_FILE = "log.jsonl"
 PRETRAIN_OUTPUT = OutputKind("pretrain", names=(*MODEL_DIR_FILES, LOG_FILE, CHECKPOINTS, "tensorboard", "generator"),
@@ -394,7 +395,7 @@ class Trainer:
         state.budget_replanned = True
         state.replanned_step, state.replanned_elapsed = state.step, state.elapsed
         if self.is_main:
-            print(f"time budget: {state.total_steps} steps at the measured {per_step:.2f} s per step")
+            log.info(f"time budget: {state.total_steps} steps at the measured {per_step:.2f} s per step")
 
     def restore_process_state(self, states: list[dict]) -> None:
         """This process's RNG and its unlogged metric sums (so the next log row averages the same steps)."""
@@ -522,7 +523,7 @@ class Trainer:
         interrupted = self.stop_signal is not None and state.step < state.total_steps
         if interrupted:
             if self.is_main:
-                print(f"stopped at step {state.step}/{state.total_steps}; checkpoint saved in "
+                log.info(f"stopped at step {state.step}/{state.total_steps}; checkpoint saved in "
                       f"{self.output / CHECKPOINTS}. Continue with the same command plus --resume.")
             return False
         if self.last_eval_step != state.step:
@@ -532,7 +533,7 @@ class Trainer:
             board.close()
         if self.is_main:
             quality = ", ".join(f"{k} {v:.4g}" for k, v in self.last_eval.items() if k != "step")
-            print(f"{self.output}: {state.step} steps, {state.tokens:,} tokens in {state.elapsed / 60:.1f} min; "
+            log.info(f"{self.output}: {state.step} steps, {state.tokens:,} tokens in {state.elapsed / 60:.1f} min; "
                   f"{quality}")
         return True
 
@@ -595,7 +596,7 @@ class Trainer:
             check = getattr(self.accelerator.unwrap_model(self.model), "health_warning", None)
             warning = check(metrics) if check is not None and self.state.step > self.state.warmup_steps else None
             if warning:
-                print(f"warning at step {self.state.step}: {warning}", file=sys.stderr)
+                log.warning(f"warning at step {self.state.step}: {warning}")
             self.log({"step": self.state.step, "tokens": self.state.tokens, **metrics,
                       **({"warning": warning} if warning else {})}, board)
         self.accelerator.wait_for_everyone()

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import math
 import os
 import re
@@ -165,8 +166,10 @@ class FinetuneResult:
     metrics: dict[str, dict]  # eval set → EM/F1/SM ×100, SOQAL-compatible and Arabic-correct
 
 
-def run_finetune(config: FinetuneConfig, log=print) -> FinetuneResult:
-    """Train, choose on dev, save, predict. `log` receives one-line progress messages."""
+def run_finetune(config: FinetuneConfig, log=None) -> FinetuneResult:
+    """Train, choose on dev, save, predict. `log` receives one-line progress messages (default: this module's
+    logger at INFO, which the CLI prints)."""
+    log = log or logging.getLogger(__name__).info
     with OutputLock(config.output, "finetune"):
         return _run_finetune(config, log)
 
