@@ -48,7 +48,7 @@ def prepare(args) -> tuple[Path, Path]:
     if not Path(f"{corpus}.arabert_pipeline.json").exists():
         with lzma.open(SHARED / "corpus" / f"{args.shard}.txt.xz", "rt", encoding="utf-8") as f:
             raw.write_text("".join(line for _, line in zip(range(args.lines), f)), encoding="utf-8")
-        assert cli(["preprocess", str(raw), "-o", str(corpus), "--config", "arabertv02", "--no-progress"]) == 0
+        assert cli(["preprocess", str(raw), "-o", str(corpus), "--preprocessing", "arabertv02", "--no-progress"]) == 0
     if not tokenizer.exists():
         print(train_tokenizer([corpus], tokenizer, model_type="wordpiece", vocab_size=args.vocab_size,
                               threads=args.threads, progress=False).summary())

@@ -48,7 +48,7 @@ def prepare(args) -> tuple[Path, Path]:
         with lzma.open(SHARED / "corpus" / f"{args.shard}.txt.xz", "rt", encoding="utf-8") as f:
             lines = [line for _, line in zip(range(args.lines), f)]
         raw.write_text("".join(lines), encoding="utf-8")
-        assert cli(["preprocess", str(raw), "-o", str(corpus), "--config", "arabertv02", "--no-progress"]) == 0
+        assert cli(["preprocess", str(raw), "-o", str(corpus), "--preprocessing", "arabertv02", "--no-progress"]) == 0
     if not tokenizer.exists():
         print(train_tokenizer([corpus], tokenizer, model_type="unigram", vocab_size=args.vocab_size,
                               threads=args.threads, progress=False).summary())
@@ -84,7 +84,7 @@ def make_trainer(args, corpus: Path, tokenizer: Path, output: Path):
         tokenizer=str(tokenizer), corpus=[str(corpus)], output=str(output), model_size=args.model_size,
         max_seq_length=args.max_seq_length, tokens=args.tokens, batch_size=our_batch_size(args, corpus, tokenizer),
         lr=args.lr,
-        seed=args.seed, bf16="no", cache_dir=str(Path(args.workdir) / "cache"), progress=False,
+        seed=args.seed, bf16="off", cache_dir=str(Path(args.workdir) / "cache"), progress=False,
         eval_sequences=args.eval_sequences,
     )
     return Trainer(config)

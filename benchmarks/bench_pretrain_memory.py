@@ -74,7 +74,7 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--steps", type=int, default=500)
     parser.add_argument("--every", type=int, default=100, help="read RSS every this many steps")
-    parser.add_argument("--bf16", default="auto", choices=["auto", "yes", "no"])
+    parser.add_argument("--bf16", default="auto", choices=["auto", "on", "off"])
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--child", choices=["fixed", "exact"], help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -27,7 +27,7 @@ def train(corpus: Path, out: Path, vocab_size: int, args) -> dict:
                "--model-type", args.model_type, "--vocab-size", str(vocab_size), "--threads", str(args.threads),
                "--sample-sentences", str(args.sample_sentences), "--no-progress"]
     if args.preprocess:
-        command += ["--preprocess", args.preprocess]
+        command += ["--preprocessing", args.preprocess]
     log = out.with_name(out.name + ".log")
     log.parent.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()

@@ -26,7 +26,7 @@ tokenizer=$runs/tokenizers/noseg-unigram
 export OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$threads
 
 [ -f "$text" ] || arabert-pipeline preprocess $(ls "$corpus"/*.txt.xz | sort | grep -v ant-multisource-006) \
-    -o "$text" --config arabertv02 --workers 2
+    -o "$text" --preprocessing arabertv02 --workers 2
 [ -f "$tokenizer/tokenizer.json" ] || arabert-pipeline train-tokenizer "$text" -o "$tokenizer" --model-type unigram \
     --vocab-size 32000
 

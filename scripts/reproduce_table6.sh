@@ -32,12 +32,12 @@ preprocessing_of() { case $1 in seg-unigram) echo arabertv2 ;; noseg-unigram) ec
 for model in $models; do
     config=$(preprocessing_of "$model")
     text=$runs/corpus/train.$config.txt
-    [ -f "$text" ] || arabert-pipeline preprocess $shards -o "$text" --config "$config" --workers 2 --no-progress
+    [ -f "$text" ] || arabert-pipeline preprocess $shards -o "$text" --preprocessing "$config" --workers 2 --no-progress
     tokenizer=$runs/tokenizers/$model
     if [ ! -f "$tokenizer/tokenizer.json" ]; then
         if [ "$model" = mbert-vocab ]; then
             arabert-pipeline train-tokenizer --from-vocab "$ARABERT_PIPELINE_DATA/vocab/mbert-cased-vocab.txt" \
-                --preprocess none -o "$tokenizer"
+                --preprocessing none -o "$tokenizer"
         else
             arabert-pipeline train-tokenizer "$text" -o "$tokenizer" --model-type unigram --vocab-size 32000 \
                 --no-progress

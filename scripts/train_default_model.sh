@@ -18,7 +18,7 @@ resume_flag() { [ -d "$1/checkpoints" ] && echo --resume || true; }
 # 1. Normalized, unsegmented corpus (AraBERTv0.2 preprocessing: the tokenization that won the small-scale Table 6);
 #    ant-multisource-006 is held out (tokenizer report).
 [ -f "$text" ] || arabert-pipeline preprocess $(ls "$corpus"/*.txt.xz | sort | grep -v ant-multisource-006) \
-    -o "$text" --config arabertv02 --workers 2
+    -o "$text" --preprocessing arabertv02 --workers 2
 # 2. SentencePiece unigram, 32k pieces.
 [ -f "$tokenizer/tokenizer.json" ] || arabert-pipeline train-tokenizer "$text" -o "$tokenizer" --model-type unigram \
     --vocab-size 32000

@@ -32,7 +32,7 @@ def test_preprocess_tokenizer_pretrain_finetune_evaluate_answer(shared_data, tmp
     corpus, tokenizer = tmp_path / "corpus.txt", tmp_path / "tokenizer"
     mlm, qa, report = tmp_path / "mlm", tmp_path / "qa", tmp_path / "report"
 
-    assert main(["preprocess", str(raw), "-o", str(corpus), "--config", "arabertv02", "--no-progress"]) == 0
+    assert main(["preprocess", str(raw), "-o", str(corpus), "--preprocessing", "arabertv02", "--no-progress"]) == 0
     assert main(["train-tokenizer", str(corpus), "-o", str(tokenizer), "--model-type", "unigram",
                  "--vocab-size", "800", "--no-progress"]) == 0
     assert main(["pretrain", "--tokenizer", str(tokenizer), "--corpus", str(corpus), "--model-size", "tiny",

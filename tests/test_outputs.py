@@ -19,7 +19,7 @@ from arabert_pipeline.preprocess.corpus import preprocess_corpus
 from test_preprocess_corpus import make_lines, write_text
 from test_qa_model import qa_slices, tiny_mlm  # noqa: F401 (fixtures)
 
-TOKENIZER = ["--model-type", "wordpiece", "--vocab-size", "120", "--preprocess", "none", "--no-progress"]
+TOKENIZER = ["--model-type", "wordpiece", "--vocab-size", "120", "--preprocessing", "none", "--no-progress"]
 
 
 def tree(directory) -> dict[str, bytes]:
@@ -58,7 +58,7 @@ def test_train_tokenizer_never_deletes_the_directory_holding_its_input(tmp_path,
     (folder / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nكتب\n", encoding="utf-8")
     before = tree(folder)
     assert main(["train-tokenizer", "--from-vocab", str(folder / "vocab.txt"), "-o", str(folder),
-                 "--preprocess", "none", "--overwrite"]) == 2
+                 "--preprocessing", "none", "--overwrite"]) == 2
     assert "contains the input" in capsys.readouterr().err
     assert tree(folder) == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt", "d"]
@@ -128,22 +128,22 @@ def test_preprocess_never_overwrites_a_file_it_did_not_write(tmp_path, text, cap
     output = tmp_path / "out.txt"
     output.write_text("the user's file")
     for extra in ([], ["--overwrite"]):
-        assert main(["preprocess", str(text), "-o", str(output), "--config", "none", "--no-progress", *extra]) == 2
+        assert main(["preprocess", str(text), "-o", str(output), "--preprocessing", "none", "--no-progress", *extra]) == 2
     err = capsys.readouterr().err
     assert "out.txt exists: pass --overwrite" in err and "was not written by `arabert-pipeline preprocess`" in err
     assert output.read_text() == "the user's file"
 
     output.unlink()
-    assert main(["preprocess", str(text), "-o", str(output), "--config", "none", "--no-progress"]) == 0
-    assert main(["preprocess", str(text), "-o", str(output), "--config", "none", "--no-progress"]) == 2
+    assert main(["preprocess", str(text), "-o", str(output), "--preprocessing", "none", "--no-progress"]) == 0
+    assert main(["preprocess", str(text), "-o", str(output), "--preprocessing", "none", "--no-progress"]) == 2
     assert "--overwrite" in capsys.readouterr().err
-    assert main(["preprocess", str(text), "-o", str(output), "--config", "arabertv02", "--no-progress",
+    assert main(["preprocess", str(text), "-o", str(output), "--preprocessing", "arabertv02", "--no-progress",
                  "--overwrite"]) == 0
     assert json.loads((tmp_path / "out.txt.arabert_pipeline.json").read_text())["preprocessing"] == "arabertv02"
 
     part = tmp_path / "in.txt.part"
     part.write_text("not an output")
-    assert main(["preprocess", str(part), "-o", str(tmp_path / "in.txt"), "--config", "none"]) == 2
+    assert main(["preprocess", str(part), "-o", str(tmp_path / "in.txt"), "--preprocessing", "none"]) == 2
     assert "in.txt.part is the input" in capsys.readouterr().err
     assert part.read_text() == "not an output"
 
@@ -173,7 +173,7 @@ def test_a_second_preprocess_run_on_the_same_output_is_refused_while_the_first_r
     def second_run_during_the_first(*args, **kwargs):
         save(*args, **kwargs)
         if not attempts:
-            attempts.append(main(["preprocess", str(source), "-o", str(output), "--config", "none", "--resume",
+            attempts.append(main(["preprocess", str(source), "-o", str(output), "--preprocessing", "none", "--resume",
                                   "--no-progress"]))
 
     monkeypatch.setattr(corpus, "_save_checkpoint", second_run_during_the_first)
@@ -383,3 +383,18 @@ def test_portable_path_keeps_no_machine_path(tmp_path, monkeypatch):
     assert portable_path("/elsewhere/runs/qa-model") == "qa-model"
     assert portable_path("runs/qa") == "runs/qa" and portable_path("aubmindlab/bert-base-arabertv02") == \
         "aubmindlab/bert-base-arabertv02"
+
+
+def test_old_flag_names_still_work_with_a_deprecation_warning(tmp_path, text, capsys):
+    output = tmp_path / "out.txt"
+    assert main(["preprocess", str(text), "-o", str(output), "--config", "none", "--no-progress"]) == 0
+    assert "--config is deprecated" in capsys.readouterr().err and output.read_text(encoding="utf-8")
+    assert main(["train-tokenizer", str(output), "--output-dir", str(tmp_path / "tok"), "--model-type", "wordpiece",
+                 "--vocab-size", "120", "--preprocess", "none", "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert "--output-dir is deprecated" in err and "--preprocess is deprecated" in err
+    assert (tmp_path / "tok" / "tokenizer.json").is_file()
+    from arabert_pipeline.cli import build_parser
+
+    assert build_parser().parse_args(["pretrain", "--tokenizer", "t", "--corpus", "c", "-o", "o", "--bf16", "yes"]).bf16 == "on"
+    assert "--bf16 yes is deprecated" in capsys.readouterr().err

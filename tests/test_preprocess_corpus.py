@@ -304,19 +304,19 @@ def test_cli_exit_codes(tmp_path, lines, capsys):
     write_text(source, lines)
     output = tmp_path / "out.txt"
 
-    assert main(["preprocess", str(source), "-o", str(output), "--config", "arabertv02", "--no-progress"]) == 0
+    assert main(["preprocess", str(source), "-o", str(output), "--preprocessing", "arabertv02", "--no-progress"]) == 0
     assert read_text(output) == expected_text(lines, "arabertv02")
     assert f"{len(lines):,} lines" in capsys.readouterr().out
 
-    assert main(["preprocess", str(tmp_path / "nope.txt"), "-o", str(output), "--config", "none"]) == 2
+    assert main(["preprocess", str(tmp_path / "nope.txt"), "-o", str(output), "--preprocessing", "none"]) == 2
     assert "nope.txt: no such file" in capsys.readouterr().err
 
     bad = tmp_path / "bad.txt"
     bad.write_bytes("سطر أول\n".encode("utf-8") + b"\xc3\x28\n")
-    assert main(["preprocess", str(bad), "-o", str(tmp_path / "bad.out"), "--config", "none"]) == 2
+    assert main(["preprocess", str(bad), "-o", str(tmp_path / "bad.out"), "--preprocessing", "none"]) == 2
     assert "bad.txt: line 2: invalid UTF-8" in capsys.readouterr().err
-    assert main(["preprocess", str(bad), "-o", str(tmp_path / "bad.out"), "--config", "none"]) == 2
+    assert main(["preprocess", str(bad), "-o", str(tmp_path / "bad.out"), "--preprocessing", "none"]) == 2
     assert "--resume" in capsys.readouterr().err
-    assert main(["preprocess", str(bad), "-o", str(tmp_path / "bad.out"), "--config", "none", "--resume",
+    assert main(["preprocess", str(bad), "-o", str(tmp_path / "bad.out"), "--preprocessing", "none", "--resume",
                  "--errors", "replace", "--no-progress"]) == 0
     assert (tmp_path / "bad.out").read_text(encoding="utf-8") == "سطر أول\n\ufffd(\n"

@@ -435,11 +435,11 @@ def test_output_is_a_hugging_face_masked_lm(finished_run):
 def test_bf16_autocast_trains_like_fp32(tokenizer_dir, corpus, workdir):
     from arabert_pipeline.pretrain.trainer import pretrain
 
-    for bf16 in ("no", "yes"):
+    for bf16 in ("off", "on"):
         assert pretrain(tiny_config(tokenizer_dir, corpus, workdir / f"bf16-{bf16}", steps=3, bf16=bf16))
-    fp32, bf16 = (read_log(workdir / f"bf16-{b}") for b in ("no", "yes"))
+    fp32, bf16 = (read_log(workdir / f"bf16-{b}") for b in ("off", "on"))
     assert fp32[0]["loss"] == pytest.approx(bf16[0]["loss"], abs=0.05)
-    metadata = json.loads((workdir / "bf16-yes" / "arabert_pipeline.json").read_text(encoding="utf-8"))
+    metadata = json.loads((workdir / "bf16-on" / "arabert_pipeline.json").read_text(encoding="utf-8"))
     assert metadata["pretrain"]["bf16"] is True
 
 

@@ -212,7 +212,7 @@ def test_sidecar_preprocessing_mismatch_is_refused(work, tmp_path):
     with pytest.raises(ConfigError, match="arabertv2.*arabertv02|arabertv02.*arabertv2"):
         train_tokenizer([work["seg"]], tmp_path / "tok", preprocess="arabertv02", vocab_size=VOCAB, progress=False)
     assert not (tmp_path / "tok").exists()
-    with pytest.raises(ConfigError, match="--preprocess"):
+    with pytest.raises(ConfigError, match="--preprocessing"):
         train_tokenizer([work["raw"]], tmp_path / "tok", input_is_preprocessed=True, vocab_size=VOCAB,
                         progress=False)
 
@@ -293,7 +293,7 @@ def test_cli_train_with_recipe_and_overrides(work, tmp_path, capsys):
     assert json.loads((out / "arabert_pipeline.json").read_text())["model_type"] == "wordpiece"
     assert not (tmp_path / "from-recipe").exists()
 
-    assert main(["train-tokenizer", str(work["seg"]), "-o", str(tmp_path / "x"), "--preprocess", "arabertv02",
+    assert main(["train-tokenizer", str(work["seg"]), "-o", str(tmp_path / "x"), "--preprocessing", "arabertv02",
                  "--no-progress"]) == 2
     assert "preprocessed with 'arabertv2'" in capsys.readouterr().err
 
@@ -302,8 +302,8 @@ def test_cli_from_vocab(shared_data, tmp_path, capsys):
     out = tmp_path / "mbert"
     vocab = shared_data / "vocab" / "mbert-cased-vocab.txt"
     assert main(["train-tokenizer", "--from-vocab", str(vocab), "-o", str(out)]) == 2
-    assert "--preprocess" in capsys.readouterr().err
-    assert main(["train-tokenizer", "--from-vocab", str(vocab), "-o", str(out), "--preprocess", "none"]) == 0
+    assert "--preprocessing" in capsys.readouterr().err
+    assert main(["train-tokenizer", "--from-vocab", str(vocab), "-o", str(out), "--preprocessing", "none"]) == 0
     assert load_tokenizer(out)[1] == "none" and (out / "vocab.txt").read_bytes() == vocab.read_bytes()
 
 

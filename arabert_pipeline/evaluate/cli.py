@@ -5,6 +5,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from ..cliargs import add_deprecated_alias
+
 DESCRIPTION = """\
 Score QA models and/or prediction files side by side: EM, F1 and Sentence-Match in two variants (SOQAL-compatible,
 as in the AraBERT paper's table, and Arabic-correct), with 95% bootstrap CIs and paired comparisons against the first
@@ -39,9 +41,10 @@ def register(subparsers) -> None:
                         help="name of the n-th --model/--predictions in the report (default: dir or file name)")
     parser.add_argument("--data", action="append", required=True, metavar="NAME_OR_FILE",
                         help="dataset: arcd-test, tydiqa-goldp-ar-dev, ... or a SQuAD v1.1 JSON file (repeatable)")
-    parser.add_argument("-o", "--out", required=True, type=Path, metavar="OUTDIR",
+    parser.add_argument("-o", "--output", dest="out", required=True, type=Path, metavar="OUTDIR",
                         help="report directory, written when the run completes; an earlier report there is replaced "
                              "only with --overwrite, a directory holding anything else or an input never")
+    add_deprecated_alias(parser, "--out", "--output", dest="out", type=Path)
     parser.add_argument("--overwrite", action="store_true", help="replace an earlier report in OUTDIR")
     parser.add_argument("--baselines", default=",".join(BASELINE_NAMES), metavar="LIST",
                         help="comma-separated reference baselines, or 'none' (default: %(default)s)")

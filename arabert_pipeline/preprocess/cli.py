@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..cliargs import add_deprecated_alias
 from .corpus import ERROR_POLICIES, CorpusConfig
 
 _DEFAULTS = CorpusConfig(inputs=[], output="")
@@ -21,9 +22,10 @@ def register(subparsers) -> None:
     parser.add_argument("-o", "--output", required=True,
                         help="output .txt, .gz or .xz; built as OUTPUT.part, renamed when complete, and described "
                              "by OUTPUT.arabert_pipeline.json")
-    parser.add_argument("--config", default=_DEFAULTS.config,
-                        help="preprocessing: arabertv2 (normalize + Farasa segmentation), arabertv02 (normalize "
-                             "only), none (unchanged text); default: %(default)s")
+    parser.add_argument("--preprocessing", dest="config", default=_DEFAULTS.config,
+                        help="arabertv2 (normalize + Farasa segmentation), arabertv02 (normalize only), none "
+                             "(unchanged text), or an AraBERT model name; default: %(default)s")
+    add_deprecated_alias(parser, "--config", "--preprocessing", dest="config")
     parser.add_argument("--workers", type=int, default=_DEFAULTS.workers,
                         help="worker processes (default: %(default)s)")
     parser.add_argument("--errors", choices=ERROR_POLICIES, default=_DEFAULTS.errors,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
+from ..cliargs import BF16_CHOICES, bf16_choice
 from .config import ARCHITECTURES, MASKING, MODEL_SIZES, OBJECTIVES, PretrainConfig
 
 
@@ -65,7 +66,7 @@ def register(subparsers) -> None:
     p.add_argument("--max-grad-norm", type=float, default=1.0, help="gradient clipping (0 = off)")
     p.add_argument("--dropout", type=float, metavar="P",
                    help="dropout while pretraining (default: the architecture's 0.1; the exported model keeps 0.1)")
-    p.add_argument("--bf16", choices=["auto", "yes", "no"], default="auto",
+    p.add_argument("--bf16", type=bf16_choice, choices=BF16_CHOICES, default="auto",
                    help="bf16 autocast; auto = on a GPU that supports it or a CPU with native bf16")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--eval-sequences", type=int, default=256, help="held-out sequences for eval loss/accuracy")

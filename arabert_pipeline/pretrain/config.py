@@ -81,7 +81,7 @@ class PretrainConfig:
     # exported config keeps 0.1 for fine-tuning. 0 suits short budgets: nothing overfits one pass, and on CPU the
     # dropout masks cost as much as a fifth of a mini model's step.
     dropout: float | None = None
-    bf16: str = "auto"  # auto | yes | no
+    bf16: str = "auto"  # auto | on | off
     seed: int = 42
     # Evaluation, logging, checkpoints.
     eval_sequences: int = 256
@@ -132,8 +132,8 @@ class PretrainConfig:
             raise ConfigError(f"--dropout {self.dropout}: must be in [0, 1)")
         if self.warmup < 0 or self.weight_decay < 0 or self.max_grad_norm < 0:
             raise ConfigError("--warmup, --weight-decay and --max-grad-norm must not be negative")
-        if self.bf16 not in ("auto", "yes", "no"):
-            raise ConfigError(f"--bf16 {self.bf16!r}: choose auto, yes or no")
+        if self.bf16 not in ("auto", "on", "off"):
+            raise ConfigError(f"--bf16 {self.bf16!r}: choose auto, on or off")
         if not self.corpus:
             raise ConfigError("give at least one --corpus file")
 

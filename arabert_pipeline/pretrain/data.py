@@ -67,7 +67,7 @@ def check_corpus_preprocessing(corpus: list[str], tokenizer_dir: str) -> str:
                 continue
             raise ConfigError(
                 f"{path}: no {sidecar.name} beside it, so its preprocessing is unknown, and the tokenizer "
-                f"{tokenizer_dir} expects {expected!r} text. Run `arabert-pipeline preprocess {path} -o OUT --config {expected}` and "
+                f"{tokenizer_dir} expects {expected!r} text. Run `arabert-pipeline preprocess {path} -o OUT --preprocessing {expected}` and "
                 f"pretrain on OUT (or, if the file is already {expected!r} text, write {{\"preprocessing\": "
                 f"\"{expected}\"}} to {sidecar})."
             )
@@ -75,7 +75,7 @@ def check_corpus_preprocessing(corpus: list[str], tokenizer_dir: str) -> str:
         if found != expected:
             raise ConfigError(
                 f"{path} was preprocessed with {found!r} (see {sidecar.name}) but the tokenizer {tokenizer_dir} "
-                f"expects {expected!r}: preprocess the corpus with --config {expected} or use a matching tokenizer"
+                f"expects {expected!r}: preprocess the corpus with --preprocessing {expected} or use a matching tokenizer"
             )
     return expected
 

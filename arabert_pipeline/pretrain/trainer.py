@@ -110,7 +110,7 @@ def lr_factor(step: int, warmup: int, total: int, decay_step: int = 0, decay_fac
 
 def use_bf16(setting: str, device: torch.device) -> bool:
     if setting != "auto":
-        return setting == "yes"
+        return setting == "on"
     if device.type == "cuda":
         return torch.cuda.is_bf16_supported()
     # Only with native bf16 (AVX512-BF16/AMX, or AVX512 that oneDNN handles well): on an AVX2-only CPU, bf16 autocast

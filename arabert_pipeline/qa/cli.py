@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from ..cliargs import BF16_CHOICES, bf16_choice
+
 # FinetuneConfig's defaults, repeated so that `--help` needs no numpy import (a test keeps the two equal).
 _DEFAULTS = dict(epochs=4, lr=3e-5, batch_size=32, weight_decay=0.01, warmup_ratio=0.1, layer_lr_decay=1.0, patience=0,
                  max_seq_length=384,
@@ -64,7 +66,7 @@ def register(subparsers) -> None:
     p.add_argument("--max-question-tokens", type=int, default=_DEFAULTS["max_question_tokens"])
     p.add_argument("--max-answer-tokens", type=int, default=_DEFAULTS["max_answer_tokens"])
     p.add_argument("--seed", type=int, default=_DEFAULTS["seed"])
-    p.add_argument("--bf16", choices=["auto", "on", "off"], default=_DEFAULTS["bf16"],
+    p.add_argument("--bf16", type=bf16_choice, choices=BF16_CHOICES, default=_DEFAULTS["bf16"],
                    help="bf16 autocast; auto = where the hardware computes bf16 natively")
     p.add_argument("--save-steps", type=int, default=_DEFAULTS["save_steps"],
                    help="extra checkpoint every N steps (one is always written per epoch)")
@@ -97,9 +99,6 @@ def register_tune_decoding(subparsers) -> None:
     p.add_argument("model_dir", metavar="MODEL_DIR", help="a QA model dir (finetune's output)")
     p.add_argument("--dev", nargs="+", required=True, metavar="FILE_OR_NAME", help="dev sets (files or names)")
     p.add_argument("-o", "--output", required=True, help="the tuned copy of MODEL_DIR (a new directory)")
-    p.add_argument("--negatives", action="store_true",
-                   help="SQuAD 2.0-style: also train each question with another paragraph of its article that lacks "
-                   "the answer, labelled no-answer (for answering with allow_no_answer)")
     p.add_argument("--sentence-prior", type=float, metavar="WEIGHT", help="keep this prior weight")
     p.add_argument("--within-sentence", choices=["on", "off"], help="keep this sentence limit")
     p.add_argument("--decoding", choices=["max-score", "expected-f1"], help="keep this decoding")

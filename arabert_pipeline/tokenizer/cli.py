@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 
+from ..cliargs import add_deprecated_alias
 from ..errors import ConfigError
 from .train import TokenizerConfig  # stdlib only at import: sentencepiece & co. load inside the functions
 
@@ -13,7 +14,7 @@ _FLAGS = [
     ("--model-type", dict(choices=["unigram", "wordpiece"], help="unigram: SentencePiece (AraBERT v0.1/v1); "
                                                                "wordpiece: tokenizers (AraBERT v0.2/v2, mBERT)")),
     ("--vocab-size", dict(type=int, help="tokens in the vocabulary, special tokens included (default %d)" % _DEFAULTS.vocab_size)),
-    ("--preprocess", dict(metavar="NAME", help="arabertv2 (normalize + Farasa segmentation), arabertv02 (normalize), "
+    ("--preprocessing", dict(dest="preprocess", metavar="NAME", help="arabertv2 (normalize + Farasa segmentation), arabertv02 (normalize), "
                                                "none; default: what the inputs' sidecars say, else arabertv2")),
     ("--sample-sentences", dict(type=int, metavar="N", help="lines drawn (uniformly, seeded) from the inputs for "
                                                             "training, before preprocessing (default %d)" % _DEFAULTS.sample_sentences)),
@@ -35,15 +36,17 @@ def register(subparsers) -> None:
                     "With --from-vocab, build the directory from an existing vocab.txt instead of training.",
     )
     train.add_argument("inputs", nargs="*", metavar="INPUT", help="corpus files (override the recipe's inputs)")
-    train.add_argument("-o", "--output-dir", help="tokenizer directory to create (overrides the recipe's)")
+    train.add_argument("-o", "--output", dest="output_dir", help="tokenizer directory to create (overrides the recipe's)")
+    add_deprecated_alias(train, "--output-dir", "--output", dest="output_dir")
     train.add_argument("--recipe", metavar="FILE", help="TOML recipe (see tokenizer_training/); flags override it")
     for flag, options in _FLAGS:
         train.add_argument(flag, default=None, **options)
+    add_deprecated_alias(train, "--preprocess", "--preprocessing", dest="preprocess", metavar="NAME")
     train.add_argument("--input-is-preprocessed", action="store_true", default=None,
-                       help="inputs without a sidecar are already preprocessed with --preprocess")
+                       help="inputs without a sidecar are already preprocessed with --preprocessing")
     train.add_argument("--from-vocab", metavar="VOCAB", help="a vocab.txt (LF or CRLF) or, online, a hub model id: "
                                                             "save it as a WordPiece tokenizer directory; needs "
-                                                            "--preprocess (none for mBERT)")
+                                                            "--preprocessing (none for mBERT)")
     train.add_argument("--no-progress", dest="progress", action="store_false", default=None,
                        help="no progress bars or trainer logs")
     train.add_argument("--overwrite", action="store_true", default=None,
@@ -79,8 +82,8 @@ def run_train(args: argparse.Namespace) -> int:
         options["inputs"] = args.inputs
     if args.output_dir:
         options["output_dir"] = args.output_dir
-    for flag, _ in _FLAGS + [("--input-is-preprocessed", None), ("--progress", None), ("--overwrite", None)]:
-        key = flag[2:].replace("-", "_")
+    for flag, flag_options in _FLAGS + [("--input-is-preprocessed", {}), ("--progress", {}), ("--overwrite", {})]:
+        key = flag_options.get("dest", flag[2:].replace("-", "_"))
         if getattr(args, key) is not None:
             options[key] = getattr(args, key)
     if "output_dir" not in options:
@@ -89,7 +92,7 @@ def run_train(args: argparse.Namespace) -> int:
         from .export import import_vocab
 
         if "preprocess" not in options:
-            raise ConfigError("--from-vocab needs --preprocess: a vocab.txt does not say which preprocessing it "
+            raise ConfigError("--from-vocab needs --preprocessing: a vocab.txt does not say which preprocessing it "
                               "expects (none for mBERT, arabertv2 for AraBERTv2)")
         import_vocab(args.from_vocab, options["output_dir"], preprocessing=options["preprocess"],
                      overwrite=options.get("overwrite", False))

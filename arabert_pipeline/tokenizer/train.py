@@ -203,7 +203,7 @@ def resolve_inputs(config: TokenizerConfig) -> tuple[list[tuple[Path, bool]], st
             raise ConfigError(f"the inputs were preprocessed differently ({', '.join(sorted(names))}); "
                               "train on inputs of one preprocessing")
         if config.input_is_preprocessed and not names:
-            raise ConfigError("input_is_preprocessed needs the preprocessing name (--preprocess), since the inputs "
+            raise ConfigError("input_is_preprocessed needs the preprocessing name (--preprocessing), since the inputs "
                               f"have no {SIDECAR_SUFFIX} sidecar to say it")
         preprocessing = names.pop() if names else DEFAULT_PREPROCESSING
     from ..preprocess import PREPROCESSING_NAMES
