@@ -202,9 +202,11 @@ show_run(RUN.parent / "results-default-model")"""),
 ## Answer-quality levers, chosen on dev
 
 `scripts/qa_levers.sh` (`notebooks/results-qa-levers/`): one pretrained encoder (the shipped model's) fine-tuned with
-one lever changed at a time, each scored on the dev split only — arcd-dev (15 of ARCD-train's articles, never
-trained on) and MLQA-ar dev — with and without the sentence prior. ARCD-test and TyDiQA-ar dev are not read here.
-Paired differences are against the first system, the previous recipe (2 epochs, no prior)."""),
+one lever changed at a time (span-selection pretraining among them), each scored on the dev split only — arcd-dev
+(15 of ARCD-train's articles, never trained on) and MLQA-ar dev — with plain decoding and with the sentence prior;
+then the decoding levers on the chosen run's weights: answers kept inside one sentence (+sentence) and expected-F1
+decoding (+ef1). ARCD-test and TyDiQA-ar dev are not read here. Paired differences are against the first system, the
+previous recipe (2 epochs, plain decoding)."""),
     ("code", """\
 show_run(RUN.parent / "results-qa-levers", plotted="arcd-dev")"""),
     ("md", """\
