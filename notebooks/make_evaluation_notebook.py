@@ -37,7 +37,7 @@ from IPython.display import Image, Markdown, display
 
 from arabert_pipeline.evaluate import metrics, report
 
-RUN = report.results_dir()
+RUN = report.results_dir(default="results")  # the committed run, beside this notebook
 results = report.load_results(RUN)
 DATASETS = list(results["datasets"])
 print("run directory:", os.path.relpath(RUN))

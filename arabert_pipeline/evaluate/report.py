@@ -42,8 +42,6 @@ from . import metrics
 from .baselines import BASELINES, baseline_predictions
 
 RESULTS_DIR_ENV = "ARABERT_PIPELINE_EVAL_DIR"
-# Results of the real evaluation run, committed with the repository; the notebook reads them unless the env var is set.
-DEFAULT_RESULTS_DIR = Path(__file__).resolve().parents[2] / "notebooks" / "results"
 RESULTS_FILE = "results.json"
 
 
@@ -734,9 +732,13 @@ def plot_pretraining(logs: dict[str, list[dict]], directory: Path) -> Path:
 # ---------------------------------------------------------------------------------------------------------- reading
 
 
-def results_dir(path: str | os.PathLike | None = None) -> Path:
-    """An evaluation run directory: `path`, else $ARABERT_PIPELINE_EVAL_DIR, else the committed real results."""
-    return Path(path or os.environ.get(RESULTS_DIR_ENV) or DEFAULT_RESULTS_DIR)
+def results_dir(path: str | os.PathLike | None = None, *, default: str | os.PathLike | None = None) -> Path:
+    """An evaluation run directory: `path`, else $ARABERT_PIPELINE_EVAL_DIR, else `default` (the notebook passes
+    its committed results, relative to the notebook; the package itself knows no results folder)."""
+    chosen = path or os.environ.get(RESULTS_DIR_ENV) or default
+    if not chosen:
+        raise ConfigError(f"which evaluation run? Pass its directory or set ${RESULTS_DIR_ENV}")
+    return Path(chosen)
 
 
 def load_results(path: str | os.PathLike | None = None) -> dict:
