@@ -35,15 +35,15 @@ import os
 
 from IPython.display import Image, Markdown, display
 
-from arabert_pipeline.evaluate import metrics, report
+from arabert_pipeline.evaluate import load, metrics, report, tables
 
-RUN = report.results_dir(default="results")  # the committed run, beside this notebook
-results = report.load_results(RUN)
+RUN = load.results_dir(default="results")  # the committed run, beside this notebook
+results = load.load_results(RUN)
 DATASETS = list(results["datasets"])
 print("run directory:", os.path.relpath(RUN))
 print("datasets:     ", ", ".join(DATASETS))
 print("reference:    ", results["reference"], "(paired differences are taken against it)")
-display(Markdown(report.systems_table(results)))"""),
+display(Markdown(tables.systems_table(results)))"""),
     ("md", """\
 **What "mBERT" means here.** With network access, `bert-base-multilingual-cased`. Offline, it is a model of the same
 size as ours, pretrained with the same compute on the same corpus, but with mBERT's WordPiece vocabulary
@@ -76,8 +76,8 @@ Each cell is a mean ×100 over **all** questions of the dataset (a question with
 error bars are the CIs."""),
     ("code", """\
 for dataset in DATASETS:
-    display(Markdown(f"### {dataset}\\n\\n{report.dataset_note(results, dataset)}\\n\\n"
-                     + report.scores_table(results, dataset)))
+    display(Markdown(f"### {dataset}\\n\\n{tables.dataset_note(results, dataset)}\\n\\n"
+                     + tables.scores_table(results, dataset)))
     display(Image(filename=str(RUN / "plots" / f"{dataset}_metrics.png")))"""),
     ("md", """\
 ## Are the differences real?
@@ -90,7 +90,7 @@ same questions easy or hard. A difference whose CI excludes 0 (p < 0.05) is unli
 says nothing about other datasets or random seeds of fine-tuning."""),
     ("code", """\
 for dataset in DATASETS:
-    table = report.paired_table(results, dataset)
+    table = tables.paired_table(results, dataset)
     display(Markdown(f"### {dataset}\\n\\n" + (table or "Only one system: nothing to compare.")))"""),
     ("md", """\
 ## Where the answers go wrong
@@ -101,9 +101,9 @@ usually have short answers (a date, a number) where a partial span earns little;
 answers are long clauses where partial overlap earns partial credit; whole-sentence baselines do well on those."""),
     ("code", """\
 for dataset in DATASETS:
-    display(Markdown(f"### {dataset}\\n\\n" + report.breakdown_table(results, dataset, "by_question_word")))
+    display(Markdown(f"### {dataset}\\n\\n" + tables.breakdown_table(results, dataset, "by_question_word")))
     display(Image(filename=str(RUN / "plots" / f"{dataset}_f1_by_question_word.png")))
-    display(Markdown(report.breakdown_table(results, dataset, "by_answer_length")))
+    display(Markdown(tables.breakdown_table(results, dataset, "by_answer_length")))
     display(Image(filename=str(RUN / "plots" / f"{dataset}_f1_by_answer_length.png")))"""),
     ("md", """\
 ## When the two metric variants disagree
@@ -115,7 +115,7 @@ a "؟" or a newline separates prediction and answer (same sentence for SOQAL, no
 reference = results["reference"]
 cell = lambda text: (text or "∅")[:60].replace("|", "/").replace("\\n", " ")
 for dataset in DATASETS:
-    rows = report.load_per_question(RUN, dataset, reference)
+    rows = load.load_per_question(RUN, dataset, reference)
     em = [r for r in rows if r["soqal_em"] != r["arabic_em"]]
     sm = [r for r in rows if r["soqal_sm"] != r["arabic_sm"]]
     lines = [f"### {dataset} ({reference})", "", f"EM differs on {len(em)} of {len(rows)} questions, SM on {len(sm)}."]
@@ -150,7 +150,7 @@ last held-out metrics. An ELECTRA run's masked-token loss is that of its small g
 with an MLM run's loss; compare objectives by the QA scores above, at equal CPU budget."""),
     ("code", """\
 if results.get("pretraining"):
-    display(Markdown(report.pretraining_table(results)))
+    display(Markdown(tables.pretraining_table(results)))
     display(Image(filename=str(RUN / "plots" / "pretraining.png")))
 else:
     print("no pretraining logs in this run (evaluate --pretraining-log LABEL=RUN/log.jsonl)")"""),
@@ -186,14 +186,14 @@ def show_run(directory, plotted="arcd-test"):
     if not (directory / "results.json").exists():
         print("no evaluate run at", directory)
         return
-    other = report.load_results(directory)
-    display(Markdown(report.systems_table(other)))
+    other = load.load_results(directory)
+    display(Markdown(tables.systems_table(other)))
     for dataset in other["datasets"]:
-        display(Markdown(f"### {dataset}\\n\\n" + report.scores_table(other, dataset) + "\\n\\n"
-                         + report.paired_table(other, dataset)))
+        display(Markdown(f"### {dataset}\\n\\n" + tables.scores_table(other, dataset) + "\\n\\n"
+                         + tables.paired_table(other, dataset)))
     display(Image(filename=str(directory / "plots" / f"{plotted}_metrics.png")))
     if other.get("pretraining"):
-        display(Markdown(report.pretraining_table(other)))
+        display(Markdown(tables.pretraining_table(other)))
         display(Image(filename=str(directory / "plots" / "pretraining.png")))
 
 

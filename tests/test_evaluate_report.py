@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from arabert_pipeline.cli import main
-from arabert_pipeline.evaluate import report
+from arabert_pipeline.evaluate import buckets, load, report
 from arabert_pipeline.evaluate.metrics import SCORE_KEYS, punkt_sentence_spans
 from arabert_pipeline.qa.data import read_squad
 
@@ -33,9 +33,9 @@ def first_sentences(examples) -> dict[str, str]:
 def test_question_words_and_answer_lengths():
     cases = {"من هو حمزة بن عبد المطلب؟": "من", "في أي عام ولد؟": "أي", "من أي بلد جاء؟": "أي",
              "بماذا وصفه رسول الله؟": "ما", "متي ولد؟": "متى", "لماذا هاجر؟": "لماذا", "أين يقع النهر؟": "أين",
-             "كم عدد السكان؟": "كم", "هل هو متزوج؟": "هل", "اذكر اسمه": report.OTHER}
-    assert {q: report.question_word(q) for q in cases} == cases
-    assert [report.answer_length_bucket(a) for a in ("نعم", "في 1990", "أ ب ج د", " ".join("x" * 12))] == \
+             "كم عدد السكان؟": "كم", "هل هو متزوج؟": "هل", "اذكر اسمه": buckets.OTHER}
+    assert {q: buckets.question_word(q) for q in cases} == cases
+    assert [buckets.answer_length_bucket(a) for a in ("نعم", "في 1990", "أ ب ج د", " ".join("x" * 12))] == \
         ["1", "2", "4-5", "11+"]
 
 
@@ -86,13 +86,13 @@ def test_cli_end_to_end_with_prediction_files(shared_data, tmp_path, capsys):
     assert "*first-sentence* (baseline)" in table and "Paired differences, oracle-half − system" in table
     rows = list(csv.DictReader((out / "table.csv").open(encoding="utf-8")))
     assert len(rows) == (2 + len(report.BASELINES)) * len(SCORE_KEYS) + 9
-    per_question = report.load_per_question(out, "arcd-test-slice", "oracle-half")
+    per_question = load.load_per_question(out, "arcd-test-slice", "oracle-half")
     assert len(per_question) == n and sum(r["missing"] for r in per_question) == n - len(answered)
     assert {r["id"] for r in per_question} == {ex["id"] for ex in examples}
     for name in ("metrics", "f1_by_question_word", "f1_by_answer_length"):
         assert (out / "plots" / f"arcd-test-slice_{name}.png").read_bytes()[:4] == b"\x89PNG"
     assert not (out / "predictions").exists()  # no model ran
-    assert report.load_results(out)["systems"][1]["info"]["ids_not_evaluated"] == 0
+    assert load.load_results(out)["systems"][1]["info"]["ids_not_evaluated"] == 0
 
 
 def test_cli_with_a_model(shared_data, tmp_path):
@@ -120,7 +120,7 @@ def test_cli_with_a_model(shared_data, tmp_path):
     out = tmp_path / "report"
     assert main(["evaluate", "--model", str(model_dir), "--data", str(data), "--baselines", "none", "-o", str(out),
                  *FAST]) == 0
-    results = report.load_results(out)
+    results = load.load_results(out)
     assert results["systems"][0]["info"]["preprocessing"] == "none"
     assert results["systems"][0]["info"]["hidden_size"] == 64
     saved = json.loads((out / "predictions" / "tiny-qa.json").read_text(encoding="utf-8"))
@@ -133,14 +133,14 @@ def test_cli_with_a_model(shared_data, tmp_path):
     assert main(["evaluate", "--predictions", str(out / "predictions" / "tiny-qa.json"), "--data", str(data),
                  "--baselines", "none", "-o", str(again), *FAST]) == 0
     first = results["datasets"]["slice"]["systems"]["tiny-qa"]["scores"]
-    assert report.load_results(again)["datasets"]["slice"]["systems"]["tiny-qa"]["scores"] == first
+    assert load.load_results(again)["datasets"]["slice"]["systems"]["tiny-qa"]["scores"] == first
 
     # --no-answer: the same questions plus their negatives; at a threshold below every margin nothing is answered.
     write_metadata(model_dir, null_score_diff_threshold=-1e6)
     abstaining = tmp_path / "no-answer"
     assert main(["evaluate", "--model", str(model_dir), "--data", str(data), "--baselines", "none", "--no-answer",
                  "-o", str(abstaining), *FAST]) == 0
-    row = report.load_results(abstaining)["datasets"]["slice"]["no_answer"]["tiny-qa"]
+    row = load.load_results(abstaining)["datasets"]["slice"]["no_answer"]["tiny-qa"]
     assert row["unanswerable"] > 0 and row["answered"] == 0.0 and row["no_ans_accuracy"] == 100.0
     share = row["unanswerable"] / (row["answerable"] + row["unanswerable"])
     assert row["soqal"]["has_ans_f1"] == 0.0 and row["soqal"]["overall_f1"]["mean"] == pytest.approx(100 * share)
@@ -208,7 +208,7 @@ def test_pretraining_logs_become_a_table_curves_and_copies(shared_data, tmp_path
     out = tmp_path / "report"
     assert main(["evaluate", "--predictions", str(first), "--data", str(data), "-o", str(out), *FAST,
                  "--pretraining-log", f"mlm={mlm}", "--pretraining-log", f"electra={electra}"]) == 0
-    results = report.load_results(out)
+    results = load.load_results(out)
     assert results["pretraining"]["mlm"]["eval"]["eval_mlm_loss"] == 7.25
     assert results["pretraining"]["mlm"]["tokens"] == 160000 and results["pretraining"]["electra"]["eval"] == {}
     table = (out / "table.md").read_text(encoding="utf-8")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from arabert_pipeline.cli import main
-from arabert_pipeline.evaluate import report
+from arabert_pipeline.evaluate import load
 from arabert_pipeline.evaluate.metrics import punkt_sentence_spans
 from arabert_pipeline.qa.data import read_squad
 
@@ -55,7 +55,7 @@ def test_evaluation_notebook_runs_on_a_tiny_run(shared_data, tmp_path, monkeypat
     assert main(["evaluate", "--predictions", str(predictions), "--label", "tiny-system", "--data", str(sliced),
                  "-o", str(run), "--resamples", "200", "--pretraining-log", f"tiny-mlm={log}"]) == 0
 
-    monkeypatch.setenv(report.RESULTS_DIR_ENV, str(run))
+    monkeypatch.setenv(load.RESULTS_DIR_ENV, str(run))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     notebook = nbformat.read(str(NOTEBOOKS / "evaluation.ipynb"), as_version=4)
     for cell in notebook.cells:
@@ -82,7 +82,7 @@ def test_committed_results_hold_under_the_current_sentence_match(shared_data):
 
     checked = 0
     for root in sorted(NOTEBOOKS.glob("results*")):
-        results = report.load_results(root)
+        results = load.load_results(root)
         limit = results["config"].get("limit")
         for key, entry in results["datasets"].items():
             examples = read_squad(entry["source"], misaligned="keep").examples

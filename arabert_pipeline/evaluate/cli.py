@@ -70,7 +70,8 @@ REPORT_OUTPUT_NAMES = ("results.json", "table.md", "table.csv", "per_question", 
 def run(args: argparse.Namespace) -> int:
     from ..artifacts import OutputKind, claim_output_dir
     from ..errors import ConfigError
-    from .report import EvaluateConfig, print_summary, run_evaluation
+    from .report import EvaluateConfig, run_evaluation
+    from .tables import print_summary
 
     if args.resamples < 100:
         raise ConfigError(f"--resamples {args.resamples}: use at least 100")

@@ -24,13 +24,9 @@ Output directory (replaced as a whole once complete):
 """
 from __future__ import annotations
 
-import csv
 import dataclasses
-import io
 import json
 import os
-import re
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +36,10 @@ from ..artifacts import atomic_directory, portable_path, read_metadata
 from ..errors import ConfigError, InputError
 from . import metrics
 from .baselines import BASELINES, baseline_predictions
-
-RESULTS_DIR_ENV = "ARABERT_PIPELINE_EVAL_DIR"
-RESULTS_FILE = "results.json"
+from .buckets import ANSWER_LENGTH_BUCKETS, OTHER, QUESTION_WORDS, answer_length_bucket, question_word
+from .plots import plot_dataset, plot_pretraining
+from .load import RESULTS_FILE, safe_name
+from .tables import csv_report, markdown_report
 
 
 MBERT_NOTE = (
@@ -66,24 +63,6 @@ METRIC_NOTE = (
     "forms unified, sentences split also on '؟' and newlines, the gold sentence located by answer_start. "
     "See arabert_pipeline/evaluate/metrics.py."
 )
-
-# Interrogatives as `metrics.arabic_normalize` leaves them (alef forms unified, ى → ي, ة → ه), with attached clitics.
-QUESTION_WORDS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "ما": ("ma (what)", ("ما", "ماذا", "ماهو", "ماهي", "مالذي", "بما", "بماذا", "مازا", "بمازا", "وما", "وماذا", "فما",
-                         "عما", "مما", "بم")),
-    "من": ("man (who)", ("من", "ومن", "لمن", "بمن", "ممن", "عمن")),
-    "متى": ("mata (when)", ("متي", "ومتي")),
-    "أين": ("ayna (where)", ("اين", "واين")),
-    "كم": ("kam (how many)", ("كم", "وكم", "بكم")),
-    "كيف": ("kayfa (how)", ("كيف", "وكيف")),
-    "لماذا": ("limadha (why)", ("لماذا", "ولماذا")),
-    "هل": ("hal (yes/no)", ("هل", "وهل")),
-    "أي": ("ayy (which)", ("اي", "ايه", "باي", "لاي", "فاي", "واي")),
-}
-OTHER = "other"
-ANSWER_LENGTH_BUCKETS = (("1", 1, 1), ("2", 2, 2), ("3", 3, 3), ("4-5", 4, 5), ("6-10", 6, 10), ("11+", 11, 10**9))
-METRIC_LABELS = {"em": "EM", "f1": "F1", "sm": "SM"}
-VARIANT_LABELS = {"soqal": "SOQAL", "arabic": "Arabic"}
 
 
 @dataclasses.dataclass
@@ -110,24 +89,6 @@ class System:
     kind: str  # "model" | "predictions" | "baseline"
     source: str
     info: dict[str, Any] = dataclasses.field(default_factory=dict)
-
-
-def question_word(question: str) -> str:
-    """The interrogative a question asks with ("ما", "من", "متى", "أين", "كم", "كيف", "لماذا", "هل", "أي") or "other"."""
-    tokens = metrics.arabic_normalize(question).split()
-    for i, token in enumerate(tokens):
-        for word, (_, forms) in QUESTION_WORDS.items():
-            if token in forms:
-                # "من أي ..." is "from which ...", not "who".
-                if word == "من" and i + 1 < len(tokens) and tokens[i + 1] in QUESTION_WORDS["أي"][1]:
-                    return "أي"
-                return word
-    return OTHER
-
-
-def answer_length_bucket(answer: str) -> str:
-    words = len(answer.split())
-    return next((name for name, low, high in ANSWER_LENGTH_BUCKETS if low <= words <= high), "1")
 
 
 # ----------------------------------------------------------------------------------------------------------- inputs
@@ -394,10 +355,6 @@ def _check_output_dir(out: Path) -> None:
 # ---------------------------------------------------------------------------------------------------------- writing
 
 
-def _safe(name: str) -> str:
-    return re.sub(r"[^\w.-]+", "_", name)
-
-
 def write_report(out: Path, results: dict, per_question: dict, predictions: dict,
                  pretraining: dict[str, list[dict]] | None = None) -> None:
     with atomic_directory(out) as tmp:
@@ -406,12 +363,12 @@ def write_report(out: Path, results: dict, per_question: dict, predictions: dict
         (tmp / "table.md").write_text(markdown_report(results), encoding="utf-8")
         (tmp / "table.csv").write_text(csv_report(results), encoding="utf-8")
         for (dataset, label), records in per_question.items():
-            path = tmp / "per_question" / _safe(dataset) / f"{_safe(label)}.jsonl"
+            path = tmp / "per_question" / safe_name(dataset) / f"{safe_name(label)}.jsonl"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
         for label, answers in predictions.items():
             (tmp / "predictions").mkdir(exist_ok=True)
-            (tmp / "predictions" / f"{_safe(label)}.json").write_text(
+            (tmp / "predictions" / f"{safe_name(label)}.json").write_text(
                 json.dumps(answers, ensure_ascii=False, indent=0) + "\n", encoding="utf-8")
         (tmp / "plots").mkdir()
         for dataset in results["datasets"]:
@@ -419,236 +376,12 @@ def write_report(out: Path, results: dict, per_question: dict, predictions: dict
         if pretraining:
             (tmp / "pretraining").mkdir()
             for label, rows in pretraining.items():
-                (tmp / "pretraining" / f"{_safe(label)}.jsonl").write_text(
+                (tmp / "pretraining" / f"{safe_name(label)}.jsonl").write_text(
                     "".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
             plot_pretraining(pretraining, tmp / "plots")
 
 
-def _cell(score: dict) -> str:
-    return f"{score['mean']:.1f} [{score['low']:.1f}, {score['high']:.1f}]"
-
-
-def _diff_cell(paired: dict) -> str:
-    p = paired["p_value"]
-    return f"{paired['diff']:+.1f} [{paired['low']:+.1f}, {paired['high']:+.1f}] p={p:.3f}" if p >= 0.001 else \
-        f"{paired['diff']:+.1f} [{paired['low']:+.1f}, {paired['high']:+.1f}] p<0.001"
-
-
-def _system_name(system: dict) -> str:
-    return f"*{system['label']}* (baseline)" if system["kind"] == "baseline" else system["label"]
-
-
-def _columns(results: dict) -> list[str]:
-    return [f"{METRIC_LABELS[k.split('_')[1]]} ({VARIANT_LABELS[k.split('_')[0]]})" for k in results["score_keys"]]
-
-
-def systems_table(results: dict) -> str:
-    lines = ["| system | kind | source | details |", "|---|---|---|---|"]
-    for s in results["systems"]:
-        details = ", ".join(f"{k}={v}" for k, v in s["info"].items() if v is not None) or "-"
-        lines.append(f"| {s['label']} | {s['kind']} | `{s['source']}` | {details} |")
-    return "\n".join(lines)
-
-
-def scores_table(results: dict, dataset: str) -> str:
-    """EM / F1 / SM × variant with 95% CIs, one row per system."""
-    systems = {s["label"]: s for s in results["systems"]}
-    columns = _columns(results)
-    lines = ["| system | " + " | ".join(columns) + " | missing |", "|---" * (len(columns) + 2) + "|"]
-    for label, summary in results["datasets"][dataset]["systems"].items():
-        cells = [_cell(summary["scores"][k]) for k in results["score_keys"]]
-        lines.append(f"| {_system_name(systems[label])} | " + " | ".join(cells) + f" | {summary['missing']} |")
-    return "\n".join(lines)
-
-
-def paired_table(results: dict, dataset: str) -> str:
-    """Reference − system per metric: difference, 95% CI, p-values. Empty when there is a single system."""
-    systems = {s["label"]: s for s in results["systems"]}
-    compared = [(label, s) for label, s in results["datasets"][dataset]["systems"].items()
-                if "paired_vs_reference" in s]
-    if not compared:
-        return ""
-    columns = _columns(results)
-    lines = ["| system | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
-    for label, summary in compared:
-        paired = summary["paired_vs_reference"]
-        cells = [_diff_cell(paired[k]) + (f", McNemar p={paired[k]['mcnemar_p']:.3g}" if "mcnemar_p" in paired[k]
-                                          else "") for k in results["score_keys"]]
-        lines.append(f"| {_system_name(systems[label])} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-def no_answer_table(results: dict, dataset: str) -> str:
-    lines = ["| system | threshold | answerable / unanswerable | answered (%) | HasAns F1 (SOQAL) | NoAns accuracy | "
-             "overall F1 (SOQAL) | always answering | overall F1 (Arabic) |", "|---|---|---|---|---|---|---|---|---|"]
-    for label, row in results["datasets"][dataset]["no_answer"].items():
-        soqal, arabic = row["soqal"], row["arabic"]
-        no_ans = "-" if row["no_ans_accuracy"] is None else f"{row['no_ans_accuracy']:.1f}"
-        lines.append(f"| {label} | {row['threshold']:.2f} | {row['answerable']} / {row['unanswerable']} | "
-                     f"{row['answered']:.1f} | {soqal['has_ans_f1']:.1f} | {no_ans} | {_cell(soqal['overall_f1'])} | "
-                     f"{soqal['always_answer_f1']:.1f} | {_cell(arabic['overall_f1'])} |")
-    return "\n".join(lines)
-
-
-def breakdown_table(results: dict, dataset: str, field: str) -> str:
-    """Arabic-variant F1 per bucket ("by_question_word" or "by_answer_length"), one column per system."""
-    entry = results["datasets"][dataset]
-    labels = list(entry["systems"])
-    buckets = list(dict.fromkeys(b for s in entry["systems"].values() for b in s[field]))
-    title = "question word" if field == "by_question_word" else "gold answer words"
-    lines = [f"| {title} | n | " + " | ".join(labels) + " |", "|---" * (len(labels) + 2) + "|"]
-    for bucket in buckets:
-        cells = [f"{s[field][bucket]['arabic_f1']:.1f}" for s in entry["systems"].values()]
-        lines.append(f"| {bucket} | {entry['systems'][labels[0]][field][bucket]['n']} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-def paper_table(results: dict) -> str:
-    lines = ["| model (paper) | EM | F1 | SM |", "|---|---|---|---|"]
-    lines += [f"| {name} | {r['em']} | {r['f1']} | {r['sm']} |" for name, r in results["paper_table6"]["rows"].items()]
-    return "\n".join(lines)
-
-
-def dataset_note(results: dict, dataset: str) -> str:
-    entry = results["datasets"][dataset]
-    misaligned = entry["misaligned_gold_ids"]
-    sentences = entry["sentences_per_context"]
-    return (f"{entry['questions']} questions (`{entry['source']}`)"
-            + (f"; {len(misaligned)} gold answer(s) not found at their answer_start, kept ({', '.join(misaligned)})"
-               if misaligned else "")
-            + f". Sentences per context: {sentences['punkt']:.1f} (Punkt, SOQAL SM) vs {sentences['arabic']:.1f} "
-            "(Arabic SM): the fewer the sentences, the easier Sentence-Match.")
-
-
-def markdown_report(results: dict) -> str:
-    config = results["config"]
-    parts = [
-        "# Side-by-side QA evaluation",
-        f"**mBERT.** {results['mbert_note']}",
-        f"**Metrics.** {results['metric_note']} Values are ×100 means over all questions with 95% bootstrap CIs "
-        f"({config['resamples']} resamples, seed {config['seed']}); a missing prediction scores 0.",
-        "## Systems", systems_table(results),
-    ]
-    for dataset in results["datasets"]:
-        parts += [f"## {dataset}", dataset_note(results, dataset), scores_table(results, dataset)]
-        paired = paired_table(results, dataset)
-        if paired:
-            parts += [f"Paired differences, {results['reference']} − system (95% CI, two-sided paired-bootstrap p; "
-                      "EM also exact McNemar p):", paired]
-        if results["datasets"][dataset].get("no_answer"):
-            parts += ["No answer in this context (SQuAD 2.0-style; `--no-answer`): each question also paired with "
-                      "another paragraph of its article that lacks the answer; models answer with allow_no_answer "
-                      "at their dev-chosen threshold.", no_answer_table(results, dataset)]
-        parts += ["F1 (Arabic variant) by question word:", breakdown_table(results, dataset, "by_question_word"),
-                  "F1 (Arabic variant) by gold answer length in words:",
-                  breakdown_table(results, dataset, "by_answer_length")]
-    if results.get("pretraining"):
-        parts += ["## Pretraining runs", "Last logged training values and last held-out evaluation "
-                  "(fixed masks on held-out documents) of each run given with --pretraining-log.",
-                  pretraining_table(results)]
-    parts += ["## Reference: the AraBERT paper's Table 6 (not comparable)", results["paper_table6"]["note"],
-              paper_table(results)]
-    return "\n\n".join(parts) + "\n"
-
-
-def csv_report(results: dict) -> str:
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["dataset", "system", "kind", "variant", "metric", "value", "ci_low", "ci_high", "questions",
-                     "missing", "reference", "diff_vs_reference", "diff_low", "diff_high", "p_value", "mcnemar_p"])
-    kinds = {s["label"]: s["kind"] for s in results["systems"]}
-    for dataset, entry in results["datasets"].items():
-        for label, summary in entry["systems"].items():
-            for key in results["score_keys"]:
-                variant, metric = key.split("_")
-                score = summary["scores"][key]
-                paired = summary.get("paired_vs_reference", {}).get(key, {})
-                writer.writerow([dataset, label, kinds[label], variant, metric, f"{score['mean']:.4f}",
-                                 f"{score['low']:.4f}", f"{score['high']:.4f}", summary["questions"],
-                                 summary["missing"], results["reference"]]
-                                + [f"{paired[k]:.4g}" if k in paired else "" for k in
-                                   ("diff", "low", "high", "p_value", "mcnemar_p")])
-    for name, row in results["paper_table6"]["rows"].items():
-        for metric, value in row.items():
-            writer.writerow(["arcd-test (AraBERT paper, Table 6)", name, "published", "soqal", metric, value]
-                            + [""] * 10)
-    return buffer.getvalue()
-
-
-def plot_dataset(results: dict, dataset: str, directory: Path) -> list[Path]:
-    """The three plots of one dataset, as PNG files in `directory`."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    entry = results["datasets"][dataset]
-    labels = list(entry["systems"])
-    width = 0.8 / len(labels)
-    paths = []
-
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
-    for ax, variant in zip(axes, metrics.VARIANTS):
-        for i, label in enumerate(labels):
-            scores = [entry["systems"][label]["scores"][f"{variant}_{m}"] for m in metrics.METRICS]
-            means = np.array([s["mean"] for s in scores])
-            errors = np.array([[s["mean"] - s["low"] for s in scores], [s["high"] - s["mean"] for s in scores]])
-            x = np.arange(len(metrics.METRICS)) + (i - (len(labels) - 1) / 2) * width
-            ax.bar(x, means, width, yerr=errors, capsize=3, label=label)
-        ax.set_xticks(np.arange(len(metrics.METRICS)), [METRIC_LABELS[m] for m in metrics.METRICS])
-        ax.set_title(f"{VARIANT_LABELS[variant]} metric variant")
-        ax.set_ylim(0, 100)
-        ax.grid(axis="y", alpha=0.3)
-    axes[0].set_ylabel("score (×100), 95% bootstrap CI")
-    axes[1].legend(fontsize=8)
-    fig.suptitle(f"{dataset}: {entry['questions']} questions")
-    fig.tight_layout()
-    paths.append(directory / f"{_safe(dataset)}_metrics.png")
-    fig.savefig(paths[-1], dpi=110)
-    plt.close(fig)
-
-    for field, title, names in (
-        ("by_answer_length", "gold answer length (words)", {name: name for name, _, _ in ANSWER_LENGTH_BUCKETS}),
-        ("by_question_word", "question word", {**{w: latin for w, (latin, _) in QUESTION_WORDS.items()}, OTHER: OTHER}),
-    ):
-        buckets = list(dict.fromkeys(b for s in entry["systems"].values() for b in s[field]))
-        fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(buckets) + 2), 4.2))
-        for i, label in enumerate(labels):
-            groups = entry["systems"][label][field]
-            x = np.arange(len(buckets)) + (i - (len(labels) - 1) / 2) * width
-            ax.bar(x, [groups[b]["arabic_f1"] for b in buckets], width, label=label)
-        counts = entry["systems"][labels[0]][field]
-        # Latin names: matplotlib does not shape Arabic script.
-        ax.set_xticks(np.arange(len(buckets)), [f"{names[b]}\nn={counts[b]['n']}" for b in buckets], fontsize=8)
-        ax.set_ylabel("F1 (Arabic variant, ×100)")
-        ax.set_ylim(0, 100)
-        ax.set_xlabel(title)
-        ax.set_title(f"{dataset}: F1 by {title}")
-        ax.grid(axis="y", alpha=0.3)
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        paths.append(directory / f"{_safe(dataset)}_f1_{field}.png")
-        fig.savefig(paths[-1], dpi=110)
-        plt.close(fig)
-    return paths
-
-
 # ------------------------------------------------------------------------------------------------------ pretraining
-
-# Curves worth plotting, in panel order: (title, keys that measure it in the objectives' logs).
-PRETRAINING_PANELS = (
-    ("masked-token loss (MLM; ELECTRA generator)", ("mlm_loss", "generator_loss")),
-    ("replaced-token detection loss (ELECTRA)", ("rtd_loss",)),
-    ("span-selection loss", ("span_loss",)),
-)
-PRETRAINING_COLUMNS = (
-    ("eval_mlm_loss", "held-out MLM loss"), ("eval_mlm_perplexity", "perplexity"),
-    ("eval_mlm_accuracy", "masked accuracy"), ("eval_generator_loss", "held-out generator loss"),
-    ("eval_generator_accuracy", "generator accuracy"), ("eval_rtd_loss", "held-out RTD loss"),
-    # Accuracy alone flatters a collapsed discriminator (always "original" scores 1 − replaced share): recall shows it.
-    ("eval_rtd_accuracy", "RTD accuracy"), ("eval_rtd_recall", "RTD recall"),
-    ("eval_span_exact", "span exact"),
-)
 
 
 def load_pretraining_log(path: str | os.PathLike) -> list[dict]:
@@ -685,80 +418,6 @@ def pretraining_summary(rows: list[dict]) -> dict:
             "eval_step": evals[-1]["step"] if evals else None}
 
 
-def pretraining_table(results: dict) -> str:
-    runs = results.get("pretraining") or {}
-    columns = [(key, name) for key, name in PRETRAINING_COLUMNS if any(key in r["eval"] for r in runs.values())]
-    lines = ["| run | steps | tokens | minutes | " + " | ".join(name for _, name in columns) + " |",
-             "|---|---:|---:|---:|" + "---:|" * len(columns)]
-    for label, run in runs.items():
-        cells = [f"{run['eval'][key]:.3f}" if key in run["eval"] else "" for key, _ in columns]
-        tokens = f"{run['tokens'] / 1e6:.2f} M" if run.get("tokens") else ""
-        lines.append(f"| {label} | {run['steps']} | {tokens} | {run['minutes']} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
-
-def plot_pretraining(logs: dict[str, list[dict]], directory: Path) -> Path:
-    """Training curves (lines) and held-out evaluations (markers) against tokens read, one panel per loss."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    panels = [(title, keys) for title, keys in PRETRAINING_PANELS
-              if any(k in r for rows in logs.values() for r in rows for k in keys)]
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2), squeeze=False)
-    for ax, (title, keys) in zip(axes[0], panels):
-        for index, (label, rows) in enumerate(logs.items()):
-            color = f"C{index}"
-            for key in keys:
-                train = [(r["tokens"] / 1e6, r[key]) for r in rows if key in r and "tokens" in r]
-                if train:
-                    ax.plot(*zip(*train), color=color, lw=1, alpha=0.8, label=f"{label} ({key})")
-                held_out = [(r["tokens"] / 1e6, r[f"eval_{key}"]) for r in rows
-                            if f"eval_{key}" in r and "tokens" in r]
-                if held_out:
-                    ax.plot(*zip(*held_out), "o", color=color, ms=4, label=f"{label} (held-out)")
-        ax.set_xlabel("tokens read (millions)")
-        ax.set_title(title)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.tight_layout()
-    path = directory / "pretraining.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
-
-
 # ---------------------------------------------------------------------------------------------------------- reading
 
 
-def results_dir(path: str | os.PathLike | None = None, *, default: str | os.PathLike | None = None) -> Path:
-    """An evaluation run directory: `path`, else $ARABERT_PIPELINE_EVAL_DIR, else `default` (the notebook passes
-    its committed results, relative to the notebook; the package itself knows no results folder)."""
-    chosen = path or os.environ.get(RESULTS_DIR_ENV) or default
-    if not chosen:
-        raise ConfigError(f"which evaluation run? Pass its directory or set ${RESULTS_DIR_ENV}")
-    return Path(chosen)
-
-
-def load_results(path: str | os.PathLike | None = None) -> dict:
-    """results.json of an evaluation run directory (see `results_dir`)."""
-    directory = results_dir(path)
-    file = directory / RESULTS_FILE
-    if not file.is_file():
-        raise InputError(f"no {RESULTS_FILE}: not an `arabert-pipeline evaluate` output directory", path=directory)
-    return json.loads(file.read_text(encoding="utf-8"))
-
-
-def load_per_question(path: str | os.PathLike | None, dataset: str, label: str) -> list[dict]:
-    file = results_dir(path) / "per_question" / _safe(dataset) / f"{_safe(label)}.jsonl"
-    return [json.loads(line) for line in file.read_text(encoding="utf-8").splitlines() if line]
-
-
-def print_summary(results: dict, stream=None) -> None:
-    """One line per dataset × system: the six metrics (×100)."""
-    stream = stream or sys.stdout
-    for dataset, entry in results["datasets"].items():
-        for label, summary in entry["systems"].items():
-            cells = " ".join(f"{key}={summary['scores'][key]['mean']:.1f}" for key in results["score_keys"])
-            print(f"{dataset:24} {label:20} {cells}  missing={summary['missing']}", file=stream)

@@ -1,0 +1,40 @@
+"""Reading an `evaluate` run directory back: results.json and the per-question records (the notebook's input)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+from ..errors import ConfigError, InputError
+
+RESULTS_DIR_ENV = "ARABERT_PIPELINE_EVAL_DIR"
+RESULTS_FILE = "results.json"
+
+
+def safe_name(name: str) -> str:
+    """A label or dataset name as a file name of the report (per_question/, predictions/, plots/)."""
+    return re.sub(r"[^\w.-]+", "_", name)
+
+
+def results_dir(path: str | os.PathLike | None = None, *, default: str | os.PathLike | None = None) -> Path:
+    """An evaluation run directory: `path`, else $ARABERT_PIPELINE_EVAL_DIR, else `default` (the notebook passes
+    its committed results, relative to the notebook; the package itself knows no results folder)."""
+    chosen = path or os.environ.get(RESULTS_DIR_ENV) or default
+    if not chosen:
+        raise ConfigError(f"which evaluation run? Pass its directory or set ${RESULTS_DIR_ENV}")
+    return Path(chosen)
+
+
+def load_results(path: str | os.PathLike | None = None) -> dict:
+    """results.json of an evaluation run directory (see `results_dir`)."""
+    directory = results_dir(path)
+    file = directory / RESULTS_FILE
+    if not file.is_file():
+        raise InputError(f"no {RESULTS_FILE}: not an `arabert-pipeline evaluate` output directory", path=directory)
+    return json.loads(file.read_text(encoding="utf-8"))
+
+
+def load_per_question(path: str | os.PathLike | None, dataset: str, label: str) -> list[dict]:
+    file = results_dir(path) / "per_question" / safe_name(dataset) / f"{safe_name(label)}.jsonl"
+    return [json.loads(line) for line in file.read_text(encoding="utf-8").splitlines() if line]

@@ -1,0 +1,191 @@
+"""The report's tables: Markdown (table.md, the notebook) and CSV (table.csv), and the one-line summary."""
+from __future__ import annotations
+
+import csv
+import io
+import sys
+
+METRIC_LABELS = {"em": "EM", "f1": "F1", "sm": "SM"}
+VARIANT_LABELS = {"soqal": "SOQAL", "arabic": "Arabic"}
+
+
+def _cell(score: dict) -> str:
+    return f"{score['mean']:.1f} [{score['low']:.1f}, {score['high']:.1f}]"
+
+
+def _diff_cell(paired: dict) -> str:
+    p = paired["p_value"]
+    return f"{paired['diff']:+.1f} [{paired['low']:+.1f}, {paired['high']:+.1f}] p={p:.3f}" if p >= 0.001 else \
+        f"{paired['diff']:+.1f} [{paired['low']:+.1f}, {paired['high']:+.1f}] p<0.001"
+
+
+def _system_name(system: dict) -> str:
+    return f"*{system['label']}* (baseline)" if system["kind"] == "baseline" else system["label"]
+
+
+def _columns(results: dict) -> list[str]:
+    return [f"{METRIC_LABELS[k.split('_')[1]]} ({VARIANT_LABELS[k.split('_')[0]]})" for k in results["score_keys"]]
+
+
+def systems_table(results: dict) -> str:
+    lines = ["| system | kind | source | details |", "|---|---|---|---|"]
+    for s in results["systems"]:
+        details = ", ".join(f"{k}={v}" for k, v in s["info"].items() if v is not None) or "-"
+        lines.append(f"| {s['label']} | {s['kind']} | `{s['source']}` | {details} |")
+    return "\n".join(lines)
+
+
+def scores_table(results: dict, dataset: str) -> str:
+    """EM / F1 / SM × variant with 95% CIs, one row per system."""
+    systems = {s["label"]: s for s in results["systems"]}
+    columns = _columns(results)
+    lines = ["| system | " + " | ".join(columns) + " | missing |", "|---" * (len(columns) + 2) + "|"]
+    for label, summary in results["datasets"][dataset]["systems"].items():
+        cells = [_cell(summary["scores"][k]) for k in results["score_keys"]]
+        lines.append(f"| {_system_name(systems[label])} | " + " | ".join(cells) + f" | {summary['missing']} |")
+    return "\n".join(lines)
+
+
+def paired_table(results: dict, dataset: str) -> str:
+    """Reference − system per metric: difference, 95% CI, p-values. Empty when there is a single system."""
+    systems = {s["label"]: s for s in results["systems"]}
+    compared = [(label, s) for label, s in results["datasets"][dataset]["systems"].items()
+                if "paired_vs_reference" in s]
+    if not compared:
+        return ""
+    columns = _columns(results)
+    lines = ["| system | " + " | ".join(columns) + " |", "|---" * (len(columns) + 1) + "|"]
+    for label, summary in compared:
+        paired = summary["paired_vs_reference"]
+        cells = [_diff_cell(paired[k]) + (f", McNemar p={paired[k]['mcnemar_p']:.3g}" if "mcnemar_p" in paired[k]
+                                          else "") for k in results["score_keys"]]
+        lines.append(f"| {_system_name(systems[label])} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def no_answer_table(results: dict, dataset: str) -> str:
+    lines = ["| system | threshold | answerable / unanswerable | answered (%) | HasAns F1 (SOQAL) | NoAns accuracy | "
+             "overall F1 (SOQAL) | always answering | overall F1 (Arabic) |", "|---|---|---|---|---|---|---|---|---|"]
+    for label, row in results["datasets"][dataset]["no_answer"].items():
+        soqal, arabic = row["soqal"], row["arabic"]
+        no_ans = "-" if row["no_ans_accuracy"] is None else f"{row['no_ans_accuracy']:.1f}"
+        lines.append(f"| {label} | {row['threshold']:.2f} | {row['answerable']} / {row['unanswerable']} | "
+                     f"{row['answered']:.1f} | {soqal['has_ans_f1']:.1f} | {no_ans} | {_cell(soqal['overall_f1'])} | "
+                     f"{soqal['always_answer_f1']:.1f} | {_cell(arabic['overall_f1'])} |")
+    return "\n".join(lines)
+
+
+def breakdown_table(results: dict, dataset: str, field: str) -> str:
+    """Arabic-variant F1 per bucket ("by_question_word" or "by_answer_length"), one column per system."""
+    entry = results["datasets"][dataset]
+    labels = list(entry["systems"])
+    buckets = list(dict.fromkeys(b for s in entry["systems"].values() for b in s[field]))
+    title = "question word" if field == "by_question_word" else "gold answer words"
+    lines = [f"| {title} | n | " + " | ".join(labels) + " |", "|---" * (len(labels) + 2) + "|"]
+    for bucket in buckets:
+        cells = [f"{s[field][bucket]['arabic_f1']:.1f}" for s in entry["systems"].values()]
+        lines.append(f"| {bucket} | {entry['systems'][labels[0]][field][bucket]['n']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def paper_table(results: dict) -> str:
+    lines = ["| model (paper) | EM | F1 | SM |", "|---|---|---|---|"]
+    lines += [f"| {name} | {r['em']} | {r['f1']} | {r['sm']} |" for name, r in results["paper_table6"]["rows"].items()]
+    return "\n".join(lines)
+
+
+def dataset_note(results: dict, dataset: str) -> str:
+    entry = results["datasets"][dataset]
+    misaligned = entry["misaligned_gold_ids"]
+    sentences = entry["sentences_per_context"]
+    return (f"{entry['questions']} questions (`{entry['source']}`)"
+            + (f"; {len(misaligned)} gold answer(s) not found at their answer_start, kept ({', '.join(misaligned)})"
+               if misaligned else "")
+            + f". Sentences per context: {sentences['punkt']:.1f} (Punkt, SOQAL SM) vs {sentences['arabic']:.1f} "
+            "(Arabic SM): the fewer the sentences, the easier Sentence-Match.")
+
+
+def markdown_report(results: dict) -> str:
+    config = results["config"]
+    parts = [
+        "# Side-by-side QA evaluation",
+        f"**mBERT.** {results['mbert_note']}",
+        f"**Metrics.** {results['metric_note']} Values are ×100 means over all questions with 95% bootstrap CIs "
+        f"({config['resamples']} resamples, seed {config['seed']}); a missing prediction scores 0.",
+        "## Systems", systems_table(results),
+    ]
+    for dataset in results["datasets"]:
+        parts += [f"## {dataset}", dataset_note(results, dataset), scores_table(results, dataset)]
+        paired = paired_table(results, dataset)
+        if paired:
+            parts += [f"Paired differences, {results['reference']} − system (95% CI, two-sided paired-bootstrap p; "
+                      "EM also exact McNemar p):", paired]
+        if results["datasets"][dataset].get("no_answer"):
+            parts += ["No answer in this context (SQuAD 2.0-style; `--no-answer`): each question also paired with "
+                      "another paragraph of its article that lacks the answer; models answer with allow_no_answer "
+                      "at their dev-chosen threshold.", no_answer_table(results, dataset)]
+        parts += ["F1 (Arabic variant) by question word:", breakdown_table(results, dataset, "by_question_word"),
+                  "F1 (Arabic variant) by gold answer length in words:",
+                  breakdown_table(results, dataset, "by_answer_length")]
+    if results.get("pretraining"):
+        parts += ["## Pretraining runs", "Last logged training values and last held-out evaluation "
+                  "(fixed masks on held-out documents) of each run given with --pretraining-log.",
+                  pretraining_table(results)]
+    parts += ["## Reference: the AraBERT paper's Table 6 (not comparable)", results["paper_table6"]["note"],
+              paper_table(results)]
+    return "\n\n".join(parts) + "\n"
+
+
+def csv_report(results: dict) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["dataset", "system", "kind", "variant", "metric", "value", "ci_low", "ci_high", "questions",
+                     "missing", "reference", "diff_vs_reference", "diff_low", "diff_high", "p_value", "mcnemar_p"])
+    kinds = {s["label"]: s["kind"] for s in results["systems"]}
+    for dataset, entry in results["datasets"].items():
+        for label, summary in entry["systems"].items():
+            for key in results["score_keys"]:
+                variant, metric = key.split("_")
+                score = summary["scores"][key]
+                paired = summary.get("paired_vs_reference", {}).get(key, {})
+                writer.writerow([dataset, label, kinds[label], variant, metric, f"{score['mean']:.4f}",
+                                 f"{score['low']:.4f}", f"{score['high']:.4f}", summary["questions"],
+                                 summary["missing"], results["reference"]]
+                                + [f"{paired[k]:.4g}" if k in paired else "" for k in
+                                   ("diff", "low", "high", "p_value", "mcnemar_p")])
+    for name, row in results["paper_table6"]["rows"].items():
+        for metric, value in row.items():
+            writer.writerow(["arcd-test (AraBERT paper, Table 6)", name, "published", "soqal", metric, value]
+                            + [""] * 10)
+    return buffer.getvalue()
+
+
+PRETRAINING_COLUMNS = (
+    ("eval_mlm_loss", "held-out MLM loss"), ("eval_mlm_perplexity", "perplexity"),
+    ("eval_mlm_accuracy", "masked accuracy"), ("eval_generator_loss", "held-out generator loss"),
+    ("eval_generator_accuracy", "generator accuracy"), ("eval_rtd_loss", "held-out RTD loss"),
+    # Accuracy alone flatters a collapsed discriminator (always "original" scores 1 − replaced share): recall shows it.
+    ("eval_rtd_accuracy", "RTD accuracy"), ("eval_rtd_recall", "RTD recall"),
+    ("eval_span_exact", "span exact"),
+)
+
+
+def pretraining_table(results: dict) -> str:
+    runs = results.get("pretraining") or {}
+    columns = [(key, name) for key, name in PRETRAINING_COLUMNS if any(key in r["eval"] for r in runs.values())]
+    lines = ["| run | steps | tokens | minutes | " + " | ".join(name for _, name in columns) + " |",
+             "|---|---:|---:|---:|" + "---:|" * len(columns)]
+    for label, run in runs.items():
+        cells = [f"{run['eval'][key]:.3f}" if key in run["eval"] else "" for key, _ in columns]
+        tokens = f"{run['tokens'] / 1e6:.2f} M" if run.get("tokens") else ""
+        lines.append(f"| {label} | {run['steps']} | {tokens} | {run['minutes']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def print_summary(results: dict, stream=None) -> None:
+    """One line per dataset × system: the six metrics (×100)."""
+    stream = stream or sys.stdout
+    for dataset, entry in results["datasets"].items():
+        for label, summary in entry["systems"].items():
+            cells = " ".join(f"{key}={summary['scores'][key]['mean']:.1f}" for key in results["score_keys"])
+            print(f"{dataset:24} {label:20} {cells}  missing={summary['missing']}", file=stream)
