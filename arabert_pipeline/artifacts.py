@@ -14,16 +14,24 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fnmatch
+import gzip
 import json
+import lzma
 import os
 import shutil
 import tempfile
+import zlib
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from .errors import ConfigError, DataNotFoundError, InputError
 
 METADATA_FILE = "arabert_pipeline.json"
+# A corpus file's metadata lives beside it: corpus.txt.xz → corpus.txt.xz.arabert_pipeline.json (written by preprocess,
+# read by train-tokenizer and pretrain to know how the text was preprocessed).
+SIDECAR_SUFFIX = "." + METADATA_FILE
+# What reading a truncated or corrupt .gz / .xz corpus raises.
+CORPUS_READ_ERRORS = (OSError, EOFError, lzma.LZMAError, zlib.error)
 DATA_ROOT_ENV = "ARABERT_PIPELINE_DATA"
 
 
@@ -64,6 +72,34 @@ def data_file(relative: str) -> Path:
             f"{path} not found. Put the file there, or point ${DATA_ROOT_ENV} at a folder that holds {relative}."
         )
     return path
+
+
+def sidecar_path(corpus: str | os.PathLike) -> Path:
+    return Path(f"{corpus}{SIDECAR_SUFFIX}")
+
+
+def sidecar_preprocessing(corpus: str | os.PathLike) -> str | None:
+    """The preprocessing recorded in a corpus file's sidecar, or None if it has none."""
+    sidecar = sidecar_path(corpus)
+    if not sidecar.exists():
+        return None
+    try:
+        name = json.loads(sidecar.read_text(encoding="utf-8")).get("preprocessing")
+    except (OSError, ValueError, AttributeError) as exc:
+        raise InputError(f"unreadable sidecar ({exc})", path=sidecar) from exc
+    if not isinstance(name, str):
+        raise InputError("no preprocessing name", path=sidecar, field="preprocessing")
+    return name
+
+
+def decompressed(path: str | os.PathLike, raw) -> Any:
+    """A binary stream of the corpus file's text over its open `raw` file: .gz and .xz decompressed, else `raw`."""
+    name = str(path).lower()
+    if name.endswith(".gz"):
+        return gzip.GzipFile(fileobj=raw, mode="rb")
+    if name.endswith(".xz"):
+        return lzma.LZMAFile(raw, "rb")
+    return raw
 
 
 def write_metadata(directory: str | os.PathLike, **fields: Any) -> None:

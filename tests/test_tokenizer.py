@@ -11,7 +11,8 @@ from arabert_pipeline.cli import main
 from arabert_pipeline.errors import ConfigError, InputError
 from arabert_pipeline.tokenizer import import_vocab, load_tokenizer, train_tokenizer
 from arabert_pipeline.tokenizer.export import PLACEHOLDERS, segmentation_markers
-from arabert_pipeline.tokenizer.train import SIDECAR_SUFFIX, read_recipe
+from arabert_pipeline.artifacts import SIDECAR_SUFFIX
+from arabert_pipeline.tokenizer.train import read_recipe
 
 from conftest import REPO, SHARED_DATA
 

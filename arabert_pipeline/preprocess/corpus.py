@@ -25,14 +25,14 @@ import os
 import signal
 import sys
 import time
-import zlib
 from pathlib import Path
 from typing import Iterable, Iterator, NamedTuple
 
-from ..artifacts import OutputLock, atomic_write, check_not_input
+from ..artifacts import (
+    CORPUS_READ_ERRORS, SIDECAR_SUFFIX, OutputLock, atomic_write, check_not_input, decompressed,
+)
 from ..errors import ConfigError, InputError
 
-SIDECAR_SUFFIX = ".arabert_pipeline.json"
 PART_SUFFIX = ".part"
 CHECKPOINT_SUFFIX = ".part.json"
 WORD_CACHE_SUFFIX = ".words.tsv"
@@ -119,19 +119,11 @@ def _open_input(path: Path) -> Iterator[tuple[object, object]]:
     """(raw file, binary line stream): the raw file's position is how far the progress bar has got."""
     raw = open(path, "rb", buffering=1 << 20)
     try:
-        kind = _compression(path)
-        if kind == "gz":
-            stream = gzip.GzipFile(fileobj=raw, mode="rb")
-        elif kind == "xz":
-            stream = lzma.LZMAFile(raw, "rb")
-        else:
-            stream = raw
-        yield raw, stream
+        yield raw, decompressed(path, raw)
     finally:
         raw.close()
 
 
-_READ_ERRORS = (OSError, EOFError, lzma.LZMAError, zlib.error)
 
 
 def check_inputs(paths: list[Path]) -> None:
@@ -147,7 +139,7 @@ def check_inputs(paths: list[Path]) -> None:
             with _open_input(path) as (_, stream):
                 if not any(line.strip() for line in stream):
                     raise InputError("contains no text (the file is empty or has only blank lines)", path=path)
-        except _READ_ERRORS as exc:
+        except CORPUS_READ_ERRORS as exc:
             raise InputError(f"cannot read: {exc}", path=path) from exc
 
 
@@ -205,7 +197,7 @@ def _read_lines(paths: list[Path], errors: str, files: list[_InputFile], disk_do
                     record.bytes += size
                     disk_done[0] = disk_before + raw.tell()
                     yield text, size
-            except _READ_ERRORS as exc:
+            except CORPUS_READ_ERRORS as exc:
                 raise InputError(f"cannot read: {exc}", path=path, line=number + 1) from exc
         disk_before += path.stat().st_size
 

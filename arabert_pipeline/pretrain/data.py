@@ -21,15 +21,11 @@ Everything random here is a function of (seed, epoch, batch index), so a resumed
 """
 from __future__ import annotations
 
-import gzip
 import hashlib
-import io
 import json
-import lzma
 import os
 import shutil
 import tempfile
-import zlib
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
@@ -37,7 +33,7 @@ from typing import Iterator
 
 import numpy as np
 
-from ..artifacts import METADATA_FILE, read_json_file, read_metadata
+from ..artifacts import CORPUS_READ_ERRORS, METADATA_FILE, decompressed, read_json_file, read_metadata, sidecar_path
 from ..errors import ConfigError, InputError
 
 CACHE_FORMAT = 1
@@ -49,10 +45,6 @@ WHITESPACE = np.array([c for c in range(0x3001) if chr(c).isspace()], dtype=np.u
 # --------------------------------------------------------------------------------------------- corpus files
 
 
-def corpus_sidecar(path: str | os.PathLike) -> Path:
-    return Path(f"{path}{'.' + METADATA_FILE}")
-
-
 def check_corpus_preprocessing(corpus: list[str], tokenizer_dir: str) -> str:
     """The tokenizer's preprocessing name, after checking that every corpus file was preprocessed the same way."""
     expected = read_metadata(tokenizer_dir).get("preprocessing")
@@ -61,7 +53,7 @@ def check_corpus_preprocessing(corpus: list[str], tokenizer_dir: str) -> str:
     for path in corpus:
         if not Path(path).is_file():
             raise InputError("corpus file not found", path=path)
-        sidecar = corpus_sidecar(path)
+        sidecar = sidecar_path(path)
         if not sidecar.exists():
             if expected == "none":
                 continue
@@ -80,19 +72,10 @@ def check_corpus_preprocessing(corpus: list[str], tokenizer_dir: str) -> str:
     return expected
 
 
-def open_binary(path: Path, raw: io.BufferedReader) -> io.BufferedIOBase:
-    name = path.name.lower()
-    if name.endswith(".gz"):
-        return gzip.GzipFile(fileobj=raw)
-    if name.endswith(".xz"):
-        return lzma.LZMAFile(raw)
-    return raw
-
-
 def read_lines(paths: list[str], progress) -> Iterator[str | None]:
     """Every non-blank line, stripped; None marks a document boundary (a blank line or the start of a file)."""
     for path in map(Path, paths):
-        with open(path, "rb") as raw, open_binary(path, raw) as stream:
+        with open(path, "rb") as raw, decompressed(path, raw) as stream:
             done = number = 0
             yield None
             try:
@@ -107,7 +90,7 @@ def read_lines(paths: list[str], progress) -> Iterator[str | None]:
                         position = raw.tell()
                         progress.update(position - done)
                         done = position
-            except (OSError, EOFError, lzma.LZMAError, zlib.error) as exc:  # a truncated or corrupt .gz / .xz
+            except CORPUS_READ_ERRORS as exc:
                 raise InputError(f"cannot read: {exc}", path=path, line=number + 1) from exc
             progress.update(path.stat().st_size - done)
 

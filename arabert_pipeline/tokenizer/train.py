@@ -15,19 +15,18 @@ a lock on it (artifacts.OutputLock), and the output may not be or contain an inp
 from __future__ import annotations
 
 import dataclasses
-import gzip
-import lzma
 import os
 import random
 import re
 import sys
 import time
-import zlib
 from pathlib import Path
 from typing import Iterator
 
 from ..version import __version__
-from ..artifacts import atomic_directory, claim_output_dir
+from ..artifacts import (
+    CORPUS_READ_ERRORS, SIDECAR_SUFFIX, atomic_directory, claim_output_dir, decompressed, sidecar_preprocessing,
+)
 from ..errors import BackendError, ConfigError, InputError
 from .export import (
     PLACEHOLDERS, SENTENCEPIECE_FILE, SPECIAL_TOKENS, TOKENIZER_OUTPUT, locked_output, save_tokenizer,
@@ -35,7 +34,6 @@ from .export import (
 )
 
 MODEL_TYPES = ("unigram", "wordpiece")
-SIDECAR_SUFFIX = ".arabert_pipeline.json"
 DEFAULT_PREPROCESSING = "arabertv2"
 SCORE_SCALE = 64  # unigram piece scores are rounded to multiples of 1 / SCORE_SCALE (see make_scores_exact)
 SP_MIN_SENTENCE_BYTES = 4192  # SentencePiece's default max_sentence_length: raised to the longest line we feed it
@@ -173,22 +171,6 @@ def read_recipe(path: str | os.PathLike) -> dict:
 # Inputs
 
 
-def sidecar_preprocessing(path: Path) -> str | None:
-    """The preprocessing recorded in `path`'s sidecar, or None if it has none."""
-    import json
-
-    sidecar = Path(str(path) + SIDECAR_SUFFIX)
-    if not sidecar.exists():
-        return None
-    try:
-        name = json.loads(sidecar.read_text(encoding="utf-8")).get("preprocessing")
-    except (OSError, ValueError) as exc:
-        raise InputError(f"unreadable sidecar ({exc})", path=sidecar) from exc
-    if not isinstance(name, str):
-        raise InputError("no preprocessing name", path=sidecar, field="preprocessing")
-    return name
-
-
 def resolve_inputs(config: TokenizerConfig) -> tuple[list[tuple[Path, bool]], str]:
     """([(path, already preprocessed)], preprocessing name), refusing inputs preprocessed some other way."""
     paths = [Path(p) for p in config.inputs]
@@ -218,26 +200,15 @@ def resolve_inputs(config: TokenizerConfig) -> tuple[list[tuple[Path, bool]], st
     return sources, preprocessing
 
 
-def _open_binary(path: Path):
-    if path.suffix == ".gz":
-        return gzip.open(path, "rb")
-    if path.suffix == ".xz":
-        return lzma.open(path, "rb")
-    return open(path, "rb")
-
-
-_READ_ERRORS = (OSError, EOFError, lzma.LZMAError, zlib.error)
-
-
 def _nonblank_lines(path: Path) -> Iterator[tuple[int, bytes]]:
     """(line number, line without its ending) for each non-blank line; unreadable files raise InputError."""
     try:
-        with _open_binary(path) as f:
+        with open(path, "rb") as raw, decompressed(path, raw) as f:
             for number, data in enumerate(f, 1):
                 data = data.rstrip(b"\r\n")
                 if data.strip():
                     yield number, data
-    except _READ_ERRORS as exc:
+    except CORPUS_READ_ERRORS as exc:
         raise InputError(f"cannot read: {exc}", path=path) from exc
 
 
