@@ -1,4 +1,5 @@
-"""Shared fixtures. Tests that need the real data find it in ../shared/data (CI has it there)."""
+"""Shared fixtures. Tests that need the real data find it in ../shared/data (CI has it there). Fixtures that build
+something (a tiny model, data slices) are session-scoped: built once, shared by every test that asks."""
 from __future__ import annotations
 
 import os
@@ -11,13 +12,15 @@ SHARED_DATA = Path(os.environ.get("ARABERT_PIPELINE_TEST_DATA", REPO.parent / "s
 SAMPLES = REPO / "data"
 
 
-@pytest.fixture(autouse=True)
-def _data_root(monkeypatch):
+@pytest.fixture(scope="session", autouse=True)
+def _data_root():
     """Point the package's data root at the shared data, so dataset names resolve the way they do for users."""
-    monkeypatch.setenv("ARABERT_PIPELINE_DATA", str(SHARED_DATA))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ARABERT_PIPELINE_DATA", str(SHARED_DATA))
+        yield
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"needs the shared data at {SHARED_DATA} (set ARABERT_PIPELINE_TEST_DATA to use another folder)")
@@ -27,3 +30,38 @@ def shared_data() -> Path:
 @pytest.fixture
 def samples() -> Path:
     return SAMPLES
+
+
+@pytest.fixture(scope="session")
+def tiny_mlm(shared_data, tmp_path_factory):
+    """A random BERT L2/H64 MLM checkpoint with a 2,000-piece WordPiece vocab trained on ARCD-train."""
+    torch = pytest.importorskip("torch")
+    from tokenizers import BertWordPieceTokenizer
+    from transformers import BertConfig, BertForMaskedLM, BertTokenizerFast
+
+    from arabert_pipeline.artifacts import write_metadata
+    from arabert_pipeline.qa.data import read_squad
+
+    directory = tmp_path_factory.mktemp("tiny-mlm")
+    examples = read_squad("arcd-train", misaligned="keep").examples
+    wordpiece = BertWordPieceTokenizer(lowercase=False, strip_accents=False)
+    wordpiece.train_from_iterator(sorted({e["context"] for e in examples}), vocab_size=2000, show_progress=False)
+    wordpiece.save_model(str(directory))
+    tokenizer = BertTokenizerFast(vocab=str(directory / "vocab.txt"), do_lower_case=False, strip_accents=False)
+    tokenizer.save_pretrained(directory)
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(tokenizer), hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=128, max_position_embeddings=256)
+    BertForMaskedLM(config).save_pretrained(directory)
+    write_metadata(directory, preprocessing="none")
+    return directory
+
+
+@pytest.fixture(scope="session")
+def qa_slices(shared_data, tmp_path_factory):
+    """The first 6 articles of ARCD-train and the first 3 of ARCD-test, as SQuAD files."""
+    from data_slices import write_first_articles
+
+    directory = tmp_path_factory.mktemp("qa-slices")
+    return (write_first_articles("arcd-train", directory / "train6.json", 6),
+            write_first_articles("arcd-test", directory / "test3.json", 3))

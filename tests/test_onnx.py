@@ -22,7 +22,6 @@ DEMO = json.loads(DEMO_FILE.read_text(encoding="utf-8"))
 QUESTION = "ماذا شاهدنا في القاهرة؟"
 CONTEXT = ("شاهدنا مسرحيّة «مصرع كليوباتـــرا» سنة ١٩٢٧ في القاهرة، وكتبنا عنها على http://example.com/a?b=1 "
            "ثم راسلنا info@example.org وقلنا: يا للروعة!!!! ولم يكن ابنُ سينا هناك. " * 3)
-_CACHE: dict = {}
 
 
 def _examples(n: int | None = None) -> list[dict]:
@@ -32,36 +31,34 @@ def _examples(n: int | None = None) -> list[dict]:
     return examples[:n] if n else examples
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def tiny_onnx(tmp_path_factory) -> Path:
     """A random BERT QA model with every input the ONNX path must carry: token type 2 (question overlap), a sentence
     prior with its IDF table, weights stored in fp16 as the shipped model's are; exported."""
-    if "tiny" not in _CACHE:
-        from transformers import BertConfig, BertForQuestionAnswering
+    from transformers import BertConfig, BertForQuestionAnswering
 
-        from arabert_pipeline import Preprocessor
-        from arabert_pipeline.qa.export import export_onnx
-        from arabert_pipeline.qa.infer import SENTENCE_IDF_FILE
-        from arabert_pipeline.qa.overlap import KeyIDF
-        from arabert_pipeline.tokenizer.export import save_tokenizer, wordpiece_backend
+    from arabert_pipeline import Preprocessor
+    from arabert_pipeline.qa.export import export_onnx
+    from arabert_pipeline.qa.infer import SENTENCE_IDF_FILE
+    from arabert_pipeline.qa.overlap import KeyIDF
+    from arabert_pipeline.tokenizer.export import save_tokenizer, wordpiece_backend
 
-        directory = tmp_path_factory.mktemp("tiny-onnx") / "model"
-        texts = Preprocessor("arabertv02").preprocess_batch([e["context"] + " " + e["question"] for e in DEMO]
-                                                            + [CONTEXT])
-        words = sorted({w for t in texts for w in t.split()})
-        vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *sorted({c for w in words for c in w}), *words[:300]]
-        save_tokenizer(wordpiece_backend(list(dict.fromkeys(vocab)), "arabertv02"), directory,
-                       preprocessing="arabertv02", max_seq_length=64, doc_stride=24, question_overlap=True,
-                       sentence_prior=2.0, within_sentence=True, decoding="expected-f1")
-        torch.manual_seed(0)
-        config = BertConfig(vocab_size=len(dict.fromkeys(vocab)), hidden_size=64, num_hidden_layers=2,
-                            num_attention_heads=2, intermediate_size=128, type_vocab_size=3)
-        BertForQuestionAnswering(config).half().save_pretrained(directory)
-        (directory / SENTENCE_IDF_FILE).write_text(json.dumps(KeyIDF.from_texts(texts).to_json(), ensure_ascii=False),
-                                                   encoding="utf-8")
-        export_onnx(directory)
-        _CACHE["tiny"] = directory
-    return _CACHE["tiny"]
+    directory = tmp_path_factory.mktemp("tiny-onnx") / "model"
+    texts = Preprocessor("arabertv02").preprocess_batch([e["context"] + " " + e["question"] for e in DEMO]
+                                                        + [CONTEXT])
+    words = sorted({w for t in texts for w in t.split()})
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *sorted({c for w in words for c in w}), *words[:300]]
+    save_tokenizer(wordpiece_backend(list(dict.fromkeys(vocab)), "arabertv02"), directory,
+                   preprocessing="arabertv02", max_seq_length=64, doc_stride=24, question_overlap=True,
+                   sentence_prior=2.0, within_sentence=True, decoding="expected-f1")
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(dict.fromkeys(vocab)), hidden_size=64, num_hidden_layers=2,
+                        num_attention_heads=2, intermediate_size=128, type_vocab_size=3)
+    BertForQuestionAnswering(config).half().save_pretrained(directory)
+    (directory / SENTENCE_IDF_FILE).write_text(json.dumps(KeyIDF.from_texts(texts).to_json(), ensure_ascii=False),
+                                               encoding="utf-8")
+    export_onnx(directory)
+    return directory
 
 
 def _spans(found) -> list:

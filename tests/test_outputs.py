@@ -17,7 +17,6 @@ from arabert_pipeline.errors import ConfigError
 from arabert_pipeline.preprocess import corpus
 from arabert_pipeline.preprocess.corpus import preprocess_corpus
 from test_preprocess_corpus import make_lines, write_text
-from test_qa_model import qa_slices, tiny_mlm  # noqa: F401 (fixtures)
 
 TOKENIZER = ["--model-type", "wordpiece", "--vocab-size", "120", "--preprocessing", "none", "--no-progress"]
 

@@ -26,7 +26,6 @@ PLANTED = "زنجبار"  # one vocabulary token; neither normalization nor Fara
 PLANTED_WRITTEN = "زَنْجِبـــار"
 NOISY_CONTEXT = ("شاهدنا مسرحيّة «مصرع كليوباتـــرا» سنة ١٩٢٧ في القاهرة، وكتبنا عنها على http://example.com/a?b=1 "
                  "ثم راسلنا info@example.org 😀 وقلنا: يا للروعة!!!! ولم يكن ابنُ سينا هناك.")
-_CACHE: dict = {}
 
 
 def _long_context(repeats: int = 6) -> str:
@@ -69,27 +68,28 @@ def build_model(directory, preprocessing: str, *, planted: bool = False, **setti
     return directory
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def model_dir(tmp_path_factory):
+    """model_dir(preprocessing, planted) → a model dir built on first use (build_model), the same one after."""
+    built = {}
+
     def make(preprocessing: str = "arabertv02", planted: bool = False):
         key = (preprocessing, planted)
-        if key not in _CACHE:
+        if key not in built:
             directory = tmp_path_factory.mktemp(f"qa-{preprocessing}-{'planted' if planted else 'random'}")
             # Small windows, so that a few hundred characters already need several of them.
-            _CACHE[key] = build_model(directory / "model", preprocessing, planted=planted,
-                                      max_seq_length=96, doc_stride=32)
-        return _CACHE[key]
+            built[key] = build_model(directory / "model", preprocessing, planted=planted,
+                                     max_seq_length=96, doc_stride=32)
+        return built[key]
 
     return make
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def pipeline(model_dir):
     from arabert_pipeline import Pipeline
 
-    if "pipeline" not in _CACHE:
-        _CACHE["pipeline"] = Pipeline(model_dir())
-    return _CACHE["pipeline"]
+    return Pipeline(model_dir())
 
 
 def _check_spans(context: str, answers) -> None:

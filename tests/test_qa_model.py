@@ -18,54 +18,17 @@ from arabert_pipeline.qa.postprocess import decode_spans, snap_to_words
 from data_slices import write_first_articles
 
 torch = pytest.importorskip("torch")
-_CACHE: dict = {}
 SMALL = dict(max_seq_length=128, doc_stride=32, batch_size=16, lr=1e-3, progress=False, skip_misaligned=True)
 
 
-@pytest.fixture
-def tiny_mlm(shared_data, tmp_path_factory):
-    """A random BERT L2/H64 MLM checkpoint with a 2,000-piece WordPiece vocab trained on ARCD-train."""
-    if "mlm" not in _CACHE:
-        from tokenizers import BertWordPieceTokenizer
-        from transformers import BertConfig, BertForMaskedLM, BertTokenizerFast
-
-        from arabert_pipeline.artifacts import write_metadata
-
-        directory = tmp_path_factory.mktemp("tiny-mlm")
-        examples = read_squad("arcd-train", misaligned="keep").examples
-        wordpiece = BertWordPieceTokenizer(lowercase=False, strip_accents=False)
-        wordpiece.train_from_iterator(sorted({e["context"] for e in examples}), vocab_size=2000, show_progress=False)
-        wordpiece.save_model(str(directory))
-        tokenizer = BertTokenizerFast(vocab=str(directory / "vocab.txt"), do_lower_case=False, strip_accents=False)
-        tokenizer.save_pretrained(directory)
-        torch.manual_seed(0)
-        config = BertConfig(vocab_size=len(tokenizer), hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
-                            intermediate_size=128, max_position_embeddings=256)
-        BertForMaskedLM(config).save_pretrained(directory)
-        write_metadata(directory, preprocessing="none")
-        _CACHE["mlm"] = directory
-    return _CACHE["mlm"]
-
-
-@pytest.fixture
-def qa_slices(shared_data, tmp_path_factory):
-    if "slices" not in _CACHE:
-        directory = tmp_path_factory.mktemp("qa-slices")
-        _CACHE["slices"] = (write_first_articles("arcd-train", directory / "train6.json", 6),
-                            write_first_articles("arcd-test", directory / "test3.json", 3))
-    return _CACHE["slices"]
-
-
-@pytest.fixture
+@pytest.fixture(scope="session")
 def tiny_qa(tiny_mlm, qa_slices, tmp_path_factory):
     """The tiny MLM fine-tuned for 2 epochs on 54 ARCD-train questions (and evaluated on 27 ARCD-test ones)."""
-    if "qa" not in _CACHE:
-        train, test = qa_slices
-        output = tmp_path_factory.mktemp("tiny-qa") / "model"
-        config = FinetuneConfig(model=str(tiny_mlm), output=str(output), train=[str(train)], eval=[str(test)],
-                                epochs=2, **SMALL)
-        _CACHE["qa"] = (output, run_finetune(config, log=lambda message: None))
-    return _CACHE["qa"]
+    train, test = qa_slices
+    output = tmp_path_factory.mktemp("tiny-qa") / "model"
+    config = FinetuneConfig(model=str(tiny_mlm), output=str(output), train=[str(train)], eval=[str(test)],
+                            epochs=2, **SMALL)
+    return output, run_finetune(config, log=lambda message: None)
 
 
 # Windows ----------------------------------------------------------------------------------------------------------

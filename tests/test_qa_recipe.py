@@ -9,12 +9,12 @@ from arabert_pipeline.errors import ConfigError
 from arabert_pipeline.qa.decoding import SENTENCE_PRIOR_GRID, decoding_grid, dev_score
 from arabert_pipeline.qa.finetune import FinetuneConfig, parameter_groups, run_finetune
 from arabert_pipeline.qa.infer import SENTENCE_IDF_FILE, QAModel
-from test_qa_model import SMALL, qa_slices, tiny_mlm  # noqa: F401  (fixtures)
+from test_qa_model import SMALL
 
 torch = pytest.importorskip("torch")
 
 
-def test_dev_chooses_the_epoch_and_the_prior_and_the_model_keeps_both(tiny_mlm, qa_slices, tmp_path):  # noqa: F811
+def test_dev_chooses_the_epoch_and_the_prior_and_the_model_keeps_both(tiny_mlm, qa_slices, tmp_path):
     from transformers import AutoConfig
 
     from arabert_pipeline.qa.data import read_squad
@@ -53,7 +53,7 @@ def test_fixed_decoding_settings_are_not_tuned():
         FinetuneConfig(model="m", output="o", train=["t"], decoding="mbr").resolved()
 
 
-def test_patience_stops_when_dev_does_not_improve(tiny_mlm, qa_slices, tmp_path):  # noqa: F811
+def test_patience_stops_when_dev_does_not_improve(tiny_mlm, qa_slices, tmp_path):
     train, dev = qa_slices
     messages = []
     config = FinetuneConfig(model=str(tiny_mlm), output=str(tmp_path / "qa"), train=[str(train)], dev=[str(dev)],
@@ -65,7 +65,7 @@ def test_patience_stops_when_dev_does_not_improve(tiny_mlm, qa_slices, tmp_path)
         FinetuneConfig(model="m", output="o", train=["t"], patience=2).resolved()
 
 
-def test_held_out_sets_are_guarded_against_leakage_but_never_scored(tiny_mlm, qa_slices, tmp_path):  # noqa: F811
+def test_held_out_sets_are_guarded_against_leakage_but_never_scored(tiny_mlm, qa_slices, tmp_path):
     from data_slices import write_first_articles
 
     train, _ = qa_slices
@@ -120,7 +120,8 @@ def test_epoch_batches_cover_every_window_once_in_batches_of_similar_length():
     assert padded < 0.75 * unsorted
 
 
-def test_tune_decoding_chooses_on_dev_and_writes_a_copy_with_the_same_weights(tiny_mlm, qa_slices, tmp_path):  # noqa: F811,E501
+def test_tune_decoding_chooses_on_dev_and_writes_a_copy_with_the_same_weights(tiny_mlm, qa_slices,
+                                                                              tmp_path):
     from arabert_pipeline.cli import main
     from arabert_pipeline.qa.decoding import tune_model_decoding
 
