@@ -34,7 +34,8 @@ pretrained=$runs/pretrain/mini-noseg-gpu
     --save-every 100 --eval-every 400 $(resume_flag "$pretrained")
 # 4. QA fine-tuning with the recipe chosen on dev (scripts/qa_levers.sh): ARCD-train without the arcd-dev articles,
 #    XQuAD-ar and AQAD (opt-in: answers located automatically, no licence stated), the question-overlap token type,
-#    up to 4 epochs at lr 3e-4 with the best epoch and the sentence-prior weight chosen on arcd-dev + MLQA-ar dev.
+#    up to 4 epochs at lr 3e-4; the best epoch, the decoding settings (sentence-prior weight, answers inside one
+#    sentence, expected-F1 decoding) and the no-answer threshold chosen on arcd-dev + MLQA-ar dev.
 #    ARCD-test and TyDiQA-GoldP-ar dev are only kept out of training (--hold-out), never scored here.
 qa=$runs/qa/mini-noseg
 [ -f "$qa/model.safetensors" ] || arabert-pipeline finetune --model "$pretrained" -o "$qa" \
@@ -43,30 +44,8 @@ qa=$runs/qa/mini-noseg
     --skip-misaligned --drop-leaking-train --seed 0 $(resume_flag "$qa")
 # 5. Side-by-side report on the test sets with the lexical baselines.
 arabert-pipeline evaluate --model "$qa" --label arabert-mini --data arcd-test --data tydiqa-goldp-ar-dev \
-    -o "$runs/eval/arabert-mini" --overwrite
+    --no-answer -o "$runs/eval/arabert-mini" --overwrite
 # 6. Ship: the Hugging Face files and the prior's IDF table (no checkpoints), weights in fp16, then the ONNX graph.
-python - "$qa" "$ship" <<'PY'
-import json, shutil, sys
-from pathlib import Path
-from safetensors.torch import load_file, save_file
-from arabert_pipeline.artifacts import portable_path
-source, target = Path(sys.argv[1]), Path(sys.argv[2])
-target.mkdir(parents=True, exist_ok=True)
-for path in source.iterdir():
-    if path.is_file() and path.name not in ("model.safetensors", "arabert_pipeline.json") and not path.name.startswith("."):
-        shutil.copy2(path, target / path.name)
-# finetune records its own paths portably; the pretraining run's settings, nested inside, still name its machine's.
-def portable(value):
-    if isinstance(value, dict):
-        return {key: portable(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [portable(item) for item in value]
-    return portable_path(value) if isinstance(value, str) else value
-metadata = json.loads((source / "arabert_pipeline.json").read_text(encoding="utf-8"))
-(target / "arabert_pipeline.json").write_text(json.dumps(portable(metadata), ensure_ascii=False, indent=2, sort_keys=True)
-                                             + "\n", encoding="utf-8")
-weights = load_file(source / "model.safetensors")
-save_file({k: v.half().contiguous() for k, v in weights.items()}, target / "model.safetensors", metadata={"format": "pt"})
-PY
+python scripts/ship_model.py "$qa" "$ship"
 arabert-pipeline export-onnx "$ship"
 echo "shipped to $ship; update its README.md (model card) from $runs/eval/arabert-mini/table.md"
