@@ -71,16 +71,15 @@ arabert-pipeline evaluate --data arcd-dev --data mlqa-ar-dev -o "${REPORT:-noteb
 
 # Pooled over both dev sets (652 questions): each lever against the row before it, and the prior against none.
 python - "${REPORT:-notebooks/results-qa-levers}" <<'PY'
-import json, re, sys
+import sys
 from pathlib import Path
 import numpy as np
+from arabert_pipeline.evaluate.load import load_per_question, per_question_file
 from arabert_pipeline.evaluate.metrics import bootstrap_means, paired_bootstrap
 
-report, columns = Path(sys.argv[1]) / "per_question", ("soqal_f1", "soqal_sm", "arabic_f1")
+report, columns = Path(sys.argv[1]), ("soqal_f1", "soqal_sm", "arabic_f1")
 def scores(label):
-    file = re.sub(r"[^\w.-]+", "_", label) + ".jsonl"  # evaluate's file name for the label
-    rows = [json.loads(line) for name in ("arcd-dev", "mlqa-ar-dev")
-            for line in (report / name / file).read_text(encoding="utf-8").splitlines()]
+    rows = [row for name in ("arcd-dev", "mlqa-ar-dev") for row in load_per_question(report, name, label)]
     return np.array([[row[c] for c in columns] for row in rows])
 def cell(paired, i):
     p = paired["p_value"][i]
@@ -88,7 +87,7 @@ def cell(paired, i):
             + (f"p = {p:.3f}" if p >= 0.001 else "p < 0.001"))
 names = ["r0-2ep", "r1-8ep", "r2-overlap", "r3-aqad", "r4-llrd"]
 pairs = [("r1-8ep", "r0-2ep"), ("r2-overlap", "r1-8ep"), ("r3-aqad", "r2-overlap"), ("r4-llrd", "r3-aqad")]
-if (report / "arcd-dev" / "r5-span-selection.jsonl").exists():
+if per_question_file(report, "arcd-dev", "r5-span-selection").exists():
     names.append("r5-span-selection")
     pairs += [("r5-span-selection", "r3-aqad"), ("r5-span-selection+prior", "r3-aqad+prior")]
 pairs += [(f"{name}+prior", name) for name in names]

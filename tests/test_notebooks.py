@@ -1,6 +1,7 @@
 """The evaluation notebook runs top to bottom (nbclient) on a tiny evaluation run made here, and matches its generator."""
 from __future__ import annotations
 
+import gzip
 import importlib.util
 import json
 import os
@@ -87,8 +88,8 @@ def test_committed_results_hold_under_the_current_sentence_match(shared_data):
         for key, entry in results["datasets"].items():
             examples = read_squad(entry["source"], misaligned="keep").examples
             examples = {e["id"]: e for e in (examples[:limit] if limit else examples)}
-            for path in sorted((root / "per_question" / key).glob("*.jsonl")):
-                for line in path.read_text(encoding="utf-8").splitlines():
+            for path in sorted((root / "per_question" / key).glob("*.jsonl.gz")):
+                for line in gzip.decompress(path.read_bytes()).decode("utf-8").splitlines():
                     record = json.loads(line)
                     if record["missing"]:
                         continue

@@ -1,6 +1,7 @@
 """Reading an `evaluate` run directory back: results.json and the per-question records (the notebook's input)."""
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -35,6 +36,15 @@ def load_results(path: str | os.PathLike | None = None) -> dict:
     return json.loads(file.read_text(encoding="utf-8"))
 
 
+def per_question_file(run: str | os.PathLike, dataset: str, label: str) -> Path:
+    return Path(run) / "per_question" / safe_name(dataset) / f"{safe_name(label)}.jsonl.gz"
+
+
 def load_per_question(path: str | os.PathLike | None, dataset: str, label: str) -> list[dict]:
-    file = results_dir(path) / "per_question" / safe_name(dataset) / f"{safe_name(label)}.jsonl"
-    return [json.loads(line) for line in file.read_text(encoding="utf-8").splitlines() if line]
+    """The per-question records of one system on one dataset (gzipped JSON lines; plain .jsonl from older runs)."""
+    file = per_question_file(results_dir(path), dataset, label)
+    if file.is_file():
+        text = gzip.decompress(file.read_bytes()).decode("utf-8")
+    else:
+        text = file.with_suffix("").read_text(encoding="utf-8")
+    return [json.loads(line) for line in text.splitlines() if line]

@@ -14,7 +14,7 @@ word-overlap span). Every metric is the ×100 mean over ALL questions of the dat
 Output directory (replaced as a whole once complete):
     results.json                      everything below, machine-readable (read by notebooks/evaluation.ipynb)
     table.md, table.csv               the tables; table.md also states what "mBERT" means and the paper's numbers
-    per_question/DATASET/LABEL.jsonl  one line per question: prediction, gold answers, the six scores, buckets
+    per_question/DATASET/LABEL.jsonl.gz  one line per question: prediction, gold answers, the six scores, buckets
     predictions/LABEL.json            a model's answers {id: {"text", "start"}} over all datasets, reusable with
                                       --predictions (so a rerun need not predict again)
     plots/DATASET_metrics.png, DATASET_f1_by_answer_length.png, DATASET_f1_by_question_word.png
@@ -25,6 +25,7 @@ Output directory (replaced as a whole once complete):
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import json
 import os
 from pathlib import Path
@@ -38,7 +39,7 @@ from . import metrics
 from .baselines import BASELINES, baseline_predictions
 from .buckets import ANSWER_LENGTH_BUCKETS, OTHER, QUESTION_WORDS, answer_length_bucket, question_word
 from .plots import plot_dataset, plot_pretraining
-from .load import RESULTS_FILE, safe_name
+from .load import RESULTS_FILE, per_question_file, safe_name
 from .tables import csv_report, markdown_report
 
 
@@ -363,9 +364,11 @@ def write_report(out: Path, results: dict, per_question: dict, predictions: dict
         (tmp / "table.md").write_text(markdown_report(results), encoding="utf-8")
         (tmp / "table.csv").write_text(csv_report(results), encoding="utf-8")
         for (dataset, label), records in per_question.items():
-            path = tmp / "per_question" / safe_name(dataset) / f"{safe_name(label)}.jsonl"
+            path = per_question_file(tmp, dataset, label)
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
+            # gzip without a timestamp: the same scores give the same bytes, so a rerun does not churn the repository.
+            with gzip.GzipFile(path, "wb", mtime=0) as f:
+                f.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("utf-8"))
         for label, answers in predictions.items():
             (tmp / "predictions").mkdir(exist_ok=True)
             (tmp / "predictions" / f"{safe_name(label)}.json").write_text(
