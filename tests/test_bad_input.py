@@ -75,6 +75,7 @@ def test_output_that_is_the_input_a_directory_or_an_existing_file(tmp_path, caps
     assert existing.read_text() == "earlier answers"
 
 
+@pytest.mark.slow
 def test_overwrite_replaces_an_existing_output(model_dir, tmp_path):
     source, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     jsonl(source, {"question": Q, "context": C})

@@ -18,6 +18,7 @@ ARCHITECTURES = {
 
 
 @pytest.mark.parametrize("architecture", list(ARCHITECTURES))
+@pytest.mark.slow
 def test_preprocess_tokenizer_pretrain_finetune_evaluate_answer(shared_data, tmp_path, capsys, architecture):
     import torch
     from transformers import AutoModelForMaskedLM, AutoModelForQuestionAnswering

@@ -95,6 +95,7 @@ def test_cli_end_to_end_with_prediction_files(shared_data, tmp_path, capsys):
     assert load.load_results(out)["systems"][1]["info"]["ids_not_evaluated"] == 0
 
 
+@pytest.mark.slow
 def test_cli_with_a_model(shared_data, tmp_path):
     """A tiny random QA model: the run goes through QAModel and saves reusable predictions with offsets."""
     torch = pytest.importorskip("torch")

@@ -32,6 +32,7 @@ def test_committed_notebook_is_the_generators():
     assert [(c.cell_type, c.source) for c in committed.cells] == [(c.cell_type, c.source) for c in generated.cells]
 
 
+@pytest.mark.slow
 def test_evaluation_notebook_runs_on_a_tiny_run(shared_data, tmp_path, monkeypatch):
     nbformat = pytest.importorskip("nbformat")
     nbclient = pytest.importorskip("nbclient")
@@ -76,6 +77,7 @@ def test_evaluation_notebook_runs_on_a_tiny_run(shared_data, tmp_path, monkeypat
     assert "| tiny-mlm | 5 | 0.00 M | 0.0 | 8.250 | 3827.600 | 0.062 |" in shown
 
 
+@pytest.mark.slow
 def test_committed_results_hold_under_the_current_sentence_match(shared_data):
     """Every committed per-question Sentence-Match score is what the current metric gives (issue 13 located the
     Arabic-correct prediction by its start offset; the committed predictions all carry one, so no table changed)."""

@@ -151,6 +151,7 @@ def test_int8_onnx_model_answers_spans(tiny_onnx):
     assert answers and all(a.text == CONTEXT[a.start : a.end] for a in answers)
 
 
+@pytest.mark.slow
 def test_shipped_model_runs_on_onnx_with_the_torch_answers_on_arcd_test(shared_data):
     from arabert_pipeline import Pipeline
     from arabert_pipeline.evaluate.metrics import score_question

@@ -202,6 +202,7 @@ def finetune_config(model, output, train, **options):
     return FinetuneConfig(model=str(model), output=str(output), train=[str(train)], epochs=1, **{**SMALL, **options})
 
 
+@pytest.mark.slow
 def test_finetune_output_rules(tiny_mlm, qa_slices, tmp_path):
     from arabert_pipeline.qa.finetune import run_finetune
 

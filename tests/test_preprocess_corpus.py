@@ -120,6 +120,7 @@ def test_project_edge_cases_line_for_line(tmp_path, samples):
     assert report.emptied_lines == len(emptied) > 0
 
 
+@pytest.mark.slow
 def test_two_workers_keep_input_order(tmp_path, lines, expected_v2):
     source = tmp_path / "in.txt"
     write_text(source, lines)
@@ -170,6 +171,7 @@ def interrupt_after(monkeypatch, chunks: int) -> None:
 
 
 @pytest.mark.parametrize("suffix,workers", [(".txt", 1), (".txt", 2), (".txt.gz", 1)])
+@pytest.mark.slow
 def test_resume_gives_the_same_bytes_as_an_uninterrupted_run(tmp_path, monkeypatch, lines, suffix, workers):
     source = tmp_path / "in.txt.xz"
     write_text(source, lines)

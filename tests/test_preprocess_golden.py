@@ -70,6 +70,7 @@ def test_edge_cases_v2(v2, edge_cases):
     assert not wrong, f"{len(wrong)} of {len(edge_cases)} differ, e.g. (input, ours, reference) {wrong[:3]}"
 
 
+@pytest.mark.slow
 def test_every_code_point_v02():
     expected = {}
     with open(GOLDEN / "preprocess_codepoints.tsv", encoding="utf-8") as f:
@@ -83,6 +84,7 @@ def test_every_code_point_v02():
     assert not wrong, f"the blocks of {make_golden.CODEPOINTS_PER_LINE} code points from {wrong[:10]} differ"
 
 
+@pytest.mark.slow
 def test_corpus_sample(shared_data, v02, v2):
     rows = defaultdict(list)
     with open(GOLDEN / "preprocess_corpus.tsv", encoding="utf-8") as f:

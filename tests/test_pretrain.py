@@ -339,6 +339,7 @@ def test_weight_decay_skips_biases_and_layer_norms():
     assert isinstance(decay["params"][0], torch.nn.Parameter)
 
 
+@pytest.mark.slow
 def test_resumed_run_repeats_the_uninterrupted_one(tokenizer_dir, corpus, workdir):
     import torch
     from safetensors.torch import load_file
@@ -368,6 +369,7 @@ def test_resumed_run_repeats_the_uninterrupted_one(tokenizer_dir, corpus, workdi
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
+@pytest.mark.slow
 def test_two_processes_train_and_resume_exactly(tokenizer_dir, corpus, workdir):
     """DDP on CPU (gloo) through torchrun: data sharded by process, RNG per process, same curve after a resume."""
     import shutil
@@ -464,6 +466,7 @@ def test_dropout_zero_makes_training_steps_deterministic_and_export_keeps_bert_d
     assert AutoConfig.from_pretrained(workdir / "dropout-export").hidden_dropout_prob == 0.1
 
 
+@pytest.mark.slow
 def test_run_length_from_tokens_time_or_one_epoch(tokenizer_dir, corpus, workdir):
     from arabert_pipeline.pretrain.trainer import Trainer, pretrain
 

@@ -166,6 +166,7 @@ def test_enhanced_mask_decoder_matches_a_hand_written_reference(setup):
                               atol=1e-5)
 
 
+@pytest.mark.slow
 def test_mlm_with_and_without_the_decoder_learns(setup):
     for emd in (False, True):
         objective, cfg = build(setup, enhanced_mask_decoder=emd)

@@ -178,6 +178,7 @@ def test_snap_to_words_widens_cut_words_only():
     assert snap_to_words(text, len(text) - 1, len(text)) == (len(text) - 1, len(text))
 
 
+@pytest.mark.slow
 def test_resume_after_interruption_gives_the_same_model(tiny_qa, tiny_mlm, qa_slices, tmp_path, monkeypatch):
     from safetensors.torch import load_file
 
@@ -220,6 +221,7 @@ class _RunsCode:
         return Path.touch, (Path(self.marker),)
 
 
+@pytest.mark.slow
 def test_resume_never_unpickles_code_and_names_broken_checkpoint_files(tiny_mlm, qa_slices, tmp_path, monkeypatch):
     train, _ = qa_slices
     config = FinetuneConfig(model=str(tiny_mlm), output=str(tmp_path / "model"), train=[str(train)], epochs=2,

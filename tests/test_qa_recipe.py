@@ -14,6 +14,7 @@ from test_qa_model import SMALL
 torch = pytest.importorskip("torch")
 
 
+@pytest.mark.slow
 def test_dev_chooses_the_epoch_and_the_prior_and_the_model_keeps_both(tiny_mlm, qa_slices, tmp_path):
     from transformers import AutoConfig
 
@@ -53,6 +54,7 @@ def test_fixed_decoding_settings_are_not_tuned():
         FinetuneConfig(model="m", output="o", train=["t"], decoding="mbr").resolved()
 
 
+@pytest.mark.slow
 def test_patience_stops_when_dev_does_not_improve(tiny_mlm, qa_slices, tmp_path):
     train, dev = qa_slices
     messages = []
@@ -120,6 +122,7 @@ def test_epoch_batches_cover_every_window_once_in_batches_of_similar_length():
     assert padded < 0.75 * unsorted
 
 
+@pytest.mark.slow
 def test_tune_decoding_chooses_on_dev_and_writes_a_copy_with_the_same_weights(tiny_mlm, qa_slices,
                                                                               tmp_path):
     from arabert_pipeline.cli import main

@@ -299,6 +299,7 @@ def test_cli_train_with_recipe_and_overrides(work, tmp_path, capsys):
     assert "preprocessed with 'arabertv2'" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_cli_from_vocab(shared_data, tmp_path, capsys):
     out = tmp_path / "mbert"
     vocab = shared_data / "vocab" / "mbert-cased-vocab.txt"
