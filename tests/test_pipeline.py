@@ -352,3 +352,22 @@ def test_call_takes_and_returns_what_hugging_face_s_qa_pipeline_does(pipeline):
         pipeline({"question": question})
     with pytest.raises(InputError, match="context"):
         pipeline(question=question)
+
+
+def test_decoding_override_is_the_model_with_that_setting_and_leaves_the_model_alone(model_dir):
+    import dataclasses
+
+    from arabert_pipeline import Pipeline
+
+    plain = Pipeline(model_dir(), backend="torch")
+    assert plain.qa.settings.decoding == "max-score"
+    hedging = Pipeline(plain.qa, decoding="expected-f1")
+    assert hedging.qa.settings.decoding == "expected-f1" and plain.qa.settings.decoding == "max-score"
+    reference = plain.qa.__class__(plain.qa.model, plain.qa.tokenizer, plain.preprocessing,
+                                   dataclasses.replace(plain.qa.settings, decoding="expected-f1"),
+                                   sentence_idf=plain.qa.sentence_idf)
+    examples = [{"question": d["question"], "context": d["context"]} for d in json.loads(DEMO_FILE.read_text())]
+    assert ([a.text for a in hedging.answer([e["question"] for e in examples], [e["context"] for e in examples])]
+            == [answers[0].text for answers in reference.predict(examples)])
+    with pytest.raises(ConfigError, match="decoding must be one of max-score, expected-f1, got 'greedy'"):
+        Pipeline(model_dir(), decoding="greedy")

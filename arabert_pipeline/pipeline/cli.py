@@ -49,6 +49,9 @@ def register(subparsers) -> None:
                    help="auto: ONNX Runtime when the model dir has a model.onnx (the shipped model does) and the "
                    "device is the CPU, else torch (default: %(default)s)")
     p.add_argument("--quantize", action="store_true", help="int8 dynamic quantization of the linear layers (CPU)")
+    p.add_argument("--decoding", choices=("max-score", "expected-f1"),
+                   help="override the model's decoder: max-score = the most likely span (short answers), expected-f1 = "
+                        "the span of highest expected F1 (default: the model's dev-chosen one)")
     p.add_argument("--spans-as-decoded", dest="whole_words", action="store_false",
                    help="return the model's spans as decoded, without widening them to whole words")
     p.set_defaults(run=run_answer)
@@ -199,7 +202,7 @@ def _load_pipeline(args: argparse.Namespace):
 
         hf_logging.disable_progress_bar()  # "Loading weights: 100%" would interleave with the answers
     return Pipeline(args.model, preprocessing=args.preprocessing, device=args.device, batch_size=args.batch_size,
-                    quantize=args.quantize, whole_words=args.whole_words, backend=args.backend)
+                    quantize=args.quantize, whole_words=args.whole_words, backend=args.backend, decoding=args.decoding)
 
 
 def _utf8_stdout() -> None:

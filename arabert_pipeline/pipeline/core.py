@@ -60,6 +60,7 @@ class Pipeline:
         quantize: bool = False,
         whole_words: bool = True,
         backend: str = "auto",
+        decoding: str | None = None,
     ):
         """`model`: a bundled name ("arabert"), a QA model dir made by this project, a hub id (with `preprocessing`
         unless the hub repo has an arabert_pipeline.json), or a loaded QAModel.
@@ -70,9 +71,14 @@ class Pipeline:
         on torch): faster, less exact; benchmarks/bench_pipeline.py measures its F1 cost.
         `whole_words=False` returns the model's span as decoded, even when it cuts a word of the context (by default
         answers are widened to whole words, as Hugging Face's `align_to_words`).
+        `decoding` overrides the model's dev-chosen decoder: "max-score" answers with the single most likely span
+        (short answers; Hugging Face's choice), "expected-f1" with the span of highest expected F1 (the shipped
+        model's choice: more F1 on average, longer answers that hedge between candidates).
         """
-        from ..qa.infer import QAModel
+        from ..qa.infer import DECODINGS, QAModel
 
+        if decoding is not None and decoding not in DECODINGS:
+            raise ConfigError(f"decoding must be one of {', '.join(DECODINGS)}, got {decoding!r}")
         if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
             raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
         if quantize and device != "cpu":
@@ -104,6 +110,10 @@ class Pipeline:
             self.qa = QAModel(quantize_dynamic(self.qa.model), self.qa.tokenizer, self.qa.preprocessing.name,
                               self.qa.settings, sentence_idf=self.qa.sentence_idf)
         self.qa.whole_words = whole_words
+        if decoding is not None:
+            if self.qa is model:
+                self.qa = copy.copy(model)
+            self.qa.settings = dataclasses.replace(self.qa.settings, decoding=decoding)
 
     @property
     def preprocessing(self) -> str:
