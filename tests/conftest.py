@@ -1,5 +1,7 @@
-"""Shared fixtures. Tests that need the real data find it in ../shared/data (CI has it there). Fixtures that build
-something (a tiny model, data slices) are session-scoped: built once, shared by every test that asks."""
+"""Shared fixtures. Tests that need data find it in ../shared/data (CI has it there) or, on a fresh clone without it,
+in tests/data/shared: licensed slices laid out the same way (tests/data/make_shared_slices.py). The few tests about
+properties of the full sets ask for `full_data` and skip on the slices. Fixtures that build something (a tiny model,
+data slices) are session-scoped: built once, shared by every test that asks."""
 from __future__ import annotations
 
 import os
@@ -8,7 +10,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = Path(os.environ.get("ARABERT_PIPELINE_TEST_DATA", REPO.parent / "shared" / "data"))
+SLICES = REPO / "tests" / "data" / "shared"
+_FULL = REPO.parent / "shared" / "data"
+SHARED_DATA = Path(os.environ.get("ARABERT_PIPELINE_TEST_DATA", _FULL if _FULL.is_dir() else SLICES))
 SAMPLES = REPO / "data"
 
 
@@ -25,6 +29,14 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"needs the shared data at {SHARED_DATA} (set ARABERT_PIPELINE_TEST_DATA to use another folder)")
     return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def full_data(shared_data) -> Path:
+    """The full shared data, for tests of the sets themselves (their counts, the official split's leak)."""
+    if shared_data.resolve() == SLICES.resolve():
+        pytest.skip("checks the full shared data; tests/data/shared holds slices")
+    return shared_data
 
 
 @pytest.fixture

@@ -10,6 +10,8 @@ import pytest
 
 from arabert_pipeline.evaluate import metrics as m
 
+from conftest import SLICES
+
 GOLDEN_PUNKT = Path(__file__).parent / "golden" / "evaluate_punkt_spans.json"
 
 
@@ -122,7 +124,8 @@ def test_punkt_matches_nltk_on_every_shared_context(shared_data):
         for article in json.loads((shared_data / relative).read_text(encoding="utf-8"))["data"]:
             for paragraph in article["paragraphs"]:
                 contexts[hashlib.sha1(paragraph["context"].encode()).hexdigest()[:16]] = paragraph["context"]
-    assert set(contexts) == set(golden["spans"])
+    assert contexts and set(contexts) <= set(golden["spans"])
+    assert shared_data.resolve() == SLICES.resolve() or set(contexts) == set(golden["spans"])  # full data: all of them
     wrong = [key for key, context in contexts.items()
              if [b for span in m.punkt_sentence_spans(context) for b in span] != golden["spans"][key]]
     assert wrong == [], f"{len(wrong)} of {len(contexts)} contexts split differently from nltk 3.5"
@@ -193,7 +196,7 @@ def test_arabic_sm_gold_answer_located_by_answer_start_or_its_one_occurrence():
     assert m.arabic_sentence_match(context, "وفي", misaligned_once) == 1.0
 
 
-def test_one_letter_for_every_question_scores_below_the_first_sentence(shared_data):
+def test_one_letter_for_every_question_scores_below_the_first_sentence(full_data):
     """Issue 13, on the first 100 ARCD-test questions: "ا" scored Arabic SM 100.0 and "." 99.0, the first sentence of
     the context 65.0. Located by offset, a constant answer can only hit where the context leaves no choice."""
     import numpy as np

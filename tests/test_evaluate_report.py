@@ -39,7 +39,7 @@ def test_question_words_and_answer_lengths():
         ["1", "2", "4-5", "11+"]
 
 
-def test_first_sentence_baseline_on_arcd_test(shared_data, capsys):
+def test_first_sentence_baseline_on_arcd_test(full_data, capsys):
     examples = read_squad("arcd-test", misaligned="keep").examples
     records = report.score_system(examples, report.baseline_predictions("first-sentence", examples, seed=0))
     summary = report.summarize(records, None, resamples=1000, seed=0)

@@ -95,7 +95,8 @@ def test_windows_from_tokenizers_equal_the_transformers_windows_on_arcd_test(sha
     reference = build_windows(load_pretrained_tokenizer(SHIPPED), questions, contexts, **settings)
     adapter = TokenizerAdapter.from_directory(SHIPPED)
     _assert_same_windows(build_windows(adapter, questions, contexts, **settings), reference)
-    assert len(reference) > len(examples)  # several windows per context somewhere
+    # several windows per context somewhere (windows of 384 hold every context of the test-data slices whole)
+    assert len(reference) > len(examples) or max_seq_length > 256
 
 
 def test_windows_equal_with_a_wordpiece_tokenizer(tiny_onnx):

@@ -42,13 +42,13 @@ def test_spans_map_through_inserted_characters_and_placeholders(answer, preproce
     assert report.aligned == 1 and report.exact == (answer != "a.b")
 
 
-def test_answers_align_exactly_without_preprocessing(shared_data):
+def test_answers_align_exactly_without_preprocessing(full_data):
     _, report = align_examples(read_squad("arcd", misaligned="keep").examples, QAPreprocessing("none"))
     print(report.summary())
     assert (report.answers, report.aligned, report.exact, report.not_in_context) == (1389, 1389, 1389, 6)
 
 
-def test_answers_align_through_arabertv02(shared_data):
+def test_answers_align_through_arabertv02(full_data):
     examples = read_squad("arcd", misaligned="keep").examples
     aligned, report = align_examples(examples, QAPreprocessing("arabertv02"))
     print(report.summary())

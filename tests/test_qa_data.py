@@ -70,7 +70,7 @@ def test_misaligned_policies_count_and_report(tmp_path):
         read_squad(path, misaligned="ignore")
 
 
-def test_arcd_has_six_misaligned_answers(shared_data):
+def test_arcd_has_six_misaligned_answers(full_data):
     with pytest.raises(InputError, match=r"arcd\.json: question 411858985910: .*does not match"):
         read_squad("arcd")
     skipped = read_squad("arcd", misaligned="skip")
@@ -79,13 +79,13 @@ def test_arcd_has_six_misaligned_answers(shared_data):
     assert len(read_squad("arcd", misaligned="keep").examples) == 1395
 
 
-def test_registry_resolves_the_shared_sets(shared_data):
+def test_registry_resolves_the_shared_sets(full_data):
     counts = {name: len(read_squad(name, misaligned="keep").examples) for name in REGISTRY if name != "arabic-squad"}
     assert counts == {"arcd": 1395, "arcd-train": 693, "arcd-test": 702, "xquad-ar": 1190,
                       "tydiqa-goldp-ar-dev": 921, "mlqa-ar-dev": 517, "aqad": 11491}
 
 
-def test_dev_split_takes_whole_articles_and_is_fixed(shared_data):
+def test_dev_split_takes_whole_articles_and_is_fixed(full_data):
     dev, rest = (read_squad(name, misaligned="keep").examples for name in SPLITS)
     assert (len(dev), len(rest)) == (135, 558)
     dev_titles, rest_titles = {e["title"] for e in dev}, {e["title"] for e in rest}
@@ -96,7 +96,7 @@ def test_dev_split_takes_whole_articles_and_is_fixed(shared_data):
     assert {"سويسرا", "موناليزا", "كأس العالم 2018"} <= dev_titles
 
 
-def test_opt_in_set_says_what_its_user_must_know(shared_data, caplog):
+def test_opt_in_set_says_what_its_user_must_know(full_data, caplog):
     with caplog.at_level("WARNING"):
         read_squad("aqad", misaligned="keep")
     assert "no licence stated" in caplog.text and "noisy" in caplog.text
@@ -150,14 +150,14 @@ def test_normalize_folds_arabic_variants():
     assert normalize("إِنَّ الـمدرسةَ، كبيرة!") == normalize("ان المدرسه كبيره")
 
 
-def test_full_arcd_against_arcd_test_leaks_everything(shared_data):
+def test_full_arcd_against_arcd_test_leaks_everything(full_data):
     arcd = read_squad("arcd", misaligned="keep").examples
     test = read_squad("arcd-test", misaligned="keep").examples
     counts = find_leakage([("arcd", arcd)], [("arcd-test", test)]).counts()["arcd -> arcd-test"]
     assert counts["eval_questions_affected"] == 702 and counts["questions"] == 702
 
 
-def test_official_arcd_split_shares_fourteen_paragraphs(shared_data):
+def test_official_arcd_split_shares_fourteen_paragraphs(full_data):
     # The official 50/50 split is by article entry, but several Wikipedia articles were annotated twice: 5 test
     # paragraphs occur verbatim in arcd-train and 9 more are excerpts/extensions of training paragraphs.
     load = lambda name: (name, read_squad(name, misaligned="keep").examples)  # noqa: E731

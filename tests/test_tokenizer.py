@@ -47,7 +47,7 @@ def work(tmp_path_factory):
     from arabert_pipeline import Preprocessor
 
     root = tmp_path_factory.mktemp("tok")
-    raw = _corpus_lines("saudinewsnet-000.txt.xz", TRAIN_LINES)
+    raw = _corpus_lines("ant-multisource-000.txt.xz", TRAIN_LINES)
     held_out = _corpus_lines("ant-multisource-006.txt.xz", 200)
     (root / "raw.txt").write_text("\n\n".join(raw) + "\n", encoding="utf-8")  # blank lines between "documents"
     seg, noseg = Preprocessor("arabertv2"), Preprocessor("arabertv02")
@@ -138,19 +138,19 @@ def test_segmentation_markers_and_placeholders_stay_whole(work, name):
     assert _stray_plus(tokenizer.tokenize(" ".join(segmentation_markers()))) == []
 
 
-def test_arabertv2_vocab_keeps_markers_unlike_bert_pre_tokenizer(shared_data, tmp_path):
+def test_arabertv2_vocab_keeps_markers_unlike_bert_pre_tokenizer(full_data, tmp_path):
     """arabert issue #151: BERT's pre-tokenizer splits `ال+` into `ال` `+`; the imported tokenizer does not."""
     from transformers import BertTokenizer
 
-    vocab = shared_data / "vocab" / "arabertv2-farasa-segmented-vocab.txt"  # CRLF, no final newline
+    vocab = full_data / "vocab" / "arabertv2-farasa-segmented-vocab.txt"  # CRLF, no final newline
     text = "و+ ال+ كتاب +ها [رابط]"
-    bert = BertTokenizer(vocab=str(shared_data / "vocab" / "arabertv2-farasa-segmented-vocab.lf.txt"),
+    bert = BertTokenizer(vocab=str(full_data / "vocab" / "arabertv2-farasa-segmented-vocab.lf.txt"),
                          do_lower_case=False)
     assert "+" in bert.tokenize(text)  # the bug this export avoids
     ours = import_vocab(vocab, tmp_path / "arabertv2", preprocessing="arabertv2")
     tokenizer, name = load_tokenizer(ours)
     assert name == "arabertv2" and tokenizer.tokenize(text) == ["و+", "ال+", "كتاب", "+ها", "[رابط]"]
-    lf, _ = load_tokenizer(shared_data / "vocab" / "arabertv2-farasa-segmented-vocab.lf.txt", "arabertv2")
+    lf, _ = load_tokenizer(full_data / "vocab" / "arabertv2-farasa-segmented-vocab.lf.txt", "arabertv2")
     assert lf.get_vocab() == tokenizer.get_vocab() and len(lf) == 64000
 
 
@@ -310,7 +310,7 @@ def test_cli_from_vocab(shared_data, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=[r.stem for r in RECIPES])
-def test_recipes_parse_and_hold_out_the_report_shard(recipe, shared_data):
+def test_recipes_parse_and_hold_out_the_report_shard(recipe, full_data):
     options = read_recipe(recipe)
     assert options["model_type"] in ("unigram", "wordpiece") and options["preprocess"] in ("arabertv2", "arabertv02")
     names = [Path(p).name for p in options["inputs"]]
