@@ -1,7 +1,7 @@
 """Writes notebooks/evaluation.ipynb; the cells below are the notebook's source of truth.
 
     python notebooks/make_evaluation_notebook.py            # the notebook without outputs
-    python notebooks/make_evaluation_notebook.py --execute  # run it on $ARABERT_PIPELINE_EVAL_DIR or notebooks/results
+    python notebooks/make_evaluation_notebook.py --execute  # run it on $ARABERT_PIPELINE_EVAL_DIR or notebooks/results/table6
                                                             # and store the outputs (what is committed)
 """
 from __future__ import annotations
@@ -22,22 +22,25 @@ This notebook shows the results of one `arabert-pipeline evaluate` run: the tabl
 Sentence-Match (SM) with 95% confidence intervals, the paired comparisons, the plots, and what the numbers mean.
 It recomputes nothing: everything is read from the run directory (`results.json`, `plots/`, `per_question/`).
 
-By default it reads the committed results in `notebooks/results/`; set `ARABERT_PIPELINE_EVAL_DIR` to read another
-run. To refresh the committed results:
+The committed results live in `notebooks/results/`, one folder per experiment, each written by the script named
+in its section: `table6/` (`scripts/reproduce_table6.sh`), `default-model/` (`scripts/train_default_model.sh`),
+`qa-levers/` (`scripts/qa_levers.sh`), `objectives/` (`scripts/compare_objectives.sh`). The first sections read
+`table6/`; set `ARABERT_PIPELINE_EVAL_DIR` to read another run there instead. To refresh the notebook after a
+script has rewritten its folder:
 
 ```
-arabert-pipeline evaluate --model MODEL_A --model MODEL_B --label A --label B \\
-    --data arcd-test --data tydiqa-goldp-ar-dev -o notebooks/results
 python notebooks/make_evaluation_notebook.py --execute
 ```"""),
     ("code", """\
 import os
+from pathlib import Path
 
 from IPython.display import Image, Markdown, display
 
 from arabert_pipeline.evaluate import load, metrics, report, tables
 
-RUN = load.results_dir(default="results")  # the committed run, beside this notebook
+RESULTS = Path("results")  # the committed experiments, beside this notebook
+RUN = load.results_dir(default=RESULTS / "table6")  # or $ARABERT_PIPELINE_EVAL_DIR
 results = load.load_results(RUN)
 DATASETS = list(results["datasets"])
 print("run directory:", os.path.relpath(RUN))
@@ -176,7 +179,7 @@ display(Markdown(paper["note"] + "\\n\\n" + "\\n".join(lines)))"""),
     ("md", """\
 ## The shipped default model on the test sets
 
-A second evaluate run (`notebooks/results-default-model/`, written by `scripts/train_default_model.sh`'s evaluation
+A second evaluate run (`notebooks/results/default-model/`, written by `scripts/train_default_model.sh`'s evaluation
 step plus the comparison systems): the model that ships in the package, chosen on dev (next section), scored once on
 the test sets next to the lexical baselines and the previous default, all scored the same way (answers widened to
 whole words). Paired differences are against the first system, the shipped model."""),
@@ -197,36 +200,28 @@ def show_run(directory, plotted="arcd-test"):
         display(Image(filename=str(directory / "plots" / "pretraining.png")))
 
 
-show_run(RUN.parent / "results-default-model")"""),
+show_run(RESULTS / "default-model")"""),
     ("md", """\
 ## Answer-quality levers, chosen on dev
 
-`scripts/qa_levers.sh` (`notebooks/results-qa-levers/`): one pretrained encoder (the shipped model's) fine-tuned with
+`scripts/qa_levers.sh` (`notebooks/results/qa-levers/`): one pretrained encoder (the shipped model's) fine-tuned with
 one lever changed at a time (span-selection pretraining among them), each scored on the dev split only — arcd-dev
 (15 of ARCD-train's articles, never trained on) and MLQA-ar dev — with plain decoding and with the sentence prior;
 then the decoding levers on the chosen run's weights: answers kept inside one sentence (+sentence) and expected-F1
 decoding (+ef1). ARCD-test and TyDiQA-ar dev are not read here. Paired differences are against the first system, the
 previous recipe (2 epochs, plain decoding)."""),
     ("code", """\
-show_run(RUN.parent / "results-qa-levers", plotted="arcd-dev")"""),
-    ("md", """\
-## QA windows longer than the pretraining length
-
-`notebooks/results-qa-window/`: the shipped model's pretrained encoder (sequences of 256) fine-tuned with QA windows
-of 256 (every position trained) and of 384 (positions 256–383 never trained, Hugging Face's default window).
-Paired differences are against windows of 256."""),
-    ("code", """\
-show_run(RUN.parent / "results-qa-window")"""),
+show_run(RESULTS / "qa-levers", plotted="arcd-dev")"""),
     ("md", """\
 ## Objectives at equal CPU budget: MLM vs ELECTRA, each with and without span selection
 
-`scripts/compare_objectives.sh` (`notebooks/results-objectives/`): two L4/H256 models pretrained side by side, one
+`scripts/compare_objectives.sh` (`notebooks/results/objectives/`): two L4/H256 models pretrained side by side, one
 core each, for the same wall-clock minutes on the shipped model's corpus and tokenizer (MLM as the shipped recipe;
 ELECTRA at ELECTRA-Small's learning rate with separate generator/discriminator embeddings), then each continued by
 span-selection pretraining for the same minutes, all four fine-tuned with the `offline` protocol. Paired differences
 are against the first system, MLM."""),
     ("code", """\
-show_run(RUN.parent / "results-objectives")"""),
+show_run(RESULTS / "objectives")"""),
 ]
 
 

@@ -7,7 +7,7 @@
 # Usage: ARABERT_PIPELINE_DATA=../shared/data bash scripts/compare_architectures.sh [RUNS_DIR]
 # PRETRAIN_MINUTES (default 90) is each run's wall-clock budget (it re-plans its learning-rate schedule to end on
 # time); THREADS (default 2) the threads every job uses; QA_FLAGS the fine-tuning recipe (default below); REPORT the
-# report directory (default notebooks/results-architectures; dev/ and test/ inside); EVAL_FLAGS extra evaluate
+# report directory (default notebooks/results/architectures; dev/ and test/ inside); EVAL_FLAGS extra evaluate
 # flags (e.g. "--limit 20 --resamples 100" for a smoke run). Rerun after an interruption:
 # finished stages are skipped, an interrupted pretraining or fine-tuning resumes from its last checkpoint (a
 # pretraining budget counts the time already spent).
@@ -18,7 +18,7 @@ pretrain_minutes=${PRETRAIN_MINUTES:-90}
 threads=${THREADS:-2}
 qa_flags=${QA_FLAGS:---protocol offline-dev --question-overlap --epochs 10 --lr 3e-4 --max-seq-length 256 \
 --doc-stride 128 --skip-misaligned --drop-leaking-train}
-report=${REPORT:-notebooks/results-architectures}
+report=${REPORT:-notebooks/results/architectures}
 eval_flags=${EVAL_FLAGS:-}
 corpus=$ARABERT_PIPELINE_DATA/corpus
 text=$runs/corpus/train.arabertv02.txt

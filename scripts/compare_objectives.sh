@@ -4,6 +4,7 @@
 # (same machine, same minutes, same load), then each continued by span selection, all four fine-tuned with the
 # `offline` QA protocol, then one side-by-side report with the pretraining logs and paired tests.
 # Usage: ARABERT_PIPELINE_DATA=../shared/data bash scripts/compare_objectives.sh [RUNS_DIR]
+# The report goes to $REPORT (default notebooks/results/objectives, the committed one; rerun the notebook after).
 # PRETRAIN_MINUTES (default 80) and SS_MINUTES (default 12) are wall-clock budgets per run; each run re-plans its
 # learning-rate schedule to end on time. Rerun after an interruption: finished stages are skipped and an interrupted
 # pretraining resumes from its last checkpoint (its budget counts the time already spent).
@@ -58,4 +59,4 @@ for name in mlm electra mlm-ss electra-ss; do
     logs+=(--pretraining-log "$name=$runs/pretrain/cmp-$name/log.jsonl")
 done
 arabert-pipeline evaluate "${models[@]}" "${labels[@]}" --data arcd-test --data tydiqa-goldp-ar-dev "${logs[@]}" \
-    -o "$runs/eval/objectives" --overwrite
+    -o "${REPORT:-notebooks/results/objectives}" --overwrite

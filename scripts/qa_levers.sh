@@ -3,6 +3,7 @@
 # mlqa-ar-dev): one pretrained encoder fine-tuned with one lever changed at a time; every run scores the dev sets after
 # each epoch (best epoch kept); then the decoding levers on the same weights. Nothing here reads arcd-test or
 # TyDiQA-ar dev. Then one evaluate report on dev and a pooled table of paired differences against the previous recipe.
+# The shipped default is r6 (scripts/train_default_model.sh repeats r3 then r6 from its own encoder).
 # Usage: ARABERT_PIPELINE_DATA=../shared/data [CORPUS=runs/corpus/train.arabertv02.txt] \
 #            bash scripts/qa_levers.sh ENCODER_DIR [RUNS_DIR]
 # Rerun after an interruption: finished runs are skipped, an interrupted fine-tuning resumes from its checkpoint.
@@ -60,17 +61,27 @@ done
 decoded r3-aqad -prior-sentence --within-sentence on --decoding max-score
 decoded r3-aqad -prior-sentence-ef1 --within-sentence on --decoding expected-f1
 
+# 6. + the null answer: r3's weights, 2 more epochs at lr 1e-4 on arcd-train-rest + xquad-ar, each question also
+#    paired with another paragraph of its article, labelled no-answer; decoding and no-answer threshold chosen on dev.
+r6=$runs/r6-negatives
+[ -f "$r6/model.safetensors" ] || arabert-pipeline finetune --model "$runs/r3-aqad" -o "$r6" \
+    --train arcd-train-rest xquad-ar --negatives --dev arcd-dev mlqa-ar-dev --hold-out arcd-test tydiqa-goldp-ar-dev \
+    --question-overlap --epochs 2 --patience 1 --lr 1e-4 --batch-size 32 --max-seq-length 256 --doc-stride 128 \
+    --skip-misaligned --drop-leaking-train --seed 0 --no-progress $(resume_flag "$r6") 2>&1 | tee "$runs/r6-negatives.log"
+
 # One report on dev: every run plain and with the prior, the decoding levers, the lexical baselines.
 models=()
 for name in "${names[@]}"; do models+=(--model "$runs/$name-plain" --label "$name"); done
 for name in "${names[@]}"; do models+=(--model "$runs/$name-prior" --label "$name+prior"); done
 models+=(--model "$runs/r3-aqad-prior-sentence" --label "r3-aqad+prior+sentence")
 models+=(--model "$runs/r3-aqad-prior-sentence-ef1" --label "r3-aqad+prior+sentence+ef1")
-arabert-pipeline evaluate --data arcd-dev --data mlqa-ar-dev -o "${REPORT:-notebooks/results-qa-levers}" --overwrite \
+[ -f "$runs/r5-span-selection/model.safetensors" ] && models+=(--model "$runs/r5-span-selection" --label "r5-span-selection+tuned")
+models+=(--model "$r6" --label "r6-negatives+tuned")
+arabert-pipeline evaluate --data arcd-dev --data mlqa-ar-dev -o "${REPORT:-notebooks/results/qa-levers}" --overwrite \
     "${models[@]}"
 
 # Pooled over both dev sets (652 questions): each lever against the row before it, and the prior against none.
-python - "${REPORT:-notebooks/results-qa-levers}" <<'PY'
+python - "${REPORT:-notebooks/results/qa-levers}" <<'PY'
 import sys
 from pathlib import Path
 import numpy as np
@@ -89,10 +100,12 @@ names = ["r0-2ep", "r1-8ep", "r2-overlap", "r3-aqad", "r4-llrd"]
 pairs = [("r1-8ep", "r0-2ep"), ("r2-overlap", "r1-8ep"), ("r3-aqad", "r2-overlap"), ("r4-llrd", "r3-aqad")]
 if per_question_file(report, "arcd-dev", "r5-span-selection").exists():
     names.append("r5-span-selection")
-    pairs += [("r5-span-selection", "r3-aqad"), ("r5-span-selection+prior", "r3-aqad+prior")]
+    pairs += [("r5-span-selection", "r3-aqad"), ("r5-span-selection+prior", "r3-aqad+prior"),
+              ("r5-span-selection+tuned", "r3-aqad+prior+sentence+ef1")]
 pairs += [(f"{name}+prior", name) for name in names]
 pairs += [("r3-aqad+prior+sentence", "r3-aqad+prior"), ("r3-aqad+prior+sentence+ef1", "r3-aqad+prior+sentence")]
-pairs += [("r3-aqad+prior+sentence+ef1", baseline) for baseline in ("tfidf-sentence", "overlap-span", "first-sentence")]
+pairs += [("r6-negatives+tuned", "r3-aqad+prior+sentence+ef1")]
+pairs += [("r6-negatives+tuned", baseline) for baseline in ("tfidf-sentence", "overlap-span", "first-sentence")]
 print("| system | F1 (SOQAL) | SM (SOQAL) | F1 (Arabic) | vs | ΔF1 (SOQAL) | ΔSM (SOQAL) |\n|---|---|---|---|---|---|---|")
 for new, old in [("r0-2ep", None)] + pairs:
     a = scores(new)

@@ -9,6 +9,7 @@
 # wall-clock budget on an equal share of the machine (--time-budget, the three runs in parallel, one thread each): a
 # bigger vocabulary or more tokens per word costs steps, as it would in the paper's setting.
 # Usage: ARABERT_PIPELINE_DATA=../shared/data bash scripts/reproduce_table6.sh [RUNS_DIR]
+# The report goes to $REPORT (default notebooks/results/table6, the committed one; rerun the notebook after).
 # BUDGET_MIN (default 75, what the README's runs used) = pretraining minutes per model. Rerun the script after an
 # interruption: finished stages are skipped and an interrupted pretraining resumes from its last checkpoint.
 set -euo pipefail
@@ -75,4 +76,4 @@ arabert-pipeline evaluate --model "$runs/qa/mini-seg-unigram" --model "$runs/qa/
     --data arcd-test --data tydiqa-goldp-ar-dev \
     --pretraining-log "arabertv1-style=$runs/pretrain/mini-seg-unigram/log.jsonl" \
     --pretraining-log "arabertv0.1-style=$runs/pretrain/mini-noseg-unigram/log.jsonl" \
-    --pretraining-log "mbert-vocab=$runs/pretrain/mini-mbert-vocab/log.jsonl" -o "$runs/eval/table6" --overwrite
+    --pretraining-log "mbert-vocab=$runs/pretrain/mini-mbert-vocab/log.jsonl" -o "${REPORT:-notebooks/results/table6}" --overwrite
