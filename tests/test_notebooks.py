@@ -78,13 +78,13 @@ def test_evaluation_notebook_runs_on_a_tiny_run(shared_data, tmp_path, monkeypat
 
 
 @pytest.mark.slow
-def test_committed_results_hold_under_the_current_sentence_match(shared_data):
+def test_committed_results_hold_under_the_current_sentence_match(full_data):
     """Every committed per-question Sentence-Match score is what the current metric gives (issue 13 located the
     Arabic-correct prediction by its start offset; the committed predictions all carry one, so no table changed)."""
     from arabert_pipeline.evaluate.metrics import arabic_sentence_match, soqal_sentence_match
 
     checked = 0
-    for root in sorted(NOTEBOOKS.glob("results*")):
+    for root in sorted(NOTEBOOKS.glob("results/*/")):
         results = load.load_results(root)
         limit = results["config"].get("limit")
         for key, entry in results["datasets"].items():
