@@ -85,7 +85,7 @@ def test_every_code_point_v02():
 
 
 @pytest.mark.slow
-def test_corpus_sample(shared_data, v02, v2):
+def test_corpus_sample(full_data, v02, v2):
     rows = defaultdict(list)
     with open(GOLDEN / "preprocess_corpus.tsv", encoding="utf-8") as f:
         header = next(f).rstrip("\n").split("\t")
@@ -95,7 +95,7 @@ def test_corpus_sample(shared_data, v02, v2):
     assert sum(map(len, rows.values())) >= 3000
     texts, records = [], []
     for name, file_rows in rows.items():
-        with lzma.open(shared_data / "corpus" / name, "rt", encoding="utf-8", newline="\n") as f:
+        with lzma.open(full_data / "corpus" / name, "rt", encoding="utf-8", newline="\n") as f:
             lines = f.read().split("\n")
         for record in file_rows:
             texts.append(lines[int(record["line"]) - 1])
