@@ -179,6 +179,8 @@ def _run_finetune(config: FinetuneConfig, log) -> FinetuneResult:
     import transformers
     from transformers import AutoModelForQuestionAnswering
 
+    from ..pretrain.trainer import use_bf16  # one bf16 policy for pretraining and fine-tuning
+
     check_local_source(config.model)
     config = config.resolved()
     preprocessing = _preprocessing_name(config)
@@ -247,7 +249,7 @@ def _run_finetune(config: FinetuneConfig, log) -> FinetuneResult:
         log("token type 2 (context word shared with the question) added, initialised as the context type")
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     model.to(device)
-    use_bf16 = _bf16_enabled(config.bf16, device)
+    bf16 = use_bf16(config.bf16, device)
 
     steps_per_epoch = math.ceil(len(windows) / config.batch_size)
     total_steps = steps_per_epoch * config.epochs
@@ -280,7 +282,7 @@ def _run_finetune(config: FinetuneConfig, log) -> FinetuneResult:
         rows = order[position]
         batch = collate(windows, rows, tokenizer.pad_token_id or 0, labels=True, multiple=WIDTH_MULTIPLE)
         batch = {k: v.to(device) for k, v in batch.items()}
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=use_bf16):
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
             loss = model(**batch).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
@@ -353,7 +355,7 @@ def _run_finetune(config: FinetuneConfig, log) -> FinetuneResult:
                       "rate": report.rate, "unaligned_ids": report.unaligned_ids},
         "leakage": {"policy": _leakage_policy(config), "counts": leakage.counts(),
                     "dropped_train_questions": sum(dropped.values())},
-        "finetune": {**config.fingerprint(), "model": portable_path(config.model), "bf16_used": use_bf16, "steps": step,
+        "finetune": {**config.fingerprint(), "model": portable_path(config.model), "bf16_used": bf16, "steps": step,
                      "train_questions": len(aligned), "train_negatives": len(negatives), "train_windows": len(windows), "epoch_losses": losses,
                      "dev_metric": DEV_METRIC, "dev_scores": dev_history, **chosen,
                      "decoding_dev_scores": decoding_scores, "no_answer_dev": no_answer},
@@ -511,17 +513,6 @@ def _describe(f: SquadFile, dropped: dict[str, int]) -> dict[str, Any]:
     if dropped.get(f.name):
         entry["dropped_for_leakage"] = dropped[f.name]
     return entry
-
-
-def _bf16_enabled(choice: str, device) -> bool:
-    import torch
-
-    if choice != "auto":
-        return choice == "on"
-    if device.type == "cuda":
-        return torch.cuda.is_bf16_supported()
-    # Without native bf16 (AVX512-BF16 / AMX) CPU autocast emulates it and runs slower than fp32.
-    return bool(torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported())
 
 
 def parameter_groups(model, weight_decay: float, lr: float, layer_lr_decay: float = 1.0) -> list[dict]:
