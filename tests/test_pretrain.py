@@ -11,8 +11,8 @@ import pytest
 from arabert_pipeline.errors import ArabertPipelineError, ConfigError, InputError
 from data_slices import write_first_documents
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = Path(os.environ.get("ARABERT_PIPELINE_TEST_DATA", REPO.parent / "shared" / "data"))
+from conftest import REPO, SHARED_DATA
+
 SHARD = SHARED_DATA / "corpus" / "ant-jawharafm-000.txt.xz"
 DOCUMENTS = 150
 
