@@ -62,7 +62,7 @@ METRIC_NOTE = (
     "no Arabic punctuation/diacritic handling, sentences split by English Punkt so '؟' is no boundary). Arabic = "
     "article stripped only as a word prefix, diacritics/tatweel/Arabic punctuation removed, alef/yeh/teh-marbuta "
     "forms unified, sentences split also on '؟' and newlines, the gold sentence located by answer_start. "
-    "See arabert_pipeline/evaluate/metrics.py."
+    "See arabert_pipeline/qa/metrics.py."
 )
 
 

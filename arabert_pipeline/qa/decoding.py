@@ -35,7 +35,7 @@ TUNE_OUTPUT = OutputKind("tune-decoding", names=(*MODEL_DIR_FILES, SENTENCE_IDF_
 
 def dev_score(qa: QAModel, dev_files: list[SquadFile], batch_size: int) -> float:
     """DEV_METRIC ×100 pooled over the questions of all dev sets."""
-    from ..evaluate.metrics import score_question
+    from .metrics import score_question
 
     scores = []
     for f in dev_files:
@@ -58,7 +58,7 @@ def decoding_grid(fixed: dict[str, Any]) -> list[dict[str, Any]]:
 def tune_decoding(qa: QAModel, dev_files: list[SquadFile], batch_size: int,
                   fixed: dict[str, Any]) -> list[dict[str, Any]]:
     """Pooled dev DEV_METRIC of each setting of `decoding_grid(fixed)`, as rows; the model runs once per dev set."""
-    from ..evaluate.metrics import score_question
+    from .metrics import score_question
 
     rows = decoding_grid(fixed)
     scores: list[list[float]] = [[] for _ in rows]
@@ -91,7 +91,7 @@ def tune_null_threshold(qa: QAModel, dev_files: list[SquadFile], batch_size: int
     not answered. Thresholds tried: every margin seen (each is where a decision flips), and one above them all
     (always answer). "always_answer" holds the scores of a decoder without the no-answer option.
     """
-    from ..evaluate.metrics import score_question
+    from .metrics import score_question
 
     metric, answerable_margin, negative_margin = [], [], []
     for f in dev_files:

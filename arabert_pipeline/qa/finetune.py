@@ -8,7 +8,7 @@ evaluation data → align the gold answers through the model's preprocessing →
 (AutoModelForQuestionAnswering: an MLM checkpoint gets a fresh QA head; BERT and ELECTRA both work) → with dev sets,
 score them after every epoch, keep the best epoch's weights (early stopping with `patience`) and choose the sentence
 prior's weight on them → save a model dir that AutoModelForQuestionAnswering loads, with its tokenizer,
-arabert_pipeline.json and the sentence prior's IDF table → predict and score every evaluation set (evaluate/metrics.py).
+arabert_pipeline.json and the sentence prior's IDF table → predict and score every evaluation set (qa/metrics.py).
 
 Choose on dev, report on test: dev sets decide the epoch and the prior; evaluation sets are only scored at the end.
 
@@ -417,7 +417,7 @@ def evaluate_file(qa: QAModel, squad: SquadFile, directory: Path, batch_size: in
     The predictions file is `evaluate`'s format, {id: {"text", "start"}} (start in the original context), so that
     `arabert-pipeline evaluate --predictions` scores it exactly as the model was scored here.
     """
-    from ..evaluate.metrics import SCORE_KEYS, score_question
+    from .metrics import SCORE_KEYS, score_question
 
     answers = qa.predict(squad.examples, batch_size=batch_size)
     predictions = {str(example["id"]): {"text": found[0].text, "start": found[0].start}
