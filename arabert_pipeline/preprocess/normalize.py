@@ -178,6 +178,8 @@ def _to_whole(text: str):
 
 def _unescape(match: re.Match, spans: list[Span]) -> tuple[str, list[Span]]:
     out = html.unescape(match[0])
+    if out == match[0]:  # `&` + text that is no entity ('http://&ء'): every character stays its own
+        return out, spans
     return out, [_whole(spans)] * len(out)
 
 
