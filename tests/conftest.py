@@ -44,29 +44,39 @@ def samples() -> Path:
     return SAMPLES
 
 
+def build_tiny_bert(directory: Path, texts, model_class: str, *, vocab_size: int, max_positions: int) -> Path:
+    """A random BERT L2/H64 (`model_class`: "BertForMaskedLM", "BertForQuestionAnswering", …) with a WordPiece vocab
+    trained on `texts`, saved in `directory` with preprocessing "none"."""
+    import torch
+    import transformers
+    from tokenizers import BertWordPieceTokenizer
+
+    from arabert_pipeline.artifacts import write_metadata
+
+    directory.mkdir(parents=True, exist_ok=True)
+    wordpiece = BertWordPieceTokenizer(lowercase=False, strip_accents=False)
+    wordpiece.train_from_iterator(sorted(set(texts)), vocab_size=vocab_size, show_progress=False)
+    wordpiece.save_model(str(directory))
+    tokenizer = transformers.BertTokenizerFast(vocab=str(directory / "vocab.txt"), do_lower_case=False,
+                                               strip_accents=False)
+    tokenizer.save_pretrained(directory)
+    torch.manual_seed(0)
+    config = transformers.BertConfig(vocab_size=len(tokenizer), hidden_size=64, num_hidden_layers=2,
+                                     num_attention_heads=2, intermediate_size=128, max_position_embeddings=max_positions)
+    getattr(transformers, model_class)(config).save_pretrained(directory)
+    write_metadata(directory, preprocessing="none")
+    return directory
+
+
 @pytest.fixture(scope="session")
 def tiny_mlm(shared_data, tmp_path_factory):
     """A random BERT L2/H64 MLM checkpoint with a 2,000-piece WordPiece vocab trained on ARCD-train."""
-    torch = pytest.importorskip("torch")
-    from tokenizers import BertWordPieceTokenizer
-    from transformers import BertConfig, BertForMaskedLM, BertTokenizerFast
-
-    from arabert_pipeline.artifacts import write_metadata
+    pytest.importorskip("torch")
     from arabert_pipeline.qa.data import read_squad
 
-    directory = tmp_path_factory.mktemp("tiny-mlm")
     examples = read_squad("arcd-train", misaligned="keep").examples
-    wordpiece = BertWordPieceTokenizer(lowercase=False, strip_accents=False)
-    wordpiece.train_from_iterator(sorted({e["context"] for e in examples}), vocab_size=2000, show_progress=False)
-    wordpiece.save_model(str(directory))
-    tokenizer = BertTokenizerFast(vocab=str(directory / "vocab.txt"), do_lower_case=False, strip_accents=False)
-    tokenizer.save_pretrained(directory)
-    torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(tokenizer), hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=128, max_position_embeddings=256)
-    BertForMaskedLM(config).save_pretrained(directory)
-    write_metadata(directory, preprocessing="none")
-    return directory
+    return build_tiny_bert(tmp_path_factory.mktemp("tiny-mlm"), (e["context"] for e in examples), "BertForMaskedLM",
+                           vocab_size=2000, max_positions=256)
 
 
 @pytest.fixture(scope="session")

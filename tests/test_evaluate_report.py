@@ -12,6 +12,8 @@ from arabert_pipeline.evaluate import buckets, load, report
 from arabert_pipeline.evaluate.metrics import SCORE_KEYS, punkt_sentence_spans
 from arabert_pipeline.qa.data import read_squad
 
+from conftest import build_tiny_bert
+
 FAST = ["--resamples", "300"]
 
 
@@ -98,25 +100,12 @@ def test_cli_end_to_end_with_prediction_files(shared_data, tmp_path, capsys):
 @pytest.mark.slow
 def test_cli_with_a_model(shared_data, tmp_path):
     """A tiny random QA model: the run goes through QAModel and saves reusable predictions with offsets."""
-    torch = pytest.importorskip("torch")
-    from tokenizers import BertWordPieceTokenizer
-    from transformers import BertConfig, BertForQuestionAnswering, BertTokenizerFast
-
+    pytest.importorskip("torch")
     from arabert_pipeline.artifacts import write_metadata
 
     data, examples = write_slice(tmp_path / "slice.json", articles=1)
-    model_dir = tmp_path / "tiny-qa"
-    model_dir.mkdir()
-    wordpiece = BertWordPieceTokenizer(lowercase=False, strip_accents=False)
-    wordpiece.train_from_iterator(sorted({ex["context"] for ex in examples}), vocab_size=600, show_progress=False)
-    wordpiece.save_model(str(model_dir))
-    tokenizer = BertTokenizerFast(vocab=str(model_dir / "vocab.txt"), do_lower_case=False, strip_accents=False)
-    tokenizer.save_pretrained(model_dir)
-    torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(tokenizer), hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=128, max_position_embeddings=512)
-    BertForQuestionAnswering(config).save_pretrained(model_dir)
-    write_metadata(model_dir, preprocessing="none")
+    model_dir = build_tiny_bert(tmp_path / "tiny-qa", (ex["context"] for ex in examples), "BertForQuestionAnswering",
+                                vocab_size=600, max_positions=512)
 
     out = tmp_path / "report"
     assert main(["evaluate", "--model", str(model_dir), "--data", str(data), "--baselines", "none", "-o", str(out),
