@@ -98,7 +98,7 @@ class Baseline:
         import torch
         from transformers import BertForMaskedLM, DataCollatorForLanguageModeling, get_linear_schedule_with_warmup
 
-        from arabert_pipeline.pretrain.trainer import parameter_groups
+        from arabert_pipeline.training import parameter_groups
 
         store, tok = trainer.store, trainer.tokenizer
         torch.manual_seed(args.seed)

@@ -178,6 +178,19 @@ def test_snap_to_words_widens_cut_words_only():
     assert snap_to_words(text, len(text) - 1, len(text)) == (len(text) - 1, len(text))
 
 
+def interrupt_at_step_4(monkeypatch):
+    """What Ctrl-C does at step 4: the engine finishes the step, keeps its checkpoint and returns."""
+    after_step = finetune_module.QATrainer.after_step
+
+    def then_stop(trainer, board):
+        stop = after_step(trainer, board)
+        if trainer.state.step == 4:
+            trainer.request_stop()
+        return stop
+
+    monkeypatch.setattr(finetune_module.QATrainer, "after_step", then_stop)
+
+
 @pytest.mark.slow
 def test_resume_after_interruption_gives_the_same_model(tiny_qa, tiny_mlm, qa_slices, tmp_path, monkeypatch):
     from safetensors.torch import load_file
@@ -186,21 +199,14 @@ def test_resume_after_interruption_gives_the_same_model(tiny_qa, tiny_mlm, qa_sl
     train, _ = qa_slices
     config = FinetuneConfig(model=str(tiny_mlm), output=str(tmp_path / "model"), train=[str(train)], epochs=2,
                             save_steps=4, **SMALL)  # no eval set: the weights are what is compared
-    save = finetune_module._save_checkpoint
-
-    def save_then_stop(*args, **kwargs):
-        save(*args, **kwargs)
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(finetune_module, "_save_checkpoint", save_then_stop)
-    with pytest.raises(KeyboardInterrupt):
-        run_finetune(config, log=lambda message: None)
+    interrupt_at_step_4(monkeypatch)
+    assert not run_finetune(config, log=lambda message: None).completed
     assert [p.name for p in (tmp_path / "model" / "checkpoints").iterdir()] == ["step-00000004"]
-    monkeypatch.setattr(finetune_module, "_save_checkpoint", save)
+    monkeypatch.undo()
     with pytest.raises(ConfigError, match="--resume"):
         run_finetune(config, log=lambda message: None)
-    with pytest.raises(ConfigError, match="configuration changed.*lr"):
-        run_finetune(FinetuneConfig(**{**vars(config), "lr": 1e-4, "resume": True}), log=lambda message: None)
+    with pytest.raises(ConfigError, match="other settings.*lr"):
+        run_finetune(FinetuneConfig(**{**vars(config), "lr": 1e-4, "resume": "latest"}), log=lambda message: None)
     messages = []
     run_finetune(FinetuneConfig(**{**vars(config), "resume": True}), log=messages.append)
     assert any("resumed from" in m and "step 4/" in m for m in messages)
@@ -226,40 +232,33 @@ def test_resume_never_unpickles_code_and_names_broken_checkpoint_files(tiny_mlm,
     train, _ = qa_slices
     config = FinetuneConfig(model=str(tiny_mlm), output=str(tmp_path / "model"), train=[str(train)], epochs=2,
                             save_steps=4, **SMALL)
-    save = finetune_module._save_checkpoint
-
-    def save_then_stop(*args, **kwargs):
-        save(*args, **kwargs)
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(finetune_module, "_save_checkpoint", save_then_stop)
-    with pytest.raises(KeyboardInterrupt):
-        run_finetune(config, log=lambda message: None)
-    monkeypatch.setattr(finetune_module, "_save_checkpoint", save)
+    interrupt_at_step_4(monkeypatch)
+    assert not run_finetune(config, log=lambda message: None).completed
+    monkeypatch.undo()
     checkpoint = tmp_path / "model" / "checkpoints" / "step-00000004"
-    resume = FinetuneConfig(**{**vars(config), "resume": True})
-    state = checkpoint / "trainer_state.pt"
+    resume = FinetuneConfig(**{**vars(config), "resume": "latest"})
+    state = checkpoint / "state.pt"
     original = state.read_bytes()
     marker = tmp_path / "code-ran"
     torch.save({"optimizer": _RunsCode(marker)}, state)
-    with pytest.raises(InputError, match="trainer_state.pt: not a plain tensor checkpoint"):
+    with pytest.raises(InputError, match="state.pt: not a plain tensor checkpoint"):
         run_finetune(resume, log=lambda message: None)
     assert not marker.exists()
     state.write_bytes(original[:100])
-    with pytest.raises(InputError, match="trainer_state.pt: unreadable checkpoint state"):
+    with pytest.raises(InputError, match="state.pt: unreadable checkpoint state"):
         run_finetune(resume, log=lambda message: None)
     state.write_bytes(original)
 
-    stored = checkpoint / "finetune_config.json"
+    stored = checkpoint / "trainer_state.json"
     fingerprint = stored.read_text(encoding="utf-8")
     stored.write_text("{not json", encoding="utf-8")
-    with pytest.raises(InputError, match="finetune_config.json: invalid JSON"):
+    with pytest.raises(InputError, match="trainer_state.json: invalid JSON"):
         run_finetune(resume, log=lambda message: None)
     stored.write_text("[1, 2]", encoding="utf-8")
-    with pytest.raises(InputError, match="finetune_config.json: expected a JSON object, found list"):
+    with pytest.raises(InputError, match="trainer_state.json: expected a JSON object, found list"):
         run_finetune(resume, log=lambda message: None)
-    stored.unlink()
-    with pytest.raises(InputError, match="finetune_config.json: not found"):
+    stored.unlink()  # a checkpoint without its trainer state is no checkpoint
+    with pytest.raises(ConfigError, match="holds no checkpoint to resume"):
         run_finetune(resume, log=lambda message: None)
     stored.write_text(fingerprint, encoding="utf-8")
     messages = []
@@ -298,3 +297,35 @@ def test_protocols_and_cli_defaults(shared_data, monkeypatch, tmp_path, capsys):
     argv = ["finetune", "--model", "m", "--preprocessing", "none", "-o", str(tmp_path / "o"), "--protocol", "paper"]
     assert main(argv) == 2
     assert "Arabic-SQuAD.json" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_two_processes_finetune(tiny_mlm, qa_slices, tmp_path):
+    """The training engine's DDP (gloo on CPU, through torchrun) for fine-tuning: batches sharded by process, the dev
+    score computed once (main process) and its early-stopping decision shared; the model is written once.
+    (Resuming exactly is tested in one process above; the engine's DDP resume in test_pretrain.py.)"""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    train, dev = qa_slices
+    out = tmp_path / "ddp"
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "-m", "arabert_pipeline.cli",
+               "finetune", "--model", str(tiny_mlm), "-o", str(out), "--train", str(train), "--dev", str(dev),
+               "--epochs", "3", "--patience", "1", "--batch-size", "8", "--max-seq-length", "128", "--doc-stride",
+               "32", "--lr", "1e-3", "--skip-misaligned", "--save-steps", "3", "--sentence-prior", "0",
+               "--within-sentence", "off", "--decoding", "max-score", "--no-progress"]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    metadata = json.loads((out / "arabert_pipeline.json").read_text(encoding="utf-8"))["finetune"]
+    assert metadata["processes"] == 2
+    epochs = len(metadata["dev_scores"])
+    per_epoch = -(-metadata["train_windows"] // 8) // 2  # each step reads one batch per process
+    assert metadata["steps"] == epochs * per_epoch
+    log = [json.loads(line) for line in (out / "log.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [row["epoch"] for row in log if "epoch" in row] == list(range(1, epochs + 1))
+    assert sorted(p.name for p in out.iterdir() if p.name != "tensorboard") == sorted(
+        ["arabert_pipeline.json", "config.json", "log.jsonl", "model.safetensors", "sentence_idf.json",
+         "tokenizer.json", "tokenizer_config.json"])

@@ -7,7 +7,7 @@ import pytest
 
 from arabert_pipeline.errors import ConfigError
 from arabert_pipeline.qa.decoding import SENTENCE_PRIOR_GRID, decoding_grid, dev_score
-from arabert_pipeline.qa.finetune import FinetuneConfig, parameter_groups, run_finetune
+from arabert_pipeline.qa.finetune import FinetuneConfig, run_finetune
 from arabert_pipeline.qa.infer import SENTENCE_IDF_FILE, QAModel
 from test_qa_model import SMALL
 
@@ -87,8 +87,10 @@ def test_layer_wise_learning_rates_decay_from_the_head_down():
 
     model = BertForQuestionAnswering(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=3,
                                                 num_attention_heads=2, intermediate_size=32))
-    groups = parameter_groups(model, 0.01, lr=1.0, layer_lr_decay=0.5)
-    lr_of = {id(p): g["lr"] for g in groups for p in g["params"]}
+    from arabert_pipeline.training import parameter_groups
+
+    groups = parameter_groups(model, 0.01, layer_lr_decay=0.5, layers=3)
+    lr_of = {id(p): g["lr_scale"] for g in groups for p in g["params"]}
     named = dict(model.named_parameters())
     assert lr_of[id(named["qa_outputs.weight"])] == 1.0
     assert lr_of[id(named["bert.encoder.layer.2.output.dense.weight"])] == 0.5

@@ -70,7 +70,8 @@ def register(subparsers) -> None:
                    help="bf16 autocast; auto = where the hardware computes bf16 natively")
     p.add_argument("--save-steps", type=int, default=_DEFAULTS["save_steps"],
                    help="extra checkpoint every N steps (one is always written per epoch)")
-    p.add_argument("--resume", action="store_true", help="continue from OUTPUT/checkpoints")
+    p.add_argument("--resume", nargs="?", const="latest", metavar="CKPT",
+                   help="continue from the last checkpoint in OUTPUT (or from CKPT)")
     p.add_argument("--overwrite", action="store_true",
                    help="replace an earlier finetune output in OUTPUT (a directory holding anything else is never "
                    "replaced)")
@@ -135,5 +136,4 @@ def config_from_args(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     from .finetune import run_finetune
 
-    run_finetune(config_from_args(args))
-    return 0
+    return 0 if run_finetune(config_from_args(args)).completed else 130

@@ -12,20 +12,24 @@ arabert_pipeline.json and the sentence prior's IDF table → predict and score e
 
 Choose on dev, report on test: dev sets decide the epoch and the prior; evaluation sets are only scored at the end.
 
-The loop is written out rather than delegated to transformers.Trainer: QA needs its own evaluation (windows → spans →
-original text) anyway, and the whole schedule (seeded per-epoch shuffles, checkpoints that resume bit-for-bit,
-bf16 autocast) fits in one readable function instead of Trainer callbacks and arguments.
+Training runs on the package's one engine (training.py, shared with `pretrain`): AdamW with BERT's exclusions and
+optional layer-wise learning rates, warm-up + linear decay, clipping at norm 1, bf16 autocast where the hardware has
+it, checkpoints that resume bit-for-bit (seeded per-epoch batch orders), Ctrl-C, OUT/log.jsonl, and one or several
+GPUs through accelerate / torchrun:
+
+    torchrun --nproc_per_node 4 -m arabert_pipeline.cli finetune --model runs/mlm -o runs/qa --protocol offline-dev
+
+QATrainer adds what is QA's own: windows as batches, the dev score at every epoch's end (on the main process), the
+best epoch's weights, early stopping, and the decoder and no-answer threshold chosen on dev before the model is written.
 """
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import logging
-import math
 import os
-import re
 import shutil
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -33,12 +37,15 @@ from typing import Any
 import numpy as np
 
 from ..artifacts import (
-    MODEL_DIR_FILES, OutputKind, OutputLock, atomic_directory, atomic_write, check_local_source,
-    check_vocabulary_size, claim_output_dir, load_pretrained_model, load_pretrained_tokenizer, load_tensor_state,
-    portable_path, read_json_file, read_metadata, remove_own_entries, remove_stale_temporaries, write_metadata,
+    MODEL_DIR_FILES, OutputKind, atomic_write, check_local_source, check_vocabulary_size, load_pretrained_model,
+    load_pretrained_tokenizer, portable_path, read_metadata, write_metadata,
 )
+from ..cliargs import BF16_CHOICES
 from ..errors import ConfigError
 from ..tokenizer.export import save_pretrained_tokenizer
+from ..training import (
+    CHECKPOINTS, LOG_FILE, Engine, LoopSettings, make_optimizer, parameter_groups, warmup_steps,
+)
 from .align import QAPreprocessing, align_examples
 from .data import SquadFile, dataset_license, dataset_names, read_squad, unanswerable_examples
 from .features import CONTEXT_TYPE, QUESTION_OVERLAP_TYPE, build_windows, check_fast_tokenizer
@@ -57,16 +64,15 @@ PROTOCOLS = {
     "offline-dev": {"train": ["arcd-train-rest", "xquad-ar"], "dev": ["arcd-dev", "mlqa-ar-dev"],
                     "eval": ["arcd-test", "tydiqa-goldp-ar-dev"]},
 }
-BF16_CHOICES = ("auto", "on", "off")
 MAX_GRAD_NORM = 1.0  # BERT's fine-tuning recipe clips gradients at norm 1
 WIDTH_MULTIPLE = 32  # batch widths are padded to multiples of this: few shapes, flat memory
 LENGTH_POOL = 50  # batches per pool of windows sorted by length (epoch_batches)
-CHECKPOINTS = "checkpoints"
-STATE_FILE = "trainer_state.pt"
-CONFIG_FILE = "finetune_config.json"
+LOG_EVERY = 20  # optimizer steps per log.jsonl row
 BEST_WEIGHTS = "best.safetensors"  # in CHECKPOINTS: the weights of the best epoch on the dev sets so far
-FINETUNE_OUTPUT = OutputKind("finetune", names=(*MODEL_DIR_FILES, CHECKPOINTS, "eval", SENTENCE_IDF_FILE),
-                             markers=(CHECKPOINTS,), metadata_marker=("task", "question-answering"), resumable=True)
+FINETUNE_OUTPUT = OutputKind("finetune", names=(*MODEL_DIR_FILES, CHECKPOINTS, LOG_FILE, "tensorboard", "eval",
+                                                SENTENCE_IDF_FILE),
+                             markers=(CHECKPOINTS, LOG_FILE), metadata_marker=("task", "question-answering"),
+                             resumable=True)
 
 
 @dataclasses.dataclass
@@ -103,7 +109,7 @@ class FinetuneConfig:
     seed: int = 42
     bf16: str = "auto"  # auto: on where the CPU/GPU computes bf16 natively
     save_steps: int = 0  # extra checkpoints every N optimizer steps (one is always written per epoch)
-    resume: bool = False
+    resume: str | None = None  # "latest" (what --resume alone means) or a checkpoint directory
     overwrite: bool = False  # replace an earlier finetune output at `output`
     skip_misaligned: bool = False  # drop (counted, reported) training answers whose answer_start is wrong
     allow_leakage: bool = False  # train even if evaluation contexts/questions occur in training
@@ -114,6 +120,8 @@ class FinetuneConfig:
     def resolved(self) -> "FinetuneConfig":
         """Protocol expanded into train/eval, options validated."""
         config = dataclasses.replace(self)
+        if isinstance(config.resume, bool):  # resume=True from Python callers of earlier versions
+            config.resume = "latest" if config.resume else None
         if config.protocol is not None:
             if config.protocol not in PROTOCOLS:
                 raise ConfigError(f"unknown protocol {config.protocol!r}: use one of {', '.join(PROTOCOLS)}")
@@ -152,6 +160,14 @@ class FinetuneConfig:
         skip = {"output", "resume", "overwrite", "progress", "download", "save_steps"}
         return {k: v for k, v in dataclasses.asdict(self).items() if k not in skip}
 
+    def loop_settings(self) -> LoopSettings:
+        return LoopSettings(
+            output=self.output, lr=self.lr, warmup=self.warmup_ratio, seed=self.seed, weight_decay=self.weight_decay,
+            layer_lr_decay=self.layer_lr_decay, bf16=self.bf16, max_grad_norm=MAX_GRAD_NORM, log_every=LOG_EVERY,
+            save_every=self.save_steps, keep_checkpoints=1, resume=self.resume, overwrite=self.overwrite,
+            progress=self.progress,
+        )
+
 
 @dataclasses.dataclass
 class FinetuneResult:
@@ -164,216 +180,281 @@ class FinetuneResult:
     alignment: str
     predictions: dict[str, Path]  # eval set → predictions file
     metrics: dict[str, dict]  # eval set → EM/F1/SM ×100, SOQAL-compatible and Arabic-correct
+    completed: bool = True  # False: interrupted (Ctrl-C); a checkpoint was saved, --resume continues
 
 
 def run_finetune(config: FinetuneConfig, log=None) -> FinetuneResult:
     """Train, choose on dev, save, predict. `log` receives one-line progress messages (default: this module's
     logger at INFO, which the CLI prints)."""
     log = log or logging.getLogger(__name__).info
-    with OutputLock(config.output, "finetune"):
-        return _run_finetune(config, log)
-
-
-def _run_finetune(config: FinetuneConfig, log) -> FinetuneResult:
-    import torch
-    import transformers
-    from transformers import AutoModelForQuestionAnswering
-
-    from ..pretrain.trainer import use_bf16  # one bf16 policy for pretraining and fine-tuning
-
     check_local_source(config.model)
-    config = config.resolved()
-    preprocessing = _preprocessing_name(config)
-    config = dataclasses.replace(config, preprocessing=preprocessing)
-    output = Path(config.output)
     started = time.time()
-    resume_from = _prepare_output(output, config)
-    train_files = [read_squad(s, misaligned="skip" if config.skip_misaligned else "error", download=config.download)
-                   for s in config.train]
-    dev_files = [read_squad(s, misaligned="keep", download=config.download) for s in config.dev]
-    eval_files = [read_squad(s, misaligned="keep", download=config.download) for s in config.eval]
-    held_out_files = [read_squad(s, misaligned="keep", download=config.download) for s in config.hold_out]
-    for f in train_files + dev_files + eval_files:
-        if f.misaligned:
-            log(f.describe_misaligned())
-    # Dev and held-out sets are guarded like evaluation sets: a leak into any is refused (or dropped) the same way.
-    leakage = find_leakage([(f.name, f.examples) for f in train_files],
-                           [(f.name, f.examples) for f in dev_files + eval_files + held_out_files])
-    train_examples, dropped = _apply_leakage_policy(leakage, train_files, config, log)
+    trainer = QATrainer(config.resolved(), log)
+    if not trainer.train():
+        return trainer.result(started, completed=False)
+    shutil.rmtree(trainer.output / CHECKPOINTS, ignore_errors=True)
+    trainer.say(f"saved {trainer.output} ({trainer.state.step} steps, {time.time() - started:.0f} s)")
+    return trainer.result(started)
 
-    tokenizer = load_pretrained_tokenizer(config.model)
-    check_fast_tokenizer(tokenizer)
-    qa_preprocessing = QAPreprocessing(preprocessing)
-    aligned, report = align_examples(train_examples, qa_preprocessing)
-    log(report.summary())
-    aligned = [a for a in aligned if a["spans"]]
-    if not aligned:
-        raise ConfigError("no training question left with an aligned answer")
-    labels = [a["spans"][0] for a in aligned]
-    negatives = []
-    if config.negatives:
-        kept = {a["id"] for a in aligned}
-        negatives, _ = align_examples(
-            unanswerable_examples([e for e in train_examples if str(e["id"]) in kept], seed=config.seed),
-            qa_preprocessing)
-        log(f"+ {len(negatives)} unanswerable pairs (a question with another paragraph of its article), "
-            "labelled no-answer")
-    windows = build_windows(
-        tokenizer,
-        [a["question"] for a in aligned + negatives],
-        [a["aligned"].text for a in aligned + negatives],
-        max_seq_length=config.max_seq_length,
-        doc_stride=config.doc_stride,
-        max_question_tokens=config.max_question_tokens,
-        answer_spans=labels + [None] * len(negatives),
-        question_overlap=config.question_overlap,
-    )
-    log(f"training on {len(aligned) + len(negatives)} questions → {len(windows)} windows of ≤ "
-        f"{config.max_seq_length} tokens")
-    # The sentence prior's IDF is counted over the training contexts, as the model will see them (preprocessed).
-    sentence_idf = KeyIDF.from_texts(sorted({a["aligned"].text for a in aligned}))
 
-    transformers.set_seed(config.seed)
-    model_source = resume_from or config.model
-    verbosity = transformers.logging.get_verbosity()
-    transformers.logging.set_verbosity_error()  # its load report lists the fresh QA head: said below in one line
-    try:
-        # fp32 master weights whatever the checkpoint's storage dtype; bf16 is only used inside autocast.
-        model, info = load_pretrained_model(AutoModelForQuestionAnswering, model_source, dtype=torch.float32)
-    finally:
-        transformers.logging.set_verbosity(verbosity)
-    check_vocabulary_size(model, tokenizer, model_source)
-    if info["missing_keys"]:
-        log(f"initialised {', '.join(sorted(info['missing_keys']))} (new question-answering head)")
-    if config.question_overlap and add_question_overlap_type(model):
-        log("token type 2 (context word shared with the question) added, initialised as the context type")
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    model.to(device)
-    bf16 = use_bf16(config.bf16, device)
+class QATrainer(Engine):
+    """Fine-tuning on the training engine: set up with QATrainer(config, log) (data read, leakage refused, answers
+    aligned, windows built, model loaded: every check before training), then train()."""
 
-    steps_per_epoch = math.ceil(len(windows) / config.batch_size)
-    total_steps = steps_per_epoch * config.epochs
-    optimizer = torch.optim.AdamW(
-        parameter_groups(model, config.weight_decay, config.lr, config.layer_lr_decay), lr=config.lr
-    )
-    scheduler = transformers.get_linear_schedule_with_warmup(
-        optimizer, int(config.warmup_ratio * total_steps), total_steps
-    )
-    settings = QASettings(config.max_seq_length, config.doc_stride, config.max_question_tokens,
-                          config.max_answer_tokens, question_overlap=config.question_overlap)
-    progress_state = {"step": 0, "losses": [], "running": [], "dev": []}  # dev: per-epoch dev scores
-    if resume_from is not None:
-        state = load_tensor_state(resume_from / STATE_FILE)
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
-        torch.set_rng_state(state["torch_rng"])
-        progress_state.update({key: state[key] for key in progress_state if key in state})
-        log(f"resumed from {resume_from} at step {progress_state['step']}/{total_steps}")
-    step, losses, running, dev_history = (progress_state[k] for k in ("step", "losses", "running", "dev"))
+    output_kind = FINETUNE_OUTPUT
+    description = "finetune"
 
-    progress = _progress_bar(total_steps, step, config.progress)
-    model.train()
-    shuffled_epoch, order = -1, None
-    while step < total_steps:
-        epoch, position = divmod(step, steps_per_epoch)
-        if epoch != shuffled_epoch:
-            # One seeded order per epoch: a resumed run replays the same batches from where it stopped.
-            shuffled_epoch, order = epoch, epoch_batches(windows, config.batch_size, config.seed, epoch)
-        rows = order[position]
-        batch = collate(windows, rows, tokenizer.pad_token_id or 0, labels=True, multiple=WIDTH_MULTIPLE)
-        batch = {k: v.to(device) for k, v in batch.items()}
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
-            loss = model(**batch).loss
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
-        optimizer.step()
-        scheduler.step()
-        optimizer.zero_grad(set_to_none=True)
-        step += 1
-        running.append(loss.item())
-        progress.update(1)
-        progress.set_postfix(epoch=epoch + 1, loss=f"{np.mean(running[-50:]):.3f}")
-        epoch_done = step % steps_per_epoch == 0
+    def __init__(self, config: FinetuneConfig, log):
+        self.config, self.say_to = config, log
+        super().__init__(config.loop_settings())
+
+    def say(self, message: str) -> None:
+        if self.is_main:
+            self.say_to(message)
+
+    def inputs(self) -> list[str]:
+        config = self.config
+        return [source for source in [config.model, *config.train, *config.dev, *config.eval, *config.hold_out]
+                if Path(source).exists()]
+
+    def setup(self) -> None:
+        import torch
+        import transformers
+        from transformers import AutoModelForQuestionAnswering
+
+        config = self.config
+        self.preprocessing = _preprocessing_name(config)
+        read = lambda sources, misaligned: [read_squad(s, misaligned=misaligned, download=config.download)  # noqa
+                                            for s in sources]
+        self.train_files = read(config.train, "skip" if config.skip_misaligned else "error")
+        self.dev_files, self.eval_files = read(config.dev, "keep"), read(config.eval, "keep")
+        held_out_files = read(config.hold_out, "keep")
+        for f in self.train_files + self.dev_files + self.eval_files:
+            if f.misaligned:
+                self.say(f.describe_misaligned())
+        # Dev and held-out sets are guarded like evaluation sets: a leak into any is refused (or dropped) the same way.
+        self.leakage = find_leakage([(f.name, f.examples) for f in self.train_files],
+                                    [(f.name, f.examples) for f in self.dev_files + self.eval_files + held_out_files])
+        train_examples, self.dropped = _apply_leakage_policy(self.leakage, self.train_files, config, self.say)
+
+        self.tokenizer = load_pretrained_tokenizer(config.model)
+        check_fast_tokenizer(self.tokenizer)
+        qa_preprocessing = QAPreprocessing(self.preprocessing)
+        aligned, self.alignment = align_examples(train_examples, qa_preprocessing)
+        self.say(self.alignment.summary())
+        aligned = [a for a in aligned if a["spans"]]
+        if not aligned:
+            raise ConfigError("no training question left with an aligned answer")
+        negatives = []
+        if config.negatives:
+            kept = {a["id"] for a in aligned}
+            negatives, _ = align_examples(
+                unanswerable_examples([e for e in train_examples if str(e["id"]) in kept], seed=config.seed),
+                qa_preprocessing)
+            self.say(f"+ {len(negatives)} unanswerable pairs (a question with another paragraph of its article), "
+                     "labelled no-answer")
+        self.windows = build_windows(
+            self.tokenizer,
+            [a["question"] for a in aligned + negatives],
+            [a["aligned"].text for a in aligned + negatives],
+            max_seq_length=config.max_seq_length,
+            doc_stride=config.doc_stride,
+            max_question_tokens=config.max_question_tokens,
+            answer_spans=[a["spans"][0] for a in aligned] + [None] * len(negatives),
+            question_overlap=config.question_overlap,
+        )
+        self.train_questions, self.train_negatives = len(aligned), len(negatives)
+        self.lengths = np.asarray([len(ids) for ids in self.windows.input_ids])
+        self.say(f"training on {len(aligned) + len(negatives)} questions → {len(self.windows)} windows of ≤ "
+                 f"{config.max_seq_length} tokens")
+        # The sentence prior's IDF is counted over the training contexts, as the model will see them (preprocessed).
+        self.sentence_idf = KeyIDF.from_texts(sorted({a["aligned"].text for a in aligned}))
+        self.data_key = windows_key(self.windows, self.tokenizer)
+        checkpoint = self.find_checkpoint()
+
+        transformers.set_seed(config.seed)
+        verbosity = transformers.logging.get_verbosity()
+        transformers.logging.set_verbosity_error()  # its load report lists the fresh QA head: said below in one line
+        try:
+            # fp32 master weights whatever the checkpoint's storage dtype; bf16 is only used inside autocast.
+            model, info = load_pretrained_model(AutoModelForQuestionAnswering, config.model, dtype=torch.float32)
+        finally:
+            transformers.logging.set_verbosity(verbosity)
+        check_vocabulary_size(model, self.tokenizer, config.model)
+        if info["missing_keys"] and checkpoint is None:
+            self.say(f"initialised {', '.join(sorted(info['missing_keys']))} (new question-answering head)")
+        if config.question_overlap and add_question_overlap_type(model) and checkpoint is None:
+            self.say("token type 2 (context word shared with the question) added, initialised as the context type")
+        optimizer = make_optimizer(parameter_groups(model, config.weight_decay, config.layer_lr_decay,
+                                                    layers=model.config.num_hidden_layers), config.lr)
+        self.prepare(model, optimizer, checkpoint)
+        self.model.train()
+        self.settings = QASettings(config.max_seq_length, config.doc_stride, config.max_question_tokens,
+                                   config.max_answer_tokens, question_overlap=config.question_overlap)
+        if checkpoint is None:
+            self.losses, self.running, self.dev_history = [], [], []
+            total = self.steps_per_epoch() * config.epochs
+            if total < 1:
+                raise ConfigError(f"{len(self.windows)} training windows do not fill one batch on each of "
+                                  f"{self.world} processes: use a smaller --batch-size")
+            self.state.total_steps, self.state.warmup_steps = total, warmup_steps(config.warmup_ratio, total)
+        else:
+            self.say(f"resumed from {checkpoint} at step {self.state.step}/{self.state.total_steps}")
+
+    # ------------------------------------------------------------------------------------------- the engine's hooks
+
+    def epoch_plan(self, epoch: int) -> list[np.ndarray]:
+        return epoch_batches(self.windows, self.config.batch_size, self.config.seed, epoch)
+
+    def make_batch(self, rows: np.ndarray, epoch: int, index: int):
+        return self.to_device(collate(self.windows, rows, self.tokenizer.pad_token_id or 0, labels=True,
+                                      multiple=WIDTH_MULTIPLE))
+
+    def count_tokens(self, rows: np.ndarray) -> int:
+        return int(self.lengths[rows].sum())
+
+    def forward(self, batch):
+        return {"loss": self.model(**batch).loss}
+
+    def config_record(self) -> dict[str, Any]:
+        return self.config.fingerprint()
+
+    def config_differences(self, stored: dict[str, Any]) -> list[str]:
+        current = self.config.fingerprint()
+        return sorted(k for k in current.keys() | stored.keys() if stored.get(k) != current.get(k))
+
+    def extra_state(self) -> dict[str, Any]:
+        return {"losses": self.losses, "running": self.running, "dev": self.dev_history}
+
+    def restore_extra_state(self, extra: dict[str, Any]) -> None:
+        self.losses, self.running, self.dev_history = extra["losses"], extra["running"], extra["dev"]
+
+    def after_step(self, board) -> bool:
+        """At each epoch's end: its mean loss, the dev score, the best weights so far, early stopping, a checkpoint."""
+        config, state = self.config, self.state
+        self.running.append(self.last_metrics["loss"])
+        if not self.epoch_ends_here():
+            return False
+        self.losses.append(float(np.mean(self.running)))
+        self.running = []
+        message = f"epoch {state.epoch + 1}/{config.epochs}: mean loss {self.losses[-1]:.4f}"
         stop = False
-        if epoch_done:
-            losses.append(float(np.mean(running)))
-            running = []
-            message = f"epoch {epoch + 1}/{config.epochs}: mean loss {losses[-1]:.4f}"
-            if dev_files:
+        if self.dev_files:
+            if self.is_main:
+                model = self.unwrapped()
                 model.eval()
-                qa = QAModel(model, tokenizer, preprocessing, settings)
-                dev_history.append(dev_score(qa, dev_files, config.batch_size))
+                qa = QAModel(model, self.tokenizer, self.preprocessing, self.settings)
+                self.dev_history.append(dev_score(qa, self.dev_files, config.batch_size))
                 model.train()
-                best = int(np.argmax(dev_history))
-                if best == len(dev_history) - 1:
-                    _save_best_weights(output, model)
-                message += f"; dev {DEV_METRIC} {dev_history[-1]:.2f} (best: epoch {best + 1})"
-                stop = bool(config.patience) and len(dev_history) - 1 - best >= config.patience
-            log(message)
+                if int(np.argmax(self.dev_history)) == len(self.dev_history) - 1:
+                    _save_best_weights(self.output, model)
+                self.log({"step": state.step, "epoch": state.epoch + 1, f"dev_{DEV_METRIC}": self.dev_history[-1]},
+                         board)
+            self.dev_history = self.broadcast(self.dev_history)
+            best = int(np.argmax(self.dev_history))
+            message += f"; dev {DEV_METRIC} {self.dev_history[-1]:.2f} (best: epoch {best + 1})"
+            stop = bool(config.patience) and len(self.dev_history) - 1 - best >= config.patience
+        self.say(message)
         if stop:
-            log(f"early stop: no better dev {DEV_METRIC} for {config.patience} epoch(s)")
-            break
-        if step < total_steps and (epoch_done or (config.save_steps and step % config.save_steps == 0)):
-            _save_checkpoint(output, config, model, optimizer, scheduler,
-                             {"step": step, "losses": losses, "running": running, "dev": dev_history})
-    progress.close()
+            self.say(f"early stop: no better dev {DEV_METRIC} for {config.patience} epoch(s)")
+        elif state.step < state.total_steps and state.step != self.last_saved_step:
+            self.save_checkpoint()
+        return stop
 
-    model.eval()
-    chosen = {}
-    if dev_history:
-        best = int(np.argmax(dev_history))
-        if best != len(dev_history) - 1:
-            model.load_state_dict(_load_best_weights(output), strict=True)
-        chosen["epoch"] = best + 1
-        log(f"kept epoch {best + 1} (dev {DEV_METRIC} {dev_history[best]:.2f})")
-    fixed = {"sentence_prior": config.sentence_prior, "within_sentence": config.within_sentence,
-             "decoding": config.decoding}
-    decoding, decoding_scores = dict(PLAIN_DECODING), []
-    decoding.update({name: value for name, value in fixed.items() if value is not None})
-    if dev_files and None in fixed.values():
-        qa = QAModel(model, tokenizer, preprocessing, settings, sentence_idf=sentence_idf)
-        decoding_scores = tune_decoding(qa, dev_files, config.batch_size, fixed)
-        decoding = best_decoding(decoding_scores)
-        log("decoding on dev: " + "; ".join(f"{describe_decoding(row)} → {row['score']:.2f}" for row in decoding_scores)
-            + f"; chose {describe_decoding(decoding)}")
-    settings = dataclasses.replace(settings, **{**decoding, "sentence_prior": float(decoding["sentence_prior"])})
-    no_answer = {}
-    if dev_files:
-        no_answer = tune_null_threshold(QAModel(model, tokenizer, preprocessing, settings, sentence_idf=sentence_idf),
-                                        dev_files, config.batch_size)
-        settings = dataclasses.replace(settings, null_score_diff_threshold=no_answer["threshold"])
-        log(describe_no_answer(no_answer))
-    metadata = {
-        "preprocessing": preprocessing,
-        "task": "question-answering",
-        "base_model": portable_path(config.model),
-        **dataclasses.asdict(settings),
-        "training_data": [_describe(f, dropped) for f in train_files],
-        "dev_data": [_describe(f, {}) for f in dev_files],
-        "evaluation_data": [_describe(f, {}) for f in eval_files],
-        "alignment": {"answers": report.answers, "aligned": report.aligned, "exact": report.exact,
-                      "rate": report.rate, "unaligned_ids": report.unaligned_ids},
-        "leakage": {"policy": _leakage_policy(config), "counts": leakage.counts(),
-                    "dropped_train_questions": sum(dropped.values())},
-        "finetune": {**config.fingerprint(), "model": portable_path(config.model), "bf16_used": bf16, "steps": step,
-                     "train_questions": len(aligned), "train_negatives": len(negatives), "train_windows": len(windows), "epoch_losses": losses,
-                     "dev_metric": DEV_METRIC, "dev_scores": dev_history, **chosen,
-                     "decoding_dev_scores": decoding_scores, "no_answer_dev": no_answer},
-        "pretrained": read_metadata(config.model, missing_ok=True) if Path(config.model).is_dir() else {},
-    }
-    _save_final_model(output, model, tokenizer, metadata, sentence_idf)
-    shutil.rmtree(output / CHECKPOINTS, ignore_errors=True)
-    seconds = time.time() - started
-    log(f"saved {output} ({step} steps, {seconds:.0f} s)")
+    def keeps_final_checkpoint(self) -> bool:
+        return False  # the finished model replaces the checkpoints
 
-    qa = QAModel(model, tokenizer, preprocessing, settings, sentence_idf=sentence_idf)
-    predictions, metrics = {}, {}
-    for f in eval_files:
-        predictions[f.name], metrics[f.name] = evaluate_file(qa, f, output / "eval", config.batch_size)
-        scores = ", ".join(f"{k} {v:.1f}" for k, v in metrics[f.name].items() if k != "questions")
-        log(f"{f.name} ({len(f.examples)} questions): {scores}; predictions in {predictions[f.name]}")
-    return FinetuneResult(output, len(aligned), len(windows), step, seconds, losses, report.summary(),
-                          predictions, metrics)
+    def finish(self, board) -> None:
+        """The best epoch's weights; the decoder and the no-answer threshold chosen on dev; the model's metadata."""
+        if not self.is_main:
+            return
+        config, model = self.config, self.unwrapped()
+        model.eval()
+        chosen = {}
+        if self.dev_history:
+            best = int(np.argmax(self.dev_history))
+            if best != len(self.dev_history) - 1:
+                model.load_state_dict(_load_best_weights(self.output), strict=True)
+            chosen["epoch"] = best + 1
+            self.say(f"kept epoch {best + 1} (dev {DEV_METRIC} {self.dev_history[best]:.2f})")
+        fixed = {"sentence_prior": config.sentence_prior, "within_sentence": config.within_sentence,
+                 "decoding": config.decoding}
+        decoding, decoding_scores = dict(PLAIN_DECODING), []
+        decoding.update({name: value for name, value in fixed.items() if value is not None})
+        if self.dev_files and None in fixed.values():
+            decoding_scores = tune_decoding(self.qa_model(), self.dev_files, config.batch_size, fixed)
+            decoding = best_decoding(decoding_scores)
+            self.say("decoding on dev: " + "; ".join(f"{describe_decoding(row)} → {row['score']:.2f}"
+                                                     for row in decoding_scores)
+                     + f"; chose {describe_decoding(decoding)}")
+        self.settings = dataclasses.replace(self.settings, **{**decoding,
+                                                              "sentence_prior": float(decoding["sentence_prior"])})
+        no_answer = {}
+        if self.dev_files:
+            no_answer = tune_null_threshold(self.qa_model(), self.dev_files, config.batch_size)
+            self.settings = dataclasses.replace(self.settings, null_score_diff_threshold=no_answer["threshold"])
+            self.say(describe_no_answer(no_answer))
+        report = self.alignment
+        self.metadata = {
+            "preprocessing": self.preprocessing,
+            "task": "question-answering",
+            "base_model": portable_path(config.model),
+            **dataclasses.asdict(self.settings),
+            "training_data": [_describe(f, self.dropped) for f in self.train_files],
+            "dev_data": [_describe(f, {}) for f in self.dev_files],
+            "evaluation_data": [_describe(f, {}) for f in self.eval_files],
+            "alignment": {"answers": report.answers, "aligned": report.aligned, "exact": report.exact,
+                          "rate": report.rate, "unaligned_ids": report.unaligned_ids},
+            "leakage": {"policy": _leakage_policy(config), "counts": self.leakage.counts(),
+                        "dropped_train_questions": sum(self.dropped.values())},
+            "finetune": {**config.fingerprint(), "model": portable_path(config.model), "bf16_used": self.bf16,
+                         "steps": self.state.step, "processes": self.world, "train_questions": self.train_questions,
+                         "train_negatives": self.train_negatives, "train_windows": len(self.windows),
+                         "epoch_losses": self.losses, "dev_metric": DEV_METRIC, "dev_scores": self.dev_history,
+                         **chosen, "decoding_dev_scores": decoding_scores, "no_answer_dev": no_answer},
+            "pretrained": read_metadata(config.model, missing_ok=True) if Path(config.model).is_dir() else {},
+        }
+
+    def qa_model(self) -> QAModel:
+        return QAModel(self.unwrapped(), self.tokenizer, self.preprocessing, self.settings,
+                       sentence_idf=self.sentence_idf)
+
+    def export_checkpoint(self, directory: Path) -> None:
+        """A checkpoint's model: the weights at that step, loadable with the tokenizer (no decoder settings yet)."""
+        self.unwrapped().save_pretrained(directory)
+        save_pretrained_tokenizer(self.tokenizer, directory)
+
+    def export(self, directory: Path) -> None:
+        self.export_checkpoint(directory)
+        with atomic_write(directory / SENTENCE_IDF_FILE) as f:
+            json.dump(self.sentence_idf.to_json(), f, ensure_ascii=False, separators=(",", ":"))
+        write_metadata(directory, **self.metadata)
+
+    def result(self, started: float, completed: bool = True) -> FinetuneResult:
+        """Predict and score every evaluation set (after a completed run, on the main process)."""
+        predictions, metrics = {}, {}
+        if completed and self.is_main:
+            qa = self.qa_model()
+            for f in self.eval_files:
+                predictions[f.name], metrics[f.name] = evaluate_file(qa, f, self.output / "eval",
+                                                                     self.config.batch_size)
+                scores = ", ".join(f"{k} {v:.1f}" for k, v in metrics[f.name].items() if k != "questions")
+                self.say(f"{f.name} ({len(f.examples)} questions): {scores}; predictions in {predictions[f.name]}")
+        return FinetuneResult(self.output, self.train_questions, len(self.windows), self.state.step,
+                              time.time() - started, self.losses, self.alignment.summary(), predictions, metrics,
+                              completed)
+
+
+def windows_key(windows, tokenizer) -> str:
+    """A hash of what fine-tuning trains on (token ids, token types, labels, vocabulary size): a checkpoint of other
+    data, or of data built by another tokenizer or recipe, is refused."""
+    digest = hashlib.sha256(str(len(tokenizer)).encode())
+    for rows in (windows.input_ids, windows.token_type_ids or []):
+        for row in rows:
+            digest.update(np.asarray(row, dtype=np.int32).tobytes() + b"|")
+    for labels in (windows.start_positions, windows.end_positions):
+        digest.update(np.asarray(labels, dtype=np.int64).tobytes())
+    return digest.hexdigest()
 
 
 def epoch_batches(windows, batch_size: int, seed: int, epoch: int) -> list[np.ndarray]:
@@ -437,29 +518,6 @@ def evaluate_file(qa: QAModel, squad: SquadFile, directory: Path, batch_size: in
     return path, metrics
 
 
-def _prepare_output(output: Path, config: FinetuneConfig) -> Path | None:
-    """The checkpoint to resume from, or None for a fresh run; refuses to overwrite an unrelated directory."""
-    local_inputs = [source for source in [config.model, *config.train, *config.dev, *config.eval]
-                    if Path(source).exists()]
-    claim_output_dir(output, FINETUNE_OUTPUT, inputs=local_inputs, overwrite=config.overwrite, resume=config.resume)
-    remove_stale_temporaries(output / CHECKPOINTS, ".*.tmp")
-    checkpoints = sorted((output / CHECKPOINTS).glob("step-*")) if output.is_dir() else []
-    if config.resume and checkpoints:
-        latest = checkpoints[-1]
-        stored = read_json_file(latest / CONFIG_FILE)
-        differences = {k: (stored.get(k), v) for k, v in config.fingerprint().items() if stored.get(k) != v}
-        if differences:
-            details = "; ".join(f"{k}: checkpoint {a!r}, now {b!r}" for k, (a, b) in differences.items())
-            raise ConfigError(f"cannot resume {latest}: the configuration changed ({details})")
-        return latest
-    if output.is_dir() and any(output.iterdir()):
-        if config.resume:
-            raise ConfigError(f"{output} holds no checkpoint to resume (a finished model, or a run stopped before "
-                              "its first checkpoint): pass --overwrite instead of --resume to start it again")
-        remove_own_entries(output, FINETUNE_OUTPUT)
-    return None
-
-
 def _preprocessing_name(config: FinetuneConfig) -> str:
     stored = read_metadata(config.model, missing_ok=True).get("preprocessing") if Path(config.model).is_dir() else None
     if stored and config.preprocessing and stored != config.preprocessing:
@@ -515,46 +573,6 @@ def _describe(f: SquadFile, dropped: dict[str, int]) -> dict[str, Any]:
     return entry
 
 
-def parameter_groups(model, weight_decay: float, lr: float, layer_lr_decay: float = 1.0) -> list[dict]:
-    """BERT's recipe (no weight decay on biases and LayerNorm weights), with layer-wise learning rates.
-
-    With decay d < 1 (ELECTRA's fine-tuning recipe), encoder layer i of L trains at lr · d^(L − i), the embeddings at
-    lr · d^(L + 1) and everything above the encoder (the QA head) at lr: the layers that pretraining shaped most
-    generally move least.
-    """
-    layers = model.config.num_hidden_layers
-    groups: dict[tuple[float, float], list] = {}
-    for name, parameter in model.named_parameters():
-        no_decay = name.endswith("bias") or "LayerNorm" in name or "layer_norm" in name
-        match = re.search(r"\.layer\.(\d+)\.", name)
-        depth = layers - int(match.group(1)) if match else layers + 1 if ".embeddings." in name else 0
-        key = (lr * layer_lr_decay**depth, 0.0 if no_decay else weight_decay)
-        groups.setdefault(key, []).append(parameter)
-    return [{"params": params, "lr": group_lr, "weight_decay": decay}
-            for (group_lr, decay), params in groups.items()]
-
-
-def _progress_bar(total: int, done: int, enabled: bool):
-    from tqdm.auto import tqdm
-
-    return tqdm(total=total, initial=done, desc="finetune", unit="step", disable=not enabled, file=sys.stderr)
-
-
-def _save_checkpoint(output: Path, config, model, optimizer, scheduler, progress: dict) -> None:
-    """Model + optimizer + scheduler + RNG + progress at its step, written atomically; older checkpoints go after."""
-    import torch
-
-    target = output / CHECKPOINTS / f"step-{progress['step']:08d}"
-    with atomic_directory(target) as tmp:
-        model.save_pretrained(tmp)
-        torch.save({"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                    "torch_rng": torch.get_rng_state(), **progress}, tmp / STATE_FILE)
-        (tmp / CONFIG_FILE).write_text(json.dumps(config.fingerprint(), ensure_ascii=False, indent=1), "utf-8")
-    for old in (output / CHECKPOINTS).glob("step-*"):
-        if old != target:
-            shutil.rmtree(old, ignore_errors=True)
-
-
 def _save_best_weights(output: Path, model) -> None:
     from safetensors.torch import save_file
 
@@ -569,18 +587,3 @@ def _load_best_weights(output: Path) -> dict:
     from safetensors.torch import load_file
 
     return load_file(str(output / CHECKPOINTS / BEST_WEIGHTS))
-
-
-def _save_final_model(output: Path, model, tokenizer, metadata: dict, sentence_idf: KeyIDF) -> None:
-    """Write the model dir beside the checkpoints; config.json moves in last, so a partial dir never loads."""
-    staging = output / ".final.tmp"
-    shutil.rmtree(staging, ignore_errors=True)
-    model.save_pretrained(staging)
-    save_pretrained_tokenizer(tokenizer, staging)
-    with atomic_write(staging / SENTENCE_IDF_FILE) as f:
-        json.dump(sentence_idf.to_json(), f, ensure_ascii=False, separators=(",", ":"))
-    write_metadata(staging, **metadata)
-    names = sorted(p.name for p in staging.iterdir())
-    for name in [n for n in names if n != "config.json"] + ["config.json"]:
-        os.replace(staging / name, output / name)
-    staging.rmdir()

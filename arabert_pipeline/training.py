@@ -1,0 +1,729 @@
+"""The one training engine of the package: `pretrain` (pretrain/trainer.py) and `finetune` (qa/finetune.py) are two
+subclasses of `Engine`, so both run on one CPU, one GPU or several (accelerate / torchrun), resume exactly, honour
+Ctrl-C and --time-budget, and write checkpoints, logs and the final model the same way.
+
+What the engine owns: the optimizer step (AdamW with BERT's weight-decay exclusions and optional layer-wise learning
+rates, BERT's warm-up + linear decay, gradient clipping, accumulation, bf16 autocast where the hardware has it), the
+step loop with its logs (OUT/log.jsonl, TensorBoard when installed), checkpoints (OUT/checkpoints/step-NNNNNNNN/:
+`model/`, `state.pt` with tensors only, `trainer_state.json`; the last `keep_checkpoints` kept), resuming from them,
+the output directory's lock and rules, and the final export (arabert_pipeline.json moved in last: it marks a complete
+model). What a stage supplies: `setup()` (data, model, optimizer groups, the plan's length), the micro-batches of an
+epoch and how to build one, the forward, and optionally evaluation, per-step hooks and what the final model holds.
+
+Hand-written rather than transformers.Trainer because the pretraining data plan (seeded per-epoch batch plans, masks
+drawn per batch index) and the --time-budget re-planning need to own the step loop, and fine-tuning's evaluation is the
+package's own QA decoding; accelerate supplies the distributed parts.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import os
+import re
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from .artifacts import (
+    METADATA_FILE, OutputKind, OutputLock, atomic_directory, atomic_write, claim_output_dir, load_tensor_state,
+    read_json_file, remove_own_entries, remove_stale_temporaries,
+)
+from .errors import ArabertPipelineError, ConfigError
+
+log = logging.getLogger(__name__)
+CHECKPOINTS = "checkpoints"
+LOG_FILE = "log.jsonl"
+STATE_FILE = "state.pt"  # tensors only: model, optimizer, per-process RNG (read with weights_only=True)
+TRAINER_STATE_FILE = "trainer_state.json"  # where the run is, and the settings it must be resumed with
+CHECKPOINT_MODEL = "model"  # the checkpoint's Hugging Face model directory
+REPLAN_CHECK_EVERY = 10  # steps between --time-budget checks
+
+
+@dataclass
+class LoopSettings:
+    """What the engine reads of a stage's config (PretrainConfig.loop_settings(), FinetuneConfig.loop_settings())."""
+
+    output: str
+    lr: float
+    warmup: float  # < 1: a fraction of the total steps; ≥ 1: a number of steps
+    seed: int
+    weight_decay: float = 0.01
+    layer_lr_decay: float = 1.0  # lr × decay^(layers above); 1: one learning rate
+    bf16: str = "auto"  # auto | on | off
+    grad_accum: int = 1
+    max_grad_norm: float = 1.0  # 0: no clipping
+    time_budget: float | None = None  # minutes
+    log_every: int = 10
+    eval_every: int = 0  # 0: the stage evaluates at its own points (fine-tuning: epoch ends)
+    save_every: int = 0  # 0: the stage saves at its own points
+    keep_checkpoints: int = 1
+    resume: str | None = None  # "latest" or a checkpoint directory
+    overwrite: bool = False
+    progress: bool = True
+
+
+@dataclass
+class TrainerState:
+    """Where the run is; saved in every checkpoint's trainer_state.json."""
+
+    step: int = 0
+    epoch: int = 0
+    cursor: int = 0  # index of the next micro-batch in the epoch's plan
+    tokens: int = 0  # tokens read by all processes, special tokens included, padding excluded
+    elapsed: float = 0.0  # seconds of training over all sessions
+    total_steps: int = 0
+    warmup_steps: int = 0
+    budget_replanned: bool = False  # --time-budget: the plan was corrected from the speed of the first real steps
+    # --time-budget, later corrections: the decay restarts from (decay_step, decay_factor) towards the new total, so
+    # the learning rate stays continuous; replanned_step/replanned_elapsed mark the last correction.
+    decay_step: int = 0
+    decay_factor: float = 1.0
+    replanned_step: int = 0
+    replanned_elapsed: float = 0.0
+
+
+def lr_factor(step: int, warmup: int, total: int, decay_step: int = 0, decay_factor: float = 1.0) -> float:
+    """BERT's schedule: linear warm-up to the peak, then linear decay to zero at `total`; after a --time-budget
+    correction, linear decay from `decay_factor` at `decay_step` to zero at the corrected `total`.
+
+    Written here rather than taken from transformers because with --time-budget the total is only known while
+    training, and it must come back from a checkpoint; this way it is a few numbers in the state.
+    """
+    if step < warmup:
+        return (step + 1) / warmup
+    if decay_step > warmup:
+        return max(0.0, decay_factor * (total - step) / max(1, total - decay_step))
+    return max(0.0, (total - step) / max(1, total - warmup))
+
+
+def warmup_steps(warmup: float, total: int) -> int:
+    return min(total, int(round(warmup * total)) if warmup < 1 else int(warmup))
+
+
+def use_bf16(setting: str, device: torch.device) -> bool:
+    if setting != "auto":
+        return setting == "on"
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    # Only with native bf16 (AVX512-BF16/AMX, or AVX512 that oneDNN handles well): on an AVX2-only CPU, bf16 autocast
+    # measured 20× slower than fp32 for a mini BERT.
+    native = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
+    return device.type == "cpu" and native is not None and bool(native())
+
+
+def parameter_groups(module: torch.nn.Module, weight_decay: float, layer_lr_decay: float = 1.0,
+                     layers: int | None = None) -> list[dict]:
+    """AdamW groups: BERT's weight-decay exclusions (biases and LayerNorm weights: the parameters with < 2
+    dimensions) and, with layer_lr_decay d < 1 (ELECTRA's fine-tuning recipe), layer-wise learning rates.
+
+    With d < 1, encoder layer i of `layers` trains at lr · d^(layers − i), the embeddings at lr · d^(layers + 1) and
+    everything above the encoder (a task head) at lr: the layers that pretraining shaped most generally move least.
+    Each group's "lr_scale" is its multiple of the scheduled learning rate.
+    """
+    if layer_lr_decay != 1.0 and layers is None:
+        raise ConfigError("layer-wise learning rates need the model's number of layers")
+    groups: dict[tuple[float, float], list] = {}
+    for name, parameter in module.named_parameters():
+        if not parameter.requires_grad:
+            continue
+        depth = 0
+        if layer_lr_decay != 1.0:
+            match = re.search(r"\.layer\.(\d+)\.", name)
+            depth = layers - int(match.group(1)) if match else layers + 1 if ".embeddings." in name else 0
+        key = (layer_lr_decay**depth, 0.0 if parameter.ndim < 2 else weight_decay)
+        groups.setdefault(key, []).append(parameter)
+    return [{"params": params, "lr_scale": scale, "weight_decay": decay}
+            for (scale, decay), params in sorted(groups.items(), key=lambda item: (-item[0][0], -item[0][1]))]
+
+
+def make_optimizer(groups: list[dict], lr: float) -> torch.optim.Optimizer:
+    """BERT's AdamW (β = 0.9, 0.999; ε = 1e-6)."""
+    return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), eps=1e-6)
+
+
+def list_checkpoints(output: Path) -> list[Path]:
+    directory = output / CHECKPOINTS
+    found = ([p for p in directory.glob("step-*") if (p / TRAINER_STATE_FILE).is_file()]
+             if directory.is_dir() else [])
+    return sorted(found, key=lambda p: int(p.name.split("-")[1]))
+
+
+class BudgetPlanner:
+    """--time-budget: how many optimizer steps fit in the budget, corrected while training from the measured speed.
+
+    The first estimate (from timing a few forward/backward passes before training) misses batch collation, the
+    optimizer and whatever else shares the machine (it measured 1.8× too optimistic with two runs on two cores), and
+    the load changes: a run planned while another job was running used 60 of its 95 minutes before the corrections
+    were periodic. So the plan is corrected early in the warm-up, then after every further tenth of the budget (but
+    not in the last tenth), from the speed since the last correction, keeping the learning rate continuous.
+    """
+
+    def __init__(self, minutes: float, warmup: float):
+        self.budget, self.warmup = minutes * 60, warmup
+
+    def first_total(self, seconds_per_step: float) -> int:
+        return max(1, int(self.budget / seconds_per_step))
+
+    def due(self, state: TrainerState) -> bool:
+        if not state.budget_replanned:
+            return state.elapsed >= min(60.0, 0.03 * self.budget)
+        return state.replanned_elapsed + 0.1 * self.budget <= state.elapsed <= 0.9 * self.budget
+
+    def seconds_per_step(self, state: TrainerState) -> float:
+        if not state.budget_replanned:
+            return state.elapsed / max(1, state.step)
+        return (state.elapsed - state.replanned_elapsed) / max(1, state.step - state.replanned_step)
+
+    def replan(self, state: TrainerState, total: int) -> None:
+        """Move the schedule's end to `total` (computed by `remaining_steps`, agreed by every process)."""
+        if state.step < state.warmup_steps or not state.budget_replanned:  # still warming up: rescale it too
+            state.warmup_steps = warmup_steps(self.warmup, total)
+        else:
+            state.decay_factor = lr_factor(state.step, state.warmup_steps, state.total_steps, state.decay_step,
+                                           state.decay_factor)
+            state.decay_step = state.step
+        state.total_steps = total
+        state.budget_replanned = True
+        state.replanned_step, state.replanned_elapsed = state.step, state.elapsed
+
+    def remaining_total(self, state: TrainerState, seconds_per_step: float) -> int:
+        return max(state.step + 1, state.step + int((self.budget - state.elapsed) / seconds_per_step))
+
+    def exhausted(self, state: TrainerState) -> bool:
+        return state.elapsed >= self.budget
+
+
+class Engine:
+    """A training run: `Subclass(config)` checks every input and sets up (before anything is trained), `train()`
+    runs to the planned end.
+
+    A subclass sets, in `setup()`: `self.model` and `self.optimizer` (through `self.prepare`), `self.data_key` (a
+    hash of what it trains on: a checkpoint of other data is refused), and the plan's length (`self.state.total_steps`
+    and `warmup_steps`, unless resumed); and it implements `epoch_plan`, `make_batch`, `count_tokens`, `forward`,
+    `config_record`, `config_differences` and `export`. Hooks it may override: `evaluate`, `after_step`, `finish`,
+    `export_checkpoint`, `extra_state` / `restore_extra_state`.
+    """
+
+    output_kind: OutputKind
+    description = "training"
+
+    def __init__(self, loop: LoopSettings, on_step: Callable[["Engine"], None] | None = None):
+        from accelerate import Accelerator, PartialState
+
+        self.loop, self.on_step = loop, on_step
+        self.output = Path(loop.output)
+        # Under torchrun without GPUs, accelerate only goes multi-process (gloo) when told the run is on CPU.
+        cpu = int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.cuda.is_available()
+        self.bf16 = use_bf16(loop.bf16, PartialState(cpu=cpu).device)
+        # bf16 needs no loss scaling, so autocast is all that accelerate's mixed_precision="bf16" would add; doing it
+        # here keeps accelerate's process-wide state the same for every run (it cannot change within a process).
+        self.accelerator = Accelerator(cpu=cpu)
+        self.is_main = self.accelerator.is_main_process
+        self.world = self.accelerator.num_processes
+        self.batches_per_step = self.world * loop.grad_accum
+        self.budget = BudgetPlanner(loop.time_budget, loop.warmup) if loop.time_budget is not None else None
+        self.state = TrainerState()
+        self.stop_signal: int | None = None
+        self.last_eval: dict[str, float] = {}  # on the main process only
+        self.last_eval_step = -1
+        self.last_metrics: dict[str, float] = {}  # the last step's, on this process
+        # Sums of the step metrics since the last log row, and how many steps they hold.
+        self.window: dict[str, torch.Tensor] = {}
+        self.window_steps = 0
+        self.last_saved_step = -1
+        self._plan: tuple[int, list[np.ndarray]] | None = None
+        self.output_lock = self.claim_output()
+        try:
+            self.setup()
+        except BaseException:
+            self.release_output()
+            raise
+
+    # ------------------------------------------------------------------------------------------- what a stage supplies
+
+    def inputs(self) -> list[str]:
+        """Paths this run reads: OUT may not be, nor contain, any of them."""
+        return []
+
+    def setup(self) -> None:
+        raise NotImplementedError
+
+    def epoch_plan(self, epoch: int) -> list[np.ndarray]:
+        """The micro-batches of one epoch (rows of the training data), in order; a function of (seed, epoch)."""
+        raise NotImplementedError
+
+    def make_batch(self, rows: np.ndarray, epoch: int, index: int) -> dict[str, torch.Tensor]:
+        raise NotImplementedError
+
+    def count_tokens(self, rows: np.ndarray) -> int:
+        raise NotImplementedError
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The loss ("loss") and any other per-step metrics to log, as tensors."""
+        raise NotImplementedError
+
+    def config_record(self) -> dict[str, Any]:
+        """The stage config as stored in checkpoints."""
+        raise NotImplementedError
+
+    def config_differences(self, stored: dict[str, Any]) -> list[str]:
+        """Names of the settings that differ from a checkpoint's and would change the training trajectory."""
+        raise NotImplementedError
+
+    def export(self, directory: Path) -> None:
+        """The final model directory (a Hugging Face one, with the tokenizer and arabert_pipeline.json)."""
+        raise NotImplementedError
+
+    def export_checkpoint(self, directory: Path) -> None:
+        self.export(directory)
+
+    def evaluate(self) -> dict[str, float]:
+        return {}
+
+    def health_warning(self, metrics: dict[str, float]) -> str | None:
+        return None
+
+    def after_step(self, board) -> bool:
+        """Called after every optimizer step; True ends training here (early stopping)."""
+        return False
+
+    def finish(self, board) -> None:
+        """After the last step, before the final export."""
+
+    def extra_state(self) -> dict[str, Any]:
+        """JSON-able stage progress to keep in checkpoints (restored by restore_extra_state)."""
+        return {}
+
+    def restore_extra_state(self, extra: dict[str, Any]) -> None:
+        pass
+
+    # ------------------------------------------------------------------------------------------- setup helpers
+
+    def claim_output(self) -> OutputLock | None:
+        """On the main process: lock OUT, check that this run may write it, empty an earlier run's for --overwrite
+        and delete what a run killed during a save left half-written. Every process raises the main one's refusal."""
+        loop, lock, refusal = self.loop, None, None
+        if self.is_main:
+            try:
+                lock = OutputLock(self.output, self.output_kind.verb).acquire()
+                earlier = claim_output_dir(self.output, self.output_kind, inputs=self.inputs(),
+                                           overwrite=loop.overwrite, resume=loop.resume is not None)
+                if earlier and loop.resume is None:
+                    remove_own_entries(self.output, self.output_kind)
+                remove_stale_temporaries(self.output / CHECKPOINTS, ".*.tmp")
+                remove_stale_temporaries(self.output, ".*.tmp")
+            except ArabertPipelineError as exc:
+                if lock is not None:
+                    lock.release()
+                refusal = exc
+        if self.world > 1:
+            from accelerate.utils import broadcast_object_list
+
+            message = broadcast_object_list([None if refusal is None else str(refusal)])[0]
+            if message is not None and refusal is None:
+                raise ConfigError(message)
+        if refusal is not None:
+            raise refusal
+        return lock
+
+    def release_output(self) -> None:
+        if self.output_lock is not None:
+            self.output_lock.release()
+
+    def find_checkpoint(self) -> Path | None:
+        """The checkpoint to resume from (its trainer state loaded), after checking that it fits this run."""
+        resume = self.loop.resume
+        if resume is None:  # claim_output has refused an earlier run's OUT, or emptied it (--overwrite)
+            return None
+        if resume == "latest":
+            existing = list_checkpoints(self.output)
+            if not existing:
+                raise ConfigError(
+                    f"{self.output} holds no checkpoint to resume (a finished model, or a run stopped before its first "
+                    "checkpoint): pass --overwrite instead of --resume to start it again")
+            checkpoint = existing[-1]
+        else:
+            checkpoint = Path(resume)
+            if not (checkpoint / TRAINER_STATE_FILE).is_file():
+                raise ConfigError(f"--resume {checkpoint}: not a checkpoint (no {TRAINER_STATE_FILE})")
+        saved = read_json_file(checkpoint / TRAINER_STATE_FILE)
+        stored_config = saved.get("config")
+        if not isinstance(stored_config, dict):
+            raise ConfigError(f"{checkpoint / TRAINER_STATE_FILE}: no 'config' object")
+        differences = self.config_differences(stored_config)
+        if differences:
+            current = self.config_record()
+            detail = "; ".join(f"{k}: checkpoint {stored_config.get(k)!r}, now {current.get(k)!r}"
+                               for k in differences)
+            raise ConfigError(f"--resume {checkpoint} was written by a run with other settings ({detail})")
+        if saved.get("data_key") != self.data_key:
+            raise ConfigError(f"--resume {checkpoint}: the training data or the tokenizer changed since the checkpoint "
+                              "was written (their content hash differs)")
+        if saved.get("processes") != self.world:
+            raise ConfigError(
+                f"--resume {checkpoint} was written with {saved.get('processes')} processes, now {self.world}: "
+                "launch with the same number to continue exactly"
+            )
+        self.state = TrainerState(**saved["state"])
+        self.restore_extra_state(saved.get("extra", {}))
+        self.last_saved_step = self.state.step
+        return checkpoint
+
+    def restore(self, checkpoint: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
+        """Model, optimizer and this process's RNG and unlogged metric sums from a checkpoint's state.pt."""
+        saved = load_tensor_state(checkpoint / STATE_FILE)
+        # "objective": the key of pretraining checkpoints written before fine-tuning shared this engine.
+        model.load_state_dict(saved["model"] if "model" in saved else saved["objective"])
+        optimizer.load_state_dict(saved["optimizer"])
+        mine = saved["processes"][self.accelerator.process_index]
+        torch.set_rng_state(mine["torch"])
+        if "cuda" in mine and torch.cuda.is_available():
+            torch.cuda.set_rng_state(mine["cuda"])
+        self.window = {key: torch.tensor(value) for key, value in mine["window"].items()}
+        self.window_steps = mine["window_steps"]
+
+    def prepare(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, checkpoint: Path | None) -> None:
+        """Restore from `checkpoint` (or seed each process's dropout), then hand both to accelerate."""
+        if checkpoint is not None:
+            self.restore(checkpoint, model, optimizer)
+        elif self.world > 1:
+            torch.manual_seed(self.loop.seed + self.accelerator.process_index)  # distinct dropout masks per process
+        self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
+
+    def steps_within_budget(self) -> int:
+        """Time a few forward/backward passes (then undo their effects) to turn --time-budget into steps."""
+        from accelerate.utils import broadcast_object_list
+
+        rng_state = torch.get_rng_state()
+        timings = []
+        with self.accelerator.no_sync(self.model):
+            for index, rows in enumerate(self.epoch_plan(0)[:3]):
+                batch = self.make_batch(rows, 0, index)
+                began = time.perf_counter()
+                with self.autocast():
+                    loss = self.forward(batch)["loss"]
+                self.accelerator.backward(loss)
+                timings.append(time.perf_counter() - began)
+        self.optimizer.zero_grad(set_to_none=True)
+        torch.set_rng_state(rng_state)
+        micro = float(np.median(timings[1:] if len(timings) > 1 else timings))
+        self.eval_seconds_per_step = self.evaluation_seconds(micro)
+        estimate = [self.budget.first_total(micro * self.loop.grad_accum * 1.05 + self.eval_seconds_per_step)]
+        broadcast_object_list(estimate)
+        return estimate[0]
+
+    def evaluation_seconds(self, micro_batch_seconds: float) -> float:
+        """Evaluation time per optimizer step, estimated from a micro-batch's forward + backward time."""
+        return 0.0
+
+    # ------------------------------------------------------------------------------------------- the loop
+
+    def request_stop(self) -> None:
+        """Finish the current step, save a checkpoint and return from train() (what Ctrl-C does)."""
+        self.stop_signal = self.stop_signal or signal.SIGINT
+
+    def autocast(self):
+        return torch.autocast(self.accelerator.device.type, dtype=torch.bfloat16, enabled=self.bf16)
+
+    def to_device(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return {key: value.to(self.accelerator.device, non_blocking=True) for key, value in batch.items()}
+
+    def plan(self, epoch: int) -> list[np.ndarray]:
+        if self._plan is None or self._plan[0] != epoch:
+            self._plan = (epoch, self.epoch_plan(epoch))
+        return self._plan[1]
+
+    def steps_per_epoch(self) -> int:
+        return len(self.plan(self.state.epoch)) // self.batches_per_step
+
+    def epoch_ends_here(self) -> bool:
+        """True right after the last step of an epoch (the next step would start the next one)."""
+        return self.state.cursor + self.batches_per_step > len(self.plan(self.state.epoch))
+
+    def next_step_batches(self) -> tuple[list[tuple[int, np.ndarray]], int]:
+        """This process's micro-batches (index in the epoch plan, rows) for the next step, and the step's tokens."""
+        state = self.state
+        if self.epoch_ends_here():
+            state.epoch, state.cursor = state.epoch + 1, 0
+        plan = self.plan(state.epoch)
+        group = range(state.cursor, state.cursor + self.batches_per_step)
+        tokens = sum(self.count_tokens(plan[i]) for i in group)
+        begin = state.cursor + self.accelerator.process_index * self.loop.grad_accum
+        state.cursor += self.batches_per_step
+        return [(i, plan[i]) for i in range(begin, begin + self.loop.grad_accum)], tokens
+
+    def train_step(self) -> dict[str, torch.Tensor]:
+        loop, accelerator = self.loop, self.accelerator
+        micro_batches, tokens = self.next_step_batches()
+        epoch = self.state.epoch
+        totals: dict[str, torch.Tensor] = {}
+        for position, (index, rows) in enumerate(micro_batches):
+            batch = self.make_batch(rows, epoch, index)
+            last = position == len(micro_batches) - 1
+            with contextlib.nullcontext() if last else accelerator.no_sync(self.model):
+                with self.autocast():
+                    out = self.forward(batch)
+                accelerator.backward(out["loss"] / loop.grad_accum)
+            for key, value in out.items():
+                if key != "weight":
+                    totals[key] = totals.get(key, 0) + value.detach().float() / loop.grad_accum
+        if loop.max_grad_norm > 0:
+            totals["grad_norm"] = accelerator.clip_grad_norm_(self.model.parameters(), loop.max_grad_norm)
+        state = self.state
+        lr = loop.lr * lr_factor(state.step, state.warmup_steps, state.total_steps, state.decay_step,
+                                 state.decay_factor)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr * group.get("lr_scale", 1.0)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.state.step += 1
+        self.state.tokens += tokens
+        totals["lr"] = torch.tensor(lr)
+        return totals
+
+    def replan_due(self) -> bool:
+        from accelerate.utils import broadcast_object_list
+
+        if self.state.step % REPLAN_CHECK_EVERY:  # the same on every process: no per-step broadcast (a GPU sync)
+            return False
+        due = [self.budget.due(self.state)]
+        if self.world > 1:  # clocks differ slightly: the main process decides, or one would wait in the broadcast
+            broadcast_object_list(due)
+        return due[0]
+
+    def replan_for_budget(self) -> None:
+        from accelerate.utils import broadcast_object_list
+
+        per_step = self.budget.seconds_per_step(self.state) + getattr(self, "eval_seconds_per_step", 0.0)
+        total = [self.budget.remaining_total(self.state, per_step)]
+        broadcast_object_list(total)
+        self.budget.replan(self.state, total[0])
+        if self.is_main:
+            log.info(f"time budget: {self.state.total_steps} steps at the measured {per_step:.2f} s per step")
+
+    def train(self) -> bool:
+        """Run to the planned end; True if it completed, False if it was interrupted (a checkpoint is saved)."""
+        try:
+            return self.run()
+        finally:
+            self.release_output()
+
+    def run(self) -> bool:
+        from tqdm.auto import tqdm
+
+        loop, state = self.loop, self.state
+        self.output.mkdir(parents=True, exist_ok=True)
+        if self.is_main:
+            self.truncate_log(state.step)
+        board = self.open_tensorboard()
+        handlers = self.install_signal_handlers()
+        bar = tqdm(total=state.total_steps, initial=state.step, unit="step", dynamic_ncols=True,
+                   disable=not (loop.progress and self.is_main), desc=self.description)
+        session_start = time.perf_counter()
+        elapsed_before = state.elapsed
+        window_tokens, window_start = 0, time.perf_counter()
+        try:
+            while state.step < state.total_steps and not self.should_stop():
+                tokens_before = state.tokens
+                metrics = self.train_step()
+                state.elapsed = elapsed_before + time.perf_counter() - session_start
+                if self.budget is not None and self.replan_due():
+                    self.replan_for_budget()
+                    bar.total = state.total_steps
+                self.last_metrics = {key: float(value) for key, value in metrics.items()}
+                for key, value in metrics.items():
+                    self.window[key] = self.window.get(key, 0.0) + value
+                self.window_steps += 1
+                window_tokens += state.tokens - tokens_before
+                bar.update(1)
+                if state.step % loop.log_every == 0 or state.step == state.total_steps:
+                    now = time.perf_counter()
+                    row = {"step": state.step, "tokens": state.tokens, "elapsed": round(state.elapsed, 2),
+                           "tokens_per_second": round(window_tokens / (now - window_start), 1)}
+                    row.update({key: self.mean_over_processes(value / self.window_steps)
+                                for key, value in self.window.items()})
+                    self.log(row, board)
+                    bar.set_postfix(loss=f"{row['loss']:.3f}", tok_s=f"{row['tokens_per_second']:.0f}")
+                    self.window, self.window_steps = {}, 0
+                    window_tokens, window_start = 0, now
+                if loop.eval_every and state.step % loop.eval_every == 0:
+                    self.evaluate_and_log(board)
+                stop_early = self.after_step(board)
+                if loop.save_every and state.step % loop.save_every == 0 and state.step != self.last_saved_step:
+                    self.save_checkpoint()
+                if self.on_step is not None:
+                    self.on_step(self)
+                if stop_early:
+                    break
+                if self.budget is not None and self.budget.exhausted(state):
+                    break
+        finally:
+            bar.close()
+            for signum, handler in handlers.items():
+                signal.signal(signum, handler)
+        interrupted = self.stop_signal is not None and state.step < state.total_steps
+        if interrupted:
+            if state.step != self.last_saved_step:
+                self.save_checkpoint()
+            if self.is_main:
+                log.info(f"stopped at step {state.step}/{state.total_steps}; checkpoint saved in "
+                         f"{self.output / CHECKPOINTS}. Continue with the same command plus --resume.")
+            return False
+        if state.step != self.last_saved_step and self.keeps_final_checkpoint():
+            self.save_checkpoint()
+        self.finish(board)
+        self.write_final_model()
+        if board is not None:
+            board.close()
+        return True
+
+    def keeps_final_checkpoint(self) -> bool:
+        """Whether the last step gets a checkpoint of its own (pretraining: to continue from with --init-from)."""
+        return True
+
+    def should_stop(self) -> bool:
+        if self.world == 1:
+            return self.stop_signal is not None
+        if self.stop_signal is not None:
+            self.accelerator.set_trigger()
+        return self.accelerator.check_trigger()  # every process stops after the same step
+
+    def install_signal_handlers(self) -> dict:
+        if threading.current_thread() is not threading.main_thread():
+            return {}
+
+        def handle(signum, _frame):
+            self.stop_signal = signum
+            signal.signal(signum, previous[signum])  # a second Ctrl-C interrupts at once
+
+        previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+        for s in previous:
+            signal.signal(s, handle)
+        return previous
+
+    def mean_over_processes(self, value):
+        if not torch.is_tensor(value):
+            return value
+        if self.world > 1:
+            value = self.accelerator.reduce(value.to(self.accelerator.device), reduction="mean")
+        return value.item()
+
+    def broadcast(self, value):
+        """The main process's value, on every process."""
+        if self.world == 1:
+            return value
+        from accelerate.utils import broadcast_object_list
+
+        return broadcast_object_list([value])[0]
+
+    # ------------------------------------------------------------------------------------------- evaluation, logs
+
+    def evaluate_and_log(self, board) -> None:
+        self.last_eval_step = self.state.step  # on every process, so that all take the same barriers
+        if self.is_main:
+            metrics = self.evaluate()
+            self.last_eval = {"step": self.state.step, **metrics}
+            warning = self.health_warning(metrics) if self.state.step > self.state.warmup_steps else None
+            if warning:
+                log.warning(f"warning at step {self.state.step}: {warning}")
+            self.log({"step": self.state.step, "tokens": self.state.tokens, **metrics,
+                      **({"warning": warning} if warning else {})}, board)
+        self.accelerator.wait_for_everyone()
+
+    def log(self, row: dict, board) -> None:
+        if not self.is_main:
+            return
+        with open(self.output / LOG_FILE, "a", encoding="utf-8") as f:
+            f.write(json.dumps(row) + "\n")
+        if board is not None:
+            for key, value in row.items():
+                if key not in ("step", "tokens") and isinstance(value, (int, float)):
+                    board.add_scalar(key, value, row["step"])
+
+    def truncate_log(self, step: int) -> None:
+        """Drop rows written after the checkpoint being resumed, so the log reads as one run."""
+        path = self.output / LOG_FILE
+        if not path.exists():
+            return
+        rows = [line for line in path.read_text(encoding="utf-8").splitlines()
+                if line.strip() and json.loads(line)["step"] <= step]
+        with atomic_write(path) as f:
+            f.write("".join(line + "\n" for line in rows))
+
+    def open_tensorboard(self):
+        if not self.is_main:
+            return None
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except ImportError:  # TensorBoard is optional; log.jsonl has everything
+            return None
+        return SummaryWriter(str(self.output / "tensorboard"), purge_step=self.state.step + 1)
+
+    # ------------------------------------------------------------------------------------------- saving
+
+    def unwrapped(self) -> torch.nn.Module:
+        return self.accelerator.unwrap_model(self.model)
+
+    def save_checkpoint(self) -> None:
+        """Model (a loadable directory and the training state), optimizer, per-process RNG and the trainer state,
+        written atomically; then only the last `keep_checkpoints` are kept."""
+        from accelerate.utils import gather_object
+
+        mine = {"torch": torch.get_rng_state(), "window_steps": self.window_steps,
+                "window": {key: float(value) for key, value in self.window.items()}}
+        if torch.cuda.is_available():
+            mine["cuda"] = torch.cuda.get_rng_state()
+        process_states = gather_object([mine])
+        if self.is_main:
+            target = self.output / CHECKPOINTS / f"step-{self.state.step:08d}"
+            with atomic_directory(target) as tmp:
+                with quiet_transformers():
+                    self.export_checkpoint(tmp / CHECKPOINT_MODEL)
+                torch.save({"model": self.unwrapped().state_dict(), "optimizer": self.optimizer.state_dict(),
+                            "processes": process_states}, tmp / STATE_FILE)
+                trainer_state = {"state": asdict(self.state), "config": self.config_record(),
+                                 "data_key": self.data_key, "processes": self.world, "extra": self.extra_state()}
+                (tmp / TRAINER_STATE_FILE).write_text(json.dumps(trainer_state, indent=2), encoding="utf-8")
+            for old in list_checkpoints(self.output)[: -self.loop.keep_checkpoints]:
+                shutil.rmtree(old, ignore_errors=True)
+        self.last_saved_step = self.state.step
+        self.accelerator.wait_for_everyone()
+
+    def write_final_model(self) -> None:
+        """Export into OUT itself, file by file (each move atomic): config.json, then arabert_pipeline.json last, so
+        a partial directory neither loads nor counts as a finished model."""
+        if self.is_main:
+            tmp = Path(tempfile.mkdtemp(dir=self.output, prefix=".final.", suffix=".tmp"))
+            try:
+                with quiet_transformers():
+                    self.export(tmp)
+                order = {"config.json": 1, METADATA_FILE: 2}
+                for path in sorted(tmp.iterdir(), key=lambda p: (order.get(p.name, 0), p.name)):
+                    path.replace(self.output / path.name)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+        self.accelerator.wait_for_everyone()
+
+
+@contextlib.contextmanager
+def quiet_transformers():
+    """No "Writing model shards" bar per save: it would break the training bar."""
+    from transformers.utils import logging as hf_logging
+
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if bars:
+            hf_logging.enable_progress_bar()

@@ -1,0 +1,51 @@
+"""The training engine's parts that need no corpus and no model: the schedule, the --time-budget planner, the
+optimizer groups (training.py; the engine's runs are tested through pretrain and finetune)."""
+import pytest
+
+from arabert_pipeline.training import BudgetPlanner, TrainerState, lr_factor, warmup_steps
+
+
+def test_lr_factor_warms_up_then_decays_linearly_to_zero():
+    assert [lr_factor(s, 4, 12) for s in range(4)] == [0.25, 0.5, 0.75, 1.0]
+    assert lr_factor(4, 4, 12) == 1.0 and lr_factor(8, 4, 12) == 0.5 and lr_factor(12, 4, 12) == 0.0
+    assert lr_factor(20, 4, 12) == 0.0
+    assert warmup_steps(0.1, 200) == 20 and warmup_steps(30, 200) == 30 and warmup_steps(500, 200) == 200
+
+
+def test_budget_planner_first_correction_comes_early_and_rescales_the_warmup():
+    planner, state = BudgetPlanner(minutes=10, warmup=0.1), TrainerState(total_steps=1000, warmup_steps=100)
+    state.step, state.elapsed = 20, 17.0
+    assert not planner.due(state)  # before min(60 s, 3% of the budget) = 18 s
+    state.elapsed = 60.0  # 3 s per step while the machine was busy
+    assert planner.due(state)
+    planner.replan(state, planner.remaining_total(state, planner.seconds_per_step(state)))
+    assert state.total_steps == 20 + 180 and state.warmup_steps == 20 and state.budget_replanned
+    assert not planner.due(state)
+
+
+def test_budget_planner_corrects_every_tenth_with_a_continuous_learning_rate():
+    planner = BudgetPlanner(minutes=10, warmup=0.1)
+    state = TrainerState(step=20, elapsed=60.0, total_steps=1000, warmup_steps=100)
+    planner.replan(state, planner.remaining_total(state, planner.seconds_per_step(state)))
+    state.step, state.elapsed = 80, 120.0  # then 1 s per step: the 480 s left are 480 steps, not 160
+    assert planner.due(state) and planner.seconds_per_step(state) == 1.0
+    before = lr_factor(80, state.warmup_steps, state.total_steps)
+    planner.replan(state, planner.remaining_total(state, planner.seconds_per_step(state)))
+    assert state.total_steps == 80 + 480 and state.warmup_steps == 20
+    after = [lr_factor(step, state.warmup_steps, state.total_steps, state.decay_step, state.decay_factor)
+             for step in (80, 81, 559, 560)]
+    assert after[0] == pytest.approx(before) and after[0] > after[1] > after[2] > 0 and after[3] == 0
+    state.step, state.elapsed = 100, 150.0  # less than a tenth of the budget since the last correction
+    assert not planner.due(state)
+    state.step, state.elapsed = 500, 560.0  # in the last tenth: no more corrections
+    assert not planner.due(state)
+    assert not planner.exhausted(state)
+    state.elapsed = 600.0
+    assert planner.exhausted(state)
+
+
+def test_budget_planner_never_plans_fewer_steps_than_done():
+    planner = BudgetPlanner(minutes=1, warmup=0.06)
+    state = TrainerState(step=50, elapsed=70.0, total_steps=60, warmup_steps=4, budget_replanned=True)
+    assert planner.remaining_total(state, seconds_per_step=2.0) == 51
+    assert planner.first_total(seconds_per_step=100.0) == 1
