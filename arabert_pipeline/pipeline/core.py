@@ -4,25 +4,24 @@
     qa = Pipeline("arabert")                      # the default model shipped in arabert_pipeline/models/
     qa.answer("أين تقع البتراء؟", "تقع مدينة البتراء في جنوب الأردن.")   # Answer(text='جنوب الأردن', start=..., ...)
 
-Windowing, preprocessing and span decoding are QAModel's (qa/infer.py); this layer resolves the model name, checks
-the user's input before it reaches the model, turns span logits into probabilities, and chunks large batches.
+Windowing, preprocessing, span decoding and scores are QAModel's (qa/infer.py); this layer resolves the model name,
+checks the user's input before it reaches the model, and chunks large batches.
 
 Two backends run the model. A model dir holding `model.onnx` (written by `arabert-pipeline export-onnx`; the shipped
 model has one) runs on ONNX Runtime + `tokenizers` (onnx_backend.py): neither torch nor transformers is imported,
 and windows, decoding and answers are the torch path's. Anything else, a device other than the CPU, or
 `backend="torch"` runs on torch + transformers (QAModel), which also trains.
 
-The score of an answer is a probability: the softmax of the start + end logits over the model's candidate spans for
-that question (its max(n_best, top_k) best distinct spans over all of its windows; n_best = 20 by default). It lies in
-(0, 1], the scores of the top-k answers of one question sum to at most 1, and it is comparable across questions. It
-differs from Hugging Face's pipeline score (p_start · p_end within one window), which is not comparable across the
-windows of a long context; the raw logit sum is what QAModel.predict returns, for those who need it.
+The score of an answer is a probability, the same in `Pipeline` and `QAModel.predict`: the softmax of the start + end
+logits over the model's candidate spans for that question (its max(n_best, top_k) best distinct spans over all of its
+windows; n_best = 20 by default). It lies in (0, 1], the scores of the top-k answers of one question sum to at most 1,
+and it is comparable across questions. It differs from Hugging Face's pipeline score (p_start · p_end within one
+window), which is not comparable across the windows of a long context.
 """
 from __future__ import annotations
 
 import copy
 import dataclasses
-import math
 import os
 import re
 import warnings
@@ -188,11 +187,7 @@ class Pipeline:
 
     def _answer_examples(self, examples: list[dict[str, Any]], top_k: int,
                          allow_no_answer: bool = False) -> "list[list[Answer]]":
-        # The softmax needs every candidate, not only the top_k returned to the user.
-        candidates = max(top_k, self.qa.settings.n_best)
-        return [with_probabilities(found)[:top_k]
-                for found in self.qa.predict(examples, batch_size=self.batch_size, top_k=candidates,
-                                             allow_no_answer=allow_no_answer)]
+        return self.qa.predict(examples, batch_size=self.batch_size, top_k=top_k, allow_no_answer=allow_no_answer)
 
 
 def _as_dict(answer: "Answer") -> dict[str, Any]:
@@ -204,16 +199,6 @@ def _from_dict(item: dict, index: int) -> tuple[Any, Any]:
     if missing:
         raise InputError(f"missing key {missing[0]!r}", field=f"input {index}")
     return item["question"], item["context"]
-
-
-def with_probabilities(answers: "list[Answer]") -> "list[Answer]":
-    """The same answers with `score` = softmax of their logit scores (max-shifted, so no overflow)."""
-    if not answers:
-        return []
-    best = max(a.score for a in answers)
-    weights = [math.exp(a.score - best) for a in answers]
-    total = sum(weights)
-    return [dataclasses.replace(a, score=w / total) for a, w in zip(answers, weights)]
 
 
 # Input checks -------------------------------------------------------------------------------------------------------

@@ -92,7 +92,21 @@ class Answer:
     text: str  # == context[start:end] of the original context
     start: int
     end: int
+    # A probability: the softmax of the start + end logits (+ the sentence prior's bonus) over the question's
+    # candidate spans, its max(n_best, top_k) best distinct ones over all of its windows. In (0, 1]; the top-k of one
+    # question sum to at most 1; comparable across questions (Hugging Face's p_start · p_end within one window is not
+    # comparable across the windows of a long context).
     score: float
+
+
+def with_probabilities(answers: list[Answer]) -> list[Answer]:
+    """The same answers with `score` = softmax of their logit scores (max-shifted, so no overflow)."""
+    if not answers:
+        return []
+    logits = np.asarray([a.score for a in answers], dtype=np.float64)
+    weights = np.exp(logits - logits.max())
+    weights /= weights.sum()
+    return [dataclasses.replace(a, score=float(w)) for a, w in zip(answers, weights)]
 
 
 class QAModel:
@@ -197,9 +211,10 @@ class QAModel:
         settings = settings or self.settings
         sentences = [sentence_spans(aligned.text) for _, aligned in prepared] \
             if settings.sentence_prior > 0 or settings.within_sentence else None
-        # Distinct preprocessed spans can map back to one original span (a `+` marker token, a placeholder):
-        # decode a few more than needed so that top_k distinct original spans remain.
-        limit = 4 * max(top_k, settings.n_best)
+        # The probabilities are a softmax over `pool` distinct spans, whatever top_k is. Distinct preprocessed spans
+        # can map back to one original span (a `+` marker token, a placeholder): decode a few more than needed.
+        pool = max(top_k, settings.n_best)
+        limit = 4 * pool
         if settings.decoding == "expected-f1":
             limit = max(limit, EXPECTED_F1_CANDIDATES)
         spans = decode_spans(
@@ -225,13 +240,13 @@ class QAModel:
                     span = snap_to_words(aligned.original, *span)
                 if span[1] > span[0] and span not in found:
                     found[span] = Answer(aligned.original[span[0] : span[1]], span[0], span[1], score)
-                    if len(found) == top_k and settings.decoding == "max-score":
+                    if len(found) == pool and settings.decoding == "max-score":
                         break
             ranked = list(found.values())
             if settings.decoding == "expected-f1" and ranked:
                 order, _ = rank_by_expected_f1(aligned.original, list(found), [a.score for a in ranked])
                 ranked = [ranked[i] for i in order]
-            answers.append(ranked[:top_k])
+            answers.append(with_probabilities(ranked[:pool])[:top_k])
         return answers
 
     def sentence_bonus(self, prepared, weight: float, sentences=None) -> list[np.ndarray]:
