@@ -24,7 +24,8 @@ It recomputes nothing: everything is read from the run directory (`results.json`
 
 The committed results live in `notebooks/results/`, one folder per experiment, each written by the script named
 in its section: `table6/` (`scripts/reproduce_table6.sh`), `default-model/` (`scripts/train_default_model.sh`),
-`qa-levers/` (`scripts/qa_levers.sh`), `objectives/` (`scripts/compare_objectives.sh`). The first sections read
+`qa-levers/` (`scripts/qa_levers.sh`), `objectives/` (`scripts/compare_objectives.sh`), `architectures/`
+(`scripts/compare_architectures.sh`). The first sections read
 `table6/`; set `ARABERT_PIPELINE_EVAL_DIR` to read another run there instead. To refresh the notebook after a
 script has rewritten its folder:
 
@@ -222,6 +223,20 @@ span-selection pretraining for the same minutes, all four fine-tuned with the `o
 are against the first system, MLM."""),
     ("code", """\
 show_run(RESULTS / "objectives")"""),
+    ("md", """\
+## Architectures at equal CPU budget: BERT-MLM vs DeBERTa-MLM vs DeBERTaV3
+
+`scripts/compare_architectures.sh` (`notebooks/results/architectures/`): three L4/H256 encoders on the shipped
+model's corpus and tokenizer, pretrained one after the other for the same wall-clock minutes on one core each —
+BERT with MLM, DeBERTa-v2 with MLM and its enhanced mask decoder, DeBERTaV3 (a DeBERTa generator and discriminator,
+replaced-token detection, gradient-disentangled embedding sharing) — each fine-tuned with the shipped model's recipe
+(without AQAD) and decoded with its decoder (sentence prior chosen on dev, answers within one sentence, expected F1).
+Chosen on dev (first table), reported on ARCD-test and TyDiQA-GoldP-ar dev (second). Paired differences are against
+the first system, BERT-MLM."""),
+    ("code", """\
+show_run(RESULTS / "architectures" / "dev", plotted="arcd-dev")"""),
+    ("code", """\
+show_run(RESULTS / "architectures" / "test")"""),
 ]
 
 
