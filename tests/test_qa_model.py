@@ -329,3 +329,30 @@ def test_two_processes_finetune(tiny_mlm, qa_slices, tmp_path):
     assert sorted(p.name for p in out.iterdir() if p.name != "tensorboard") == sorted(
         ["arabert_pipeline.json", "config.json", "log.jsonl", "model.safetensors", "sentence_idf.json",
          "tokenizer.json", "tokenizer_config.json"])
+
+
+def test_vectorized_span_mapping_equals_the_scalar_one():
+    """The decoder maps candidate spans back in bulk (to_original_many, snap_spans_to_words): same spans as one by one,
+    on preprocessed ARCD contexts (offsets through normalization) and on text with spaces and punctuation at the edges."""
+    from arabert_pipeline.qa.align import AlignedText
+    from arabert_pipeline.qa.postprocess import snap_spans_to_words
+
+    rng = np.random.default_rng(0)
+    contexts = [e["context"] for e in read_squad("arcd-test", misaligned="keep").examples[:40:4]]
+    aligned = [QAPreprocessing("arabertv02").context(c) for c in contexts]
+    odd = "  قال، (الوزير)  اليوم:   ١٢٣ م.  "
+    index = np.arange(len(odd))
+    aligned.append(AlignedText(odd, odd, index, index + 1))
+    shuffled = AlignedText(odd, odd, rng.permutation(len(odd)), rng.permutation(len(odd)) + 1)  # not monotone
+    aligned.append(shuffled)
+    for text in aligned:
+        n = len(text.text)
+        starts = rng.integers(0, n - 1, 300)
+        ends = np.minimum(n, starts + rng.integers(1, 40, 300))
+        first, last = text.to_original_many(starts, ends)
+        assert [text.to_original(a, b) for a, b in zip(starts, ends)] == list(zip(first.tolist(), last.tolist()))
+        original = len(text.original)
+        a = rng.integers(0, original + 1, 300)
+        b = np.minimum(original, a + rng.integers(0, 30, 300))
+        snapped = snap_spans_to_words(text.original, a, b)
+        assert [snap_to_words(text.original, x, y) for x, y in zip(a, b)] == list(zip(*(s.tolist() for s in snapped)))

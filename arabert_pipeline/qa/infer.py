@@ -36,7 +36,7 @@ from ..errors import ConfigError, InputError
 from .align import QAPreprocessing
 from .features import Windows, build_windows
 from .overlap import KeyIDF, sentence_overlap_scores, sentence_spans
-from .postprocess import decode_spans, null_margins, rank_by_expected_f1, sentence_numbers, snap_to_words
+from .postprocess import decode_spans, null_margins, rank_by_expected_f1, sentence_numbers, snap_spans_to_words
 
 SENTENCE_IDF_FILE = "sentence_idf.json"
 DECODINGS = ("max-score", "expected-f1")
@@ -234,12 +234,17 @@ class QAModel:
         answers = []
         for (_, aligned), candidates in zip(prepared, spans):
             found: dict[tuple[int, int], Answer] = {}
-            for start, end, score in candidates:
-                span = aligned.to_original(start, end)
+            if candidates:
+                candidates = [c for c in candidates if c[1] > c[0]]  # (an empty span maps to nothing)
+                bounds = np.asarray([(start, end) for start, end, _ in candidates], dtype=np.int64).reshape(-1, 2)
+                first, last = aligned.to_original_many(bounds[:, 0], bounds[:, 1])
                 if self.whole_words:
-                    span = snap_to_words(aligned.original, *span)
-                if span[1] > span[0] and span not in found:
-                    found[span] = Answer(aligned.original[span[0] : span[1]], span[0], span[1], score)
+                    first, last = snap_spans_to_words(aligned.original, first, last)
+                candidates = [(int(a), int(b), score) for a, b, (_, _, score) in zip(first, last, candidates)]
+            for start, end, score in candidates:
+                span = (start, end)
+                if end > start and span not in found:
+                    found[span] = Answer(aligned.original[start:end], start, end, score)
                     if len(found) == pool and settings.decoding == "max-score":
                         break
             ranked = list(found.values())

@@ -19,6 +19,7 @@ Two choices a plain run_qa decoder does not make, both settings of a QA model (Q
 """
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 
@@ -155,6 +156,26 @@ def rank_by_expected_f1(text: str, spans: list[tuple[int, int]], scores: list[fl
 def is_word_character(char: str) -> bool:
     """Letters, digits and combining marks (Arabic diacritics are marks, not letters)."""
     return char.isalnum() or unicodedata.category(char) == "Mn"
+
+
+@functools.lru_cache(maxsize=64)  # contexts repeat across questions and calls
+def _word_runs(text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per character of `text`: is it a word character, and the [start, end) of the run of word characters holding it."""
+    word = np.fromiter((is_word_character(c) for c in text), dtype=bool, count=len(text))
+    index = np.arange(len(text))
+    run_start = np.maximum.accumulate(np.where(~word, index + 1, 0)) if len(text) else index
+    run_end = (np.minimum.accumulate(np.where(~word, index, len(text))[::-1])[::-1]) if len(text) else index
+    return word, run_start, run_end
+
+
+def snap_spans_to_words(text: str, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`snap_to_words` for many spans at once (the same results, computed from per-text tables)."""
+    word, run_start, run_end = _word_runs(text)
+    n = len(text)
+    inside = lambda p: (p > 0) & (p < n) & word[np.clip(p - 1, 0, max(n - 1, 0))] & word[np.clip(p, 0, max(n - 1, 0))]  # noqa: E731
+    starts = np.where(inside(starts), run_start[np.clip(starts - 1, 0, max(n - 1, 0))], starts)
+    ends = np.where(inside(ends), run_end[np.clip(ends, 0, max(n - 1, 0))], ends)
+    return starts, ends
 
 
 def snap_to_words(text: str, start: int, end: int) -> tuple[int, int]:
