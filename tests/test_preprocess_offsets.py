@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from arabert_pipeline import Preprocessor
-from arabert_pipeline.preprocess.normalize import HINDI_DIGITS, PLACEHOLDERS, TASHKEEL, TATWEEL, normalize
+from arabert_pipeline.preprocess.normalize import HINDI_DIGITS, PLACEHOLDERS, TASHKEEL, TATWEEL
 
 EDGE_CASES = Path(__file__).parent / "golden" / "preprocess_edge_cases.jsonl"
 _TO_ASCII = str.maketrans(HINDI_DIGITS + "/", "0123456789-", TASHKEEL + TATWEEL)
@@ -24,13 +24,16 @@ def check_offsets(p: Preprocessor, text: str) -> None:
     if p.name == "none":
         assert offsets == [(i, i + 1) for i in range(len(text))]
         return
-    for ch, (s, e) in zip(out, offsets):
+    for i, (ch, (s, e)) in enumerate(zip(out, offsets)):
         if ch in " +" or s == e:
             continue  # inserted: a space, a segment marker, or Farasa's ا in ل+ال
         source = text[s:e]
         if ch not in html.unescape(source).translate(_TO_ASCII):
-            # from a URL, e-mail or mention: its placeholder, segmented or not
-            assert normalize(source) in PLACEHOLDERS, (text, ch, source)
+            # from a URL, e-mail or mention: part of its placeholder, segmented or not. (Whether a source matches
+            # AraBERT's URL / e-mail patterns depends on its neighbours — '٠١٢info@example.org' is one e-mail after
+            # 'http://' and digits + a URL alone — so the check is on the output word, not on the source alone.)
+            word = out[out.rfind(" ", 0, i) + 1 : (out.find(" ", i) + 1 or len(out) + 1) - 1].replace("+", "").strip()
+            assert word in PLACEHOLDERS, (text, ch, source, word)
 
 
 @pytest.fixture(scope="module")
