@@ -84,7 +84,7 @@ def test_committed_results_hold_under_the_current_sentence_match(full_data):
     from arabert_pipeline.evaluate.metrics import arabic_sentence_match, soqal_sentence_match
 
     checked = 0
-    for root in sorted(NOTEBOOKS.glob("results/*/")):
+    for root in sorted(path.parent for path in NOTEBOOKS.glob("results/**/results.json")):  # one run, or dev/ + test/
         results = load.load_results(root)
         limit = results["config"].get("limit")
         for key, entry in results["datasets"].items():
