@@ -128,6 +128,9 @@ def test_finetune_then_predict_spans_of_the_original_context(tiny_qa, qa_slices)
     for example, found in zip(examples, answers):
         assert all(a.text == example["context"][a.start : a.end] and a.text.strip() == a.text for a in found)
         assert found[0].score >= found[1].score >= found[2].score
+        assert all(0 < a.score <= 1 for a in found) and sum(a.score for a in found) <= 1 + 1e-9  # probabilities
+    top_1 = model.predict(examples, batch_size=8)  # the same probability whatever top_k asks for
+    assert [found[0] for found in top_1] == [found[0] for found in answers]
     assert predict_dataset(output, examples) == {qid: answer["text"] for qid, answer in predictions.items()}
     # The predictions file is evaluate's format: the start offsets locate each answer in its context.
     contexts = {e["id"]: e["context"] for e in examples}
