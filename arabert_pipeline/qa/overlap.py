@@ -21,6 +21,8 @@ import re
 import unicodedata
 from typing import Iterable
 
+from .metrics import arabic_sentence_spans
+
 _DIACRITICS_RE = re.compile("[\u0610-\u061a\u064b-\u065f\u0670\u06d6-\u06ed\u0640]")  # harakat, dagger alef, tatweel
 _LETTER_VARIANTS = str.maketrans({"أ": "ا", "إ": "ا", "آ": "ا", "ٱ": "ا", "ى": "ي", "ة": "ه"})
 _ARTICLES = ("وال", "فال", "بال", "كال", "ولل", "فلل", "ال", "لل")
@@ -103,21 +105,9 @@ def matching_word_spans(question: str, context: str) -> list[tuple[int, int]]:
 # --------------------------------------------------------------------------------------------------------------------
 # Sentence-level question overlap: the lexical baselines' and the decoding prior's signal
 
-# After . ! ? ؟ ۔ … (with closing quotes, brackets, citation marks such as "[1]") before whitespace, or at a newline:
-# Arabic text ends questions with ؟, which English Punkt does not split at.
-_SENTENCE_END_RE = re.compile(r"""[.!?؟۔…]+(?:["'»”’)\]}]|\[\d+\])*(?=\s|$)|\n""")
-
-
-def sentence_spans(text: str) -> list[tuple[int, int]]:
-    """(start, end) character spans of the sentences of `text`, surrounding whitespace excluded."""
-    cuts = [0] + [m.end() for m in _SENTENCE_END_RE.finditer(text)] + [len(text)]
-    spans = []
-    for start, end in zip(cuts, cuts[1:]):
-        piece = text[start:end]
-        if piece.strip():
-            left = start + len(piece) - len(piece.lstrip())
-            spans.append((left, left + len(piece.strip())))
-    return spans
+# The sentences are those Arabic-correct Sentence-Match scores (metrics.arabic_sentence_spans): the prior and the
+# within-sentence limit aim at the sentence the metric asks for.
+sentence_spans = arabic_sentence_spans
 
 
 class KeyIDF:
