@@ -233,18 +233,15 @@ class QAModel:
         )
         answers = []
         for (_, aligned), candidates in zip(prepared, spans):
+            candidates = [c for c in candidates if c[1] > c[0]]  # an empty span maps to nothing
+            bounds = np.asarray([c[:2] for c in candidates], dtype=np.int64).reshape(-1, 2)
+            first, last = aligned.to_original_many(bounds[:, 0], bounds[:, 1])
+            if self.whole_words:
+                first, last = snap_spans_to_words(aligned.original, first, last)
             found: dict[tuple[int, int], Answer] = {}
-            if candidates:
-                candidates = [c for c in candidates if c[1] > c[0]]  # (an empty span maps to nothing)
-                bounds = np.asarray([(start, end) for start, end, _ in candidates], dtype=np.int64).reshape(-1, 2)
-                first, last = aligned.to_original_many(bounds[:, 0], bounds[:, 1])
-                if self.whole_words:
-                    first, last = snap_spans_to_words(aligned.original, first, last)
-                candidates = [(int(a), int(b), score) for a, b, (_, _, score) in zip(first, last, candidates)]
-            for start, end, score in candidates:
-                span = (start, end)
-                if end > start and span not in found:
-                    found[span] = Answer(aligned.original[start:end], start, end, score)
+            for start, end, (_, _, score) in zip(first.tolist(), last.tolist(), candidates):
+                if end > start and (start, end) not in found:
+                    found[start, end] = Answer(aligned.original[start:end], start, end, score)
                     if len(found) == pool and settings.decoding == "max-score":
                         break
             ranked = list(found.values())

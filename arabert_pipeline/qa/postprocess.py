@@ -159,33 +159,30 @@ def is_word_character(char: str) -> bool:
 
 
 @functools.lru_cache(maxsize=64)  # contexts repeat across questions and calls
-def _word_runs(text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per character of `text`: is it a word character, and the [start, end) of the run of word characters holding it."""
-    word = np.fromiter((is_word_character(c) for c in text), dtype=bool, count=len(text))
-    index = np.arange(len(text))
-    run_start = np.maximum.accumulate(np.where(~word, index + 1, 0)) if len(text) else index
-    run_end = (np.minimum.accumulate(np.where(~word, index, len(text))[::-1])[::-1]) if len(text) else index
-    return word, run_start, run_end
+def _word_boundaries(text: str) -> tuple[np.ndarray, np.ndarray]:
+    """For each position 0..len(text): the nearest position at or before it, and at or after it, that is not inside a
+    word (a position is inside a word when word characters stand on both sides of it)."""
+    n = len(text)
+    word = np.zeros(n + 2, dtype=bool)
+    word[1:-1] = [is_word_character(c) for c in text]
+    position = np.arange(n + 1)
+    boundary = ~(word[:-1] & word[1:])  # position p lies between characters p - 1 and p
+    before = np.maximum.accumulate(np.where(boundary, position, 0))
+    after = np.minimum.accumulate(np.where(boundary, position, n)[::-1])[::-1]
+    return before, after
 
 
 def snap_spans_to_words(text: str, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """`snap_to_words` for many spans at once (the same results, computed from per-text tables)."""
-    word, run_start, run_end = _word_runs(text)
-    n = len(text)
-    inside = lambda p: (p > 0) & (p < n) & word[np.clip(p - 1, 0, max(n - 1, 0))] & word[np.clip(p, 0, max(n - 1, 0))]  # noqa: E731
-    starts = np.where(inside(starts), run_start[np.clip(starts - 1, 0, max(n - 1, 0))], starts)
-    ends = np.where(inside(ends), run_end[np.clip(ends, 0, max(n - 1, 0))], ends)
-    return starts, ends
-
-
-def snap_to_words(text: str, start: int, end: int) -> tuple[int, int]:
-    """[start, end) widened so that it neither starts nor ends inside a word of `text`.
+    """Spans [start, end) of `text` widened so that none starts or ends inside a word (arrays of starts and ends).
 
     Gold answers are whole words, and a subword model's best span often cuts one (a prefix `و`/`ال` or a suffix
     piece left out): measured on the saved predictions of a small model, ARCD-test F1 8.6 → 9.8.
     """
-    while 0 < start < len(text) and is_word_character(text[start - 1]) and is_word_character(text[start]):
-        start -= 1
-    while 0 < end < len(text) and is_word_character(text[end - 1]) and is_word_character(text[end]):
-        end += 1
-    return start, end
+    before, after = _word_boundaries(text)
+    return before[starts], after[ends]
+
+
+def snap_to_words(text: str, start: int, end: int) -> tuple[int, int]:
+    """One span [start, end) of `text`, widened as snap_spans_to_words widens many."""
+    starts, ends = snap_spans_to_words(text, np.asarray([start]), np.asarray([end]))
+    return int(starts[0]), int(ends[0])
