@@ -236,7 +236,7 @@ class Engine:
         self.stop_signal: int | None = None
         self.last_eval: dict[str, float] = {}  # on the main process only
         self.last_eval_step = -1
-        self.last_metrics: dict[str, float] = {}  # the last step's, on this process
+        self.last_metrics: dict[str, torch.Tensor] = {}  # the last step's, on this process (tensors: no device sync)
         # Sums of the step metrics since the last log row, and how many steps they hold.
         self.window: dict[str, torch.Tensor] = {}
         self.window_steps = 0
@@ -540,7 +540,7 @@ class Engine:
                 if self.budget is not None and self.replan_due():
                     self.replan_for_budget()
                     bar.total = state.total_steps
-                self.last_metrics = {key: float(value) for key, value in metrics.items()}
+                self.last_metrics = metrics
                 for key, value in metrics.items():
                     self.window[key] = self.window.get(key, 0.0) + value
                 self.window_steps += 1

@@ -224,8 +224,10 @@ class QATrainer(Engine):
 
         config = self.config
         self.preprocessing = _preprocessing_name(config)
-        read = lambda sources, misaligned: [read_squad(s, misaligned=misaligned, download=config.download)  # noqa
-                                            for s in sources]
+
+        def read(sources: list[str], misaligned: str) -> list[SquadFile]:
+            return [read_squad(source, misaligned=misaligned, download=config.download) for source in sources]
+
         self.train_files = read(config.train, "skip" if config.skip_misaligned else "error")
         self.dev_files, self.eval_files = read(config.dev, "keep"), read(config.eval, "keep")
         held_out_files = read(config.hold_out, "keep")
@@ -332,7 +334,7 @@ class QATrainer(Engine):
     def after_step(self, board) -> bool:
         """At each epoch's end: its mean loss, the dev score, the best weights so far, early stopping, a checkpoint."""
         config, state = self.config, self.state
-        self.running.append(self.last_metrics["loss"])
+        self.running.append(float(self.last_metrics["loss"]))
         if not self.epoch_ends_here():
             return False
         self.losses.append(float(np.mean(self.running)))
