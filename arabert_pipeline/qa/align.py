@@ -42,16 +42,11 @@ class AlignedText:
         """Output [start, end) → the original span its characters come from (edge whitespace trimmed)."""
         if start >= end:
             return start, start
-        first, last = int(self.starts[start:end].min()), int(self.ends[start:end].max())
-        while first < last and self.original[first].isspace():
-            first += 1
-        while last > first and self.original[last - 1].isspace():
-            last -= 1
-        return first, last
-
+        first, last = self.to_original_many(np.asarray([start]), np.asarray([end]))
+        return int(first[0]), int(last[0])
 
     def to_original_many(self, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """`to_original` for many non-empty output spans at once (the same results)."""
+        """`to_original` for many non-empty output spans at once."""
         starts, ends = np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
         if self._monotone:  # then a span's sources start at its first character's and end at its last's
             first, last = self.starts[starts], self.ends[ends - 1]
