@@ -18,7 +18,9 @@ import gzip
 import json
 import lzma
 import os
+import re
 import shutil
+import stat
 import tempfile
 import zlib
 from pathlib import Path
@@ -83,10 +85,7 @@ def sidecar_preprocessing(corpus: str | os.PathLike) -> str | None:
     sidecar = sidecar_path(corpus)
     if not sidecar.exists():
         return None
-    try:
-        name = json.loads(sidecar.read_text(encoding="utf-8")).get("preprocessing")
-    except (OSError, ValueError, AttributeError) as exc:
-        raise InputError(f"unreadable sidecar ({exc})", path=sidecar) from exc
+    name = read_json_file(sidecar).get("preprocessing")
     if not isinstance(name, str):
         raise InputError("no preprocessing name", path=sidecar, field="preprocessing")
     return name
@@ -115,7 +114,7 @@ def write_metadata(directory: str | os.PathLike, **fields: Any) -> None:
 
 def read_metadata(directory: str | os.PathLike, *, missing_ok: bool = False) -> dict[str, Any]:
     path = Path(directory) / METADATA_FILE
-    if not path.exists():
+    if not os.path.lexists(path):
         if missing_ok:
             return {}
         raise ConfigError(
@@ -123,18 +122,20 @@ def read_metadata(directory: str | os.PathLike, *, missing_ok: bool = False) -> 
             "Pass the preprocessing name explicitly."
         )
     try:
-        metadata = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: invalid JSON ({exc})") from exc
-    if not isinstance(metadata, dict):
-        raise ConfigError(f"{path}: expected a JSON object, found {type(metadata).__name__}")
-    return metadata
+        return read_json_file(path)
+    except InputError as exc:
+        raise ConfigError(str(exc)) from exc
 
 
 @contextlib.contextmanager
 def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[Any]:
-    """Write to a temporary file beside `path` and rename it into place only if the block succeeds."""
+    """Write to a temporary file beside `path` and rename it into place only if the block succeeds.
+
+    Only a regular file (or nothing) at `path` is replaced: the rename would turn a symlink, a device or a FIFO into a
+    regular file instead of writing through it.
+    """
     path = Path(path)
+    check_replaceable(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes it private; the result should look like any written file
@@ -144,9 +145,12 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None 
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and exc.filename is None and exc.errno is not None:
+            # A failed write (a full disk) names no file; the output it was for is what the user needs to know.
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
         raise
 
 
@@ -157,6 +161,9 @@ def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
     An existing directory at `path` is replaced only once the new one is complete.
     """
     path = Path(path)
+    if path.is_symlink():
+        raise ConfigError(f"{path} is a symbolic link: an output directory is replaced by renaming, which would "
+                          "replace the link; give the directory it points to")
     if path.exists() and not path.is_dir():
         raise ConfigError(f"{path} exists and is not a directory; choose another output")
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -192,25 +199,60 @@ def load_tensor_state(path: str | os.PathLike) -> Any:
     try:
         return torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
-        raise InputError(f"not a plain tensor checkpoint, refused (it would need to unpickle objects): {exc}",
-                         path=path) from exc
+        # torch explains at length how to load it anyway; the one line that matters names the object refused.
+        found = re.search(r"Unsupported global: GLOBAL (\S+)", str(exc))
+        what = f"it would run {found.group(1)} on loading" if found else "it would need to unpickle objects"
+        raise InputError(f"not a plain tensor checkpoint, refused ({what})", path=path) from None
     except (RuntimeError, EOFError, OSError, ValueError) as exc:
         raise InputError(f"unreadable checkpoint state ({type(exc).__name__}: {exc})", path=path) from exc
 
 
-def read_json_file(path: str | os.PathLike) -> dict[str, Any]:
-    """A JSON file that must hold an object; any problem is an InputError naming the file."""
+# A metadata or config file of a model is a few kilobytes; anything far larger (a symlink to /dev/zero, a corpus
+# given by mistake) would be read whole into memory before JSON could refuse it.
+MAX_JSON_FILE_BYTES = 64 * 2**20
+
+
+def parse_json(text: str, *, path: object = None, line: int | None = None) -> Any:
+    """json.loads with every way a text can fail to be JSON an InputError naming the file (and line): invalid syntax,
+    integers too long for Python's int conversion, nesting deeper than the recursion limit."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"invalid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})", path=path,
+                         line=line) from None
+    except ValueError as exc:  # "Exceeds the limit (4300 digits) for integer string conversion"
+        raise InputError(f"invalid JSON ({(str(exc).splitlines() or [''])[0]})", path=path, line=line) from None
+    except RecursionError:
+        raise InputError("invalid JSON (nested too deeply)", path=path, line=line) from None
+
+
+def read_text_file(path: str | os.PathLike, *, max_bytes: int = MAX_JSON_FILE_BYTES) -> str:
+    """A small UTF-8 text file (metadata, configs): only a regular file of at most `max_bytes` is read."""
     path = Path(path)
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
+        with open(path, "rb") as f:
+            info = os.fstat(f.fileno())
+            if not stat.S_ISREG(info.st_mode):
+                raise InputError("not a regular file", path=path)
+            if info.st_size > max_bytes:
+                raise InputError(f"{info.st_size:,} bytes, more than the {max_bytes:,} such a file may have",
+                                 path=path)
+            data = f.read(max_bytes + 1)
     except FileNotFoundError as exc:
         raise InputError("not found", path=path) from exc
-    except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 ({exc})", path=path) from exc
-    except json.JSONDecodeError as exc:
-        raise InputError(f"invalid JSON ({exc})", path=path) from exc
+    except IsADirectoryError as exc:
+        raise InputError("is a directory, not a file", path=path) from exc
     except OSError as exc:
         raise InputError(f"unreadable ({exc.strerror or exc})", path=path) from exc
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"not UTF-8 ({exc})", path=path) from exc
+
+
+def read_json_file(path: str | os.PathLike, *, max_bytes: int = MAX_JSON_FILE_BYTES) -> dict[str, Any]:
+    """A JSON file that must hold an object; any problem is an InputError naming the file."""
+    value = parse_json(read_text_file(path, max_bytes=max_bytes), path=path)
     if not isinstance(value, dict):
         raise InputError(f"expected a JSON object, found {type(value).__name__}", path=path)
     return value
@@ -307,16 +349,56 @@ def remove_own_entries(output: str | os.PathLike, kind: OutputKind) -> None:
                 path.unlink()
 
 
+def _file_kind(mode: int) -> str | None:
+    """What a non-regular directory entry is, in words; None for a regular file."""
+    for test, name in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISDIR, "a directory")):
+        if test(mode):
+            return name
+    return None if stat.S_ISREG(mode) else "not a regular file"
+
+
+def check_replaceable(path: str | os.PathLike, flag: str | None = None) -> None:
+    """Refuse to replace anything at `path` but a regular file: outputs are renamed into place, and a rename
+    replaces a symlink, a device node or a FIFO itself (as root, even /dev/stdout) instead of writing through it."""
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise ConfigError(f"{flag + ' ' if flag else ''}{path}: cannot inspect it ({exc.strerror or exc})") from None
+    kind = _file_kind(info.st_mode)
+    if kind is not None:
+        raise ConfigError(f"{flag + ' ' if flag else ''}{path} is {kind}: outputs are only written as new regular "
+                          "files, never through or over anything else; choose another file name")
+
+
+def check_directory_writable(directory: str | os.PathLike, flag: str = "-o") -> None:
+    """Create and remove a temporary file in `directory` (made if missing), so that a read-only or missing place
+    fails before hours of work instead of after them."""
+    directory = Path(directory)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=directory, prefix=".arabert-pipeline-probe.", suffix=".tmp")
+    except OSError as exc:
+        raise ConfigError(f"{flag}: cannot write in {directory} ({exc.strerror or exc})") from None
+    os.close(fd)
+    os.unlink(probe)
+
+
 def claim_output_file(output: str | os.PathLike, *, verb: str, inputs: Iterable[str | os.PathLike] = (),
                       overwrite: bool = False, flag: str = "-o") -> None:
-    """Check that `verb` may write the file `output`: not an input, not a directory, not an existing file unless
-    `overwrite`."""
+    """Check that `verb` may write the file `output`: not an input, not a directory, not a symlink or special file,
+    not an existing file unless `overwrite`, in a directory this process can write."""
     output = Path(output)
-    if output.is_dir():
+    if output.is_dir() and not output.is_symlink():
         raise ConfigError(f"{flag} {output} is a directory; give a file name")
     check_not_input(output, inputs, flag)
+    check_replaceable(output, flag)
     if output.exists() and not overwrite:
         raise ConfigError(f"{flag} {output} exists: pass --overwrite to replace it, or choose another file")
+    check_directory_writable(output.parent, flag)
 
 
 def remove_stale_temporaries(directory: str | os.PathLike, pattern: str) -> None:
@@ -330,12 +412,20 @@ def remove_stale_temporaries(directory: str | os.PathLike, pattern: str) -> None
             path.unlink(missing_ok=True)
 
 
+# What a lock file of ours holds: the holder's PID and a newline, or nothing yet (created, not yet written).
+_LOCK_CONTENT = re.compile(rb"\d{0,20}\n?")
+
+
 class OutputLock:
     """An exclusive lock on one output path for the length of a run: `.NAME.lock` beside it, held with flock and
     holding the owner's PID. The kernel drops the lock when its process dies, so a killed run never blocks the next.
 
         with OutputLock("runs/qa", "finetune"):
             ...
+
+    The lock file is opened without following symlinks and only taken over when it is a regular file holding what a
+    lock of ours holds (a PID): a planted symlink or a user's own file of that name is refused, never truncated or
+    deleted.
     """
 
     def __init__(self, output: str | os.PathLike, verb: str):
@@ -344,12 +434,39 @@ class OutputLock:
         self.path = self.output.with_name(f".{self.output.name}.lock")
         self.fd: int | None = None
 
+    def _refuse(self, why: str) -> ConfigError:
+        return ConfigError(f"{self.path} {why}, so it cannot serve as the lock of {self.output}: move it away or "
+                           "choose another output (it is left untouched)")
+
+    def _open(self) -> int | None:
+        """A descriptor on the lock file (created if missing), or None when it vanished between two calls."""
+        try:
+            return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+        except FileExistsError:
+            pass
+        try:
+            # O_NONBLOCK: opening a FIFO planted under the lock's name must not hang.
+            fd = os.open(self.path, os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            if os.path.islink(self.path):
+                raise self._refuse("is a symbolic link") from None
+            raise ConfigError(f"cannot open the lock file {self.path} ({exc.strerror or exc})") from None
+        kind = _file_kind(os.fstat(fd).st_mode)
+        if kind is not None:
+            os.close(fd)
+            raise self._refuse(f"is {kind}")
+        return fd
+
     def acquire(self) -> "OutputLock":
         import fcntl
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
         while True:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+            fd = self._open()
+            if fd is None:
+                continue
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -361,11 +478,15 @@ class OutputLock:
                 ) from None
             try:
                 # The previous holder unlinks the file before releasing it: a lock on an unlinked file guards nothing.
-                if os.path.samestat(os.fstat(fd), os.stat(self.path)):
-                    break
+                same = os.path.samestat(os.fstat(fd), os.stat(self.path, follow_symlinks=False))
             except FileNotFoundError:
-                pass
+                same = False
+            if same:
+                break
             os.close(fd)
+        if not _LOCK_CONTENT.fullmatch(os.pread(fd, 64, 0)):
+            os.close(fd)
+            raise self._refuse("holds something other than an arabert-pipeline lock (a PID)")
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode("ascii"))
         self.fd = fd
@@ -373,7 +494,11 @@ class OutputLock:
 
     def release(self) -> None:
         if self.fd is not None:
-            self.path.unlink(missing_ok=True)
+            try:  # only the file this lock holds: never one put in its place meanwhile
+                if os.path.samestat(os.fstat(self.fd), os.stat(self.path, follow_symlinks=False)):
+                    self.path.unlink()
+            except FileNotFoundError:
+                pass
             os.close(self.fd)
             self.fd = None
 
@@ -427,14 +552,36 @@ def load_pretrained_tokenizer(source: str | os.PathLike,
         raise ConfigError(f"cannot load a tokenizer from {source} ({describe_exception(exc)})") from exc
 
 
+# config.json fields that size the model: each must be a positive integer (a string "32000" or -1 layers would load
+# a different model than the weights hold, or none at all).
+SIZE_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",
+               "max_position_embeddings", "type_vocab_size")
+
+
+def model_config(directory: str | os.PathLike) -> dict[str, Any]:
+    """A model directory's config.json, with the fields that size the model checked."""
+    path = Path(directory) / "config.json"
+    if not os.path.lexists(path):
+        raise ConfigError(f"{directory} is not a model directory (no config.json)")
+    try:
+        config = read_json_file(path)
+    except InputError as exc:
+        raise ConfigError(str(exc)) from exc
+    for field in SIZE_FIELDS:
+        value = config.get(field)
+        # DeBERTa-v2 has no token types (0); an encoder of 0 layers (embeddings + head) is a model too
+        low = 0 if field in ("type_vocab_size", "num_hidden_layers") else 1
+        if field in config and (type(value) is not int or not low <= value <= 2**31):
+            raise ConfigError(f"{path}: {field} must be an integer ≥ {low}, not {value!r}")
+    return config
+
+
 def load_pretrained_model(auto_class, source: str | os.PathLike, **kwargs) -> tuple[Any, dict]:
     """(model, loading info) from `auto_class.from_pretrained`, with each way a model directory can be broken (no or
     invalid config.json, truncated weights, weights of another shape than the config says) a ConfigError naming it."""
     path = Path(source)
     if path.is_dir():
-        if not (path / "config.json").is_file():
-            raise ConfigError(f"{path} is not a model directory (no config.json)")
-        read_json_file(path / "config.json")
+        model_config(path)
     from transformers.utils import logging as hf_logging
 
     verbosity = hf_logging.get_verbosity()
@@ -452,6 +599,15 @@ def load_pretrained_model(auto_class, source: str | os.PathLike, **kwargs) -> tu
         more = f" ({len(mismatched) - 1} more tensors differ)" if len(mismatched) > 1 else ""
         raise ConfigError(f"{source}: the weights do not fit config.json: {key} is {tuple(stored)} in the weights "
                           f"but {tuple(expected)} by the config{more}")
+    # The encoder must be the one the weights hold, tensor for tensor (a task head may be new or left out: a QA model
+    # made from a pretrained MLM checkpoint). transformers only warns when config.json asks for fewer or more layers.
+    prefix = f"{model.base_model_prefix}." if getattr(model, "base_model_prefix", "") else None
+    for kind, where in (("unexpected_keys", "in the weights are unused by"), ("missing_keys", "are missing for")):
+        keys = sorted(k for k in info.get(kind) or () if prefix and k.startswith(prefix) and ".pooler." not in k)
+        if keys:
+            more = f" and {len(keys) - 1} more" if len(keys) > 1 else ""
+            raise ConfigError(f"{source}: the weights do not fit config.json: encoder tensors {where} the model it "
+                              f"describes ({keys[0]}{more}); check num_hidden_layers and the other sizes in config.json")
     return model, info
 
 

@@ -5,6 +5,7 @@ import argparse
 import importlib
 import logging
 import sys
+import warnings
 
 from .errors import ArabertPipelineError
 
@@ -58,8 +59,14 @@ def setup_logging() -> None:
     logger.setLevel(logging.INFO)
 
 
+def _one_line_warning(message, category, filename, lineno, line=None) -> str:
+    # A command-line user needs the warning, not the library line that raised it.
+    return f"arabert-pipeline: warning: {message}\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     setup_logging()
+    warnings.formatwarning = _one_line_warning
     args = build_parser().parse_args(argv)
     try:
         code = args.run(args)
@@ -68,10 +75,24 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"arabert-pipeline {args.verb}: error: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:
+        # A full disk, a permission the process lacks, a file that vanished: the system's own words and the file
+        # they concern are the whole story; a traceback would only hide them.
+        if args.debug:
+            raise
+        print(f"arabert-pipeline {args.verb}: error: {describe_os_error(exc)}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print(f"arabert-pipeline {args.verb}: interrupted", file=sys.stderr)
         return 130
     return int(code or 0)
+
+
+def describe_os_error(exc: OSError) -> str:
+    """`FILE: reason` for an OSError, e.g. "runs/out.jsonl: No space left on device"."""
+    reason = exc.strerror or (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    files = [str(name) for name in (exc.filename, exc.filename2) if name is not None]
+    return f"{' -> '.join(files)}: {reason}" if files else reason
 
 
 if __name__ == "__main__":

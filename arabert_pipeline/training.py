@@ -5,10 +5,11 @@ Ctrl-C and --time-budget, and write checkpoints, logs and the final model the sa
 What the engine owns: the optimizer step (AdamW with BERT's weight-decay exclusions and optional layer-wise learning
 rates, BERT's warm-up + linear decay, gradient clipping, accumulation, bf16 autocast where the hardware has it), the
 step loop with its logs (OUT/log.jsonl, TensorBoard when installed), checkpoints (OUT/checkpoints/step-NNNNNNNN/:
-`model/`, `state.pt` with tensors only, `trainer_state.json`; the last `keep_checkpoints` kept), resuming from them,
-the output directory's lock and rules, and the final export (arabert_pipeline.json moved in last: it marks a complete
-model). What a stage supplies: `setup()` (data, model, optimizer groups, the plan's length), the micro-batches of an
-epoch and how to build one, the forward, and optionally evaluation, per-step hooks and what the final model holds.
+`model/`, `state.pt` with tensors only, `trainer_state.json`; the last `keep_checkpoints` kept, anything else in
+checkpoints/ left alone), resuming from them (both files checked field by field first), the output directory's lock
+and rules, and the final export (arabert_pipeline.json moved in last: it marks a complete model). What a stage
+supplies: `setup()` (data, model, optimizer groups, the plan's length), the micro-batches of an epoch and how to build
+one, the forward, and optionally evaluation, per-step hooks and what the final model holds.
 
 Hand-written rather than transformers.Trainer because the pretraining data plan (seeded per-epoch batch plans, masks
 drawn per batch index) and the --time-budget re-planning need to own the step loop, and fine-tuning's evaluation is the
@@ -17,6 +18,7 @@ package's own QA decoding; accelerate supplies the distributed parts.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import math
@@ -35,10 +37,10 @@ import numpy as np
 import torch
 
 from .artifacts import (
-    METADATA_FILE, OutputKind, OutputLock, atomic_directory, atomic_write, claim_output_dir, load_tensor_state,
-    read_json_file, remove_own_entries, remove_stale_temporaries,
+    METADATA_FILE, OutputKind, OutputLock, atomic_directory, atomic_write, claim_output_dir, describe_exception,
+    load_tensor_state, read_json_file, remove_own_entries, remove_stale_temporaries,
 )
-from .errors import ArabertPipelineError, ConfigError
+from .errors import ArabertPipelineError, ConfigError, InputError
 
 log = logging.getLogger(__name__)
 CHECKPOINTS = "checkpoints"
@@ -151,11 +153,142 @@ def make_optimizer(groups: list[dict], lr: float) -> torch.optim.Optimizer:
     return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), eps=1e-6)
 
 
+CHECKPOINT_NAME = re.compile(r"step-([0-9]+)")  # ASCII digits: \d would also take "٣"
+
+
+def checkpoint_name(step: int) -> str:
+    """The directory name of the checkpoint at `step`; the only way the engine names one."""
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+        raise ConfigError(f"a checkpoint needs a non-negative integer step, not {step!r}")
+    return f"step-{step:08d}"
+
+
 def list_checkpoints(output: Path) -> list[Path]:
+    """The checkpoints in OUT/checkpoints, oldest first. Only `step-<digits>` directories holding a trainer state
+    count: anything else there (a user's `step-best` or notes, fine-tuning's best.safetensors) is neither resumed
+    from nor deleted by the rotation, which works on this list alone."""
     directory = output / CHECKPOINTS
-    found = ([p for p in directory.glob("step-*") if (p / TRAINER_STATE_FILE).is_file()]
-             if directory.is_dir() else [])
-    return sorted(found, key=lambda p: int(p.name.split("-")[1]))
+    if not directory.is_dir():
+        return []
+    found = []
+    for path in directory.iterdir():
+        match = CHECKPOINT_NAME.fullmatch(path.name)
+        if match and path.is_dir() and (path / TRAINER_STATE_FILE).is_file():
+            found.append((int(match.group(1)), path.name, path))
+    return [path for _, _, path in sorted(found)]
+
+
+# trainer_state.json's fields and their JSON types. "extra" is optional: pretraining checkpoints written before the
+# engine was shared with fine-tuning lack it.
+TRAINER_STATE_FIELDS = {"state": dict, "config": dict, "data_key": str, "processes": int, "extra": dict}
+OPTIONAL_TRAINER_STATE_FIELDS = {"extra": {}}
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_amount(value: Any) -> bool:
+    return _is_number(value) and math.isfinite(value) and value >= 0
+
+
+def _kind(value: Any) -> str:
+    """A JSON value as an error message shows it: "5" (a string) and 5 read apart."""
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    return json.dumps(value, ensure_ascii=False)
+
+
+def read_trainer_state(path: Path) -> dict[str, Any]:
+    """A checkpoint's trainer_state.json, checked field by field before anything is resumed from it: an edited or
+    foreign file would otherwise surface as a KeyError, or as a negative step that names the next checkpoint."""
+    saved = read_json_file(path)
+    unknown = sorted(set(saved) - set(TRAINER_STATE_FIELDS))
+    if unknown:
+        raise InputError(f"unknown field (fields: {', '.join(TRAINER_STATE_FIELDS)})", path=path, field=unknown[0])
+    for name, kind in TRAINER_STATE_FIELDS.items():
+        if name not in saved:
+            if name not in OPTIONAL_TRAINER_STATE_FIELDS:
+                raise InputError("missing", path=path, field=name)
+            saved[name] = dict(OPTIONAL_TRAINER_STATE_FIELDS[name])
+        elif not isinstance(saved[name], kind) or isinstance(saved[name], bool):
+            wanted = {dict: "a JSON object", str: "a string", int: "an integer"}[kind]
+            raise InputError(f"expected {wanted}, found {_kind(saved[name])}", path=path, field=name)
+    if saved["processes"] < 1:
+        raise InputError(f"expected a positive number of processes, found {saved['processes']}", path=path,
+                         field="processes")
+    state, expected = saved["state"], {f.name: f.type for f in dataclasses.fields(TrainerState)}
+    unknown = sorted(set(state) - set(expected))
+    if unknown:
+        raise InputError("unknown field", path=path, field=f"state.{unknown[0]}")
+    for name, kind in expected.items():
+        if name not in state:
+            raise InputError("missing", path=path, field=f"state.{name}")
+        value = state[name]
+        if kind == "bool":
+            valid, wanted = isinstance(value, bool), "true or false"
+        elif kind == "int":
+            valid, wanted = _is_count(value), "a non-negative integer"
+        else:
+            valid, wanted = _is_amount(value), "a non-negative number"
+        if not valid:
+            raise InputError(f"expected {wanted}, found {_kind(value)}", path=path, field=f"state.{name}")
+    if state["step"] > state["total_steps"]:
+        raise InputError(f"step {state['step']} is past the run's end (total_steps {state['total_steps']})",
+                         path=path, field="state.step")
+    return saved
+
+
+def check_tensor_state(saved: Any, path: Path, processes: int) -> None:
+    """The layout save_checkpoint writes into state.pt: {"model": tensors, "optimizer": an optimizer state dict,
+    "processes": one {"torch", "window", "window_steps"[, "cuda"]} per process}."""
+    if not isinstance(saved, dict):
+        raise InputError(f"expected the saved model, optimizer and process states, found a {type(saved).__name__}",
+                         path=path)
+    # "objective": the key of pretraining checkpoints written before fine-tuning shared this engine.
+    weights = saved.get("model", saved.get("objective"))
+    if weights is None:
+        raise InputError("missing", path=path, field="model")
+    if not isinstance(weights, dict) or not all(torch.is_tensor(v) for v in weights.values()):
+        raise InputError("expected a dict of tensors", path=path, field="model")
+    optimizer = saved.get("optimizer")
+    if optimizer is None:
+        raise InputError("missing", path=path, field="optimizer")
+    if not (isinstance(optimizer, dict) and isinstance(optimizer.get("state"), dict)
+            and isinstance(optimizer.get("param_groups"), list)):
+        raise InputError("expected an optimizer state dict (state, param_groups)", path=path, field="optimizer")
+    states = saved.get("processes")
+    if states is None:
+        raise InputError("missing", path=path, field="processes")
+    if not isinstance(states, list):
+        raise InputError(f"expected a list of per-process states, found a {type(states).__name__}", path=path,
+                         field="processes")
+    if len(states) != processes:
+        raise InputError(f"holds the states of {len(states)} processes, but the run has {processes}", path=path,
+                         field="processes")
+    for index, mine in enumerate(states):
+        field = f"processes[{index}]"
+        if not isinstance(mine, dict):
+            raise InputError(f"expected a dict, found a {type(mine).__name__}", path=path, field=field)
+        for key in ("torch", "window", "window_steps"):
+            if key not in mine:
+                raise InputError("missing", path=path, field=f"{field}.{key}")
+        for key in ("torch", "cuda"):
+            if key in mine and not (torch.is_tensor(mine[key]) and mine[key].dtype == torch.uint8):
+                raise InputError("expected a random generator state (a uint8 tensor)", path=path,
+                                 field=f"{field}.{key}")
+        window = mine["window"]
+        if not isinstance(window, dict) or not all(isinstance(k, str) and _is_number(v) for k, v in window.items()):
+            raise InputError("expected a dict of metric sums", path=path, field=f"{field}.window")
+        if not _is_count(mine["window_steps"]):
+            raise InputError(f"expected a non-negative integer, found {_kind(mine['window_steps'])}", path=path,
+                             field=f"{field}.window_steps")
 
 
 class BudgetPlanner:
@@ -233,6 +366,7 @@ class Engine:
         self.batches_per_step = self.world * loop.grad_accum
         self.budget = BudgetPlanner(loop.time_budget, loop.warmup) if loop.time_budget is not None else None
         self.state = TrainerState()
+        self.budget_changed = False
         self.stop_signal: int | None = None
         self.last_eval: dict[str, float] = {}  # on the main process only
         self.last_eval_step = -1
@@ -241,6 +375,8 @@ class Engine:
         self.window: dict[str, torch.Tensor] = {}
         self.window_steps = 0
         self.last_saved_step = -1
+        self.resumed_state_file: Path | None = None  # the trainer_state.json resumed from, for restore_extra_state
+        self._checkpoint_tensors: tuple[Path, Any] | None = None  # state.pt, read by find_checkpoint for restore
         self._plan: tuple[int, list[np.ndarray]] | None = None
         self.output_lock = self.claim_output()
         try:
@@ -305,7 +441,9 @@ class Engine:
         return {}
 
     def restore_extra_state(self, extra: dict[str, Any]) -> None:
-        pass
+        """Check and take back what extra_state saved; errors name `self.resumed_state_file` and the field."""
+        if extra:
+            raise InputError("unknown field", path=self.resumed_state_file, field=f"extra.{sorted(extra)[0]}")
 
     # ------------------------------------------------------------------------------------------- setup helpers
 
@@ -356,39 +494,63 @@ class Engine:
             checkpoint = Path(resume)
             if not (checkpoint / TRAINER_STATE_FILE).is_file():
                 raise ConfigError(f"--resume {checkpoint}: not a checkpoint (no {TRAINER_STATE_FILE})")
-        saved = read_json_file(checkpoint / TRAINER_STATE_FILE)
-        stored_config = saved.get("config")
-        if not isinstance(stored_config, dict):
-            raise ConfigError(f"{checkpoint / TRAINER_STATE_FILE}: no 'config' object")
+        saved = read_trainer_state(checkpoint / TRAINER_STATE_FILE)
+        stored_config = saved["config"]
         differences = self.config_differences(stored_config)
         if differences:
             current = self.config_record()
             detail = "; ".join(f"{k}: checkpoint {stored_config.get(k)!r}, now {current.get(k)!r}"
                                for k in differences)
             raise ConfigError(f"--resume {checkpoint} was written by a run with other settings ({detail})")
-        if saved.get("data_key") != self.data_key:
+        if saved["data_key"] != self.data_key:
             raise ConfigError(f"--resume {checkpoint}: the training data or the tokenizer changed since the checkpoint "
                               "was written (their content hash differs)")
-        if saved.get("processes") != self.world:
+        if saved["processes"] != self.world:
             raise ConfigError(
-                f"--resume {checkpoint} was written with {saved.get('processes')} processes, now {self.world}: "
+                f"--resume {checkpoint} was written with {saved['processes']} processes, now {self.world}: "
                 "launch with the same number to continue exactly"
             )
+        # Read and checked now, before the stage spends time on its model and data; restore() applies it.
+        tensors = load_tensor_state(checkpoint / STATE_FILE)
+        check_tensor_state(tensors, checkpoint / STATE_FILE, self.world)
+        self._checkpoint_tensors = (checkpoint, tensors)
+        self.resumed_state_file = checkpoint / TRAINER_STATE_FILE
         self.state = TrainerState(**saved["state"])
-        self.restore_extra_state(saved.get("extra", {}))
+        self.restore_extra_state(saved["extra"])
         self.last_saved_step = self.state.step
+        # A budgeted run resumed with another --time-budget (extended, or cut short) moves the end of its decay to the
+        # new budget at the first check, from the speed measured so far.
+        self.budget_changed = self.budget is not None and stored_config.get("time_budget") != self.loop.time_budget
         return checkpoint
 
     def restore(self, checkpoint: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
         """Model, optimizer and this process's RNG and unlogged metric sums from a checkpoint's state.pt."""
-        saved = load_tensor_state(checkpoint / STATE_FILE)
-        # "objective": the key of pretraining checkpoints written before fine-tuning shared this engine.
-        model.load_state_dict(saved["model"] if "model" in saved else saved["objective"])
-        optimizer.load_state_dict(saved["optimizer"])
+        path = checkpoint / STATE_FILE
+        held, self._checkpoint_tensors = self._checkpoint_tensors, None
+        if held is not None and held[0] == checkpoint:
+            saved = held[1]
+        else:
+            saved = load_tensor_state(path)
+            check_tensor_state(saved, path, self.world)
+        # A file of the right layout can still hold another model's tensors or another optimizer's groups.
+        try:
+            model.load_state_dict(saved["model"] if "model" in saved else saved["objective"])
+        except RuntimeError as exc:
+            raise InputError(f"the weights do not fit this run's model ({describe_exception(exc)})", path=path,
+                             field="model") from exc
+        try:
+            optimizer.load_state_dict(saved["optimizer"])
+        except (ValueError, KeyError, TypeError, IndexError, RuntimeError) as exc:
+            raise InputError(f"does not fit this run's optimizer ({describe_exception(exc)})", path=path,
+                             field="optimizer") from exc
         mine = saved["processes"][self.accelerator.process_index]
-        torch.set_rng_state(mine["torch"])
-        if "cuda" in mine and torch.cuda.is_available():
-            torch.cuda.set_rng_state(mine["cuda"])
+        try:
+            torch.set_rng_state(mine["torch"])
+            if "cuda" in mine and torch.cuda.is_available():
+                torch.cuda.set_rng_state(mine["cuda"])
+        except RuntimeError as exc:
+            raise InputError(f"not a random generator state ({describe_exception(exc)})", path=path,
+                             field=f"processes[{self.accelerator.process_index}]") from exc
         self.window = {key: torch.tensor(value) for key, value in mine["window"].items()}
         self.window_steps = mine["window_steps"]
 
@@ -496,7 +658,7 @@ class Engine:
 
         if self.state.step % REPLAN_CHECK_EVERY:  # the same on every process: no per-step broadcast (a GPU sync)
             return False
-        due = [self.budget.due(self.state)]
+        due = [self.budget_changed or self.budget.due(self.state)]
         if self.world > 1:  # clocks differ slightly: the main process decides, or one would wait in the broadcast
             broadcast_object_list(due)
         return due[0]
@@ -508,6 +670,7 @@ class Engine:
         total = [self.budget.remaining_total(self.state, per_step)]
         broadcast_object_list(total)
         self.budget.replan(self.state, total[0])
+        self.budget_changed = False
         if self.is_main:
             log.info(f"time budget: {self.state.total_steps} steps at the measured {per_step:.2f} s per step")
 
@@ -655,8 +818,28 @@ class Engine:
         path = self.output / LOG_FILE
         if not path.exists():
             return
-        rows = [line for line in path.read_text(encoding="utf-8").splitlines()
-                if line.strip() and json.loads(line)["step"] <= step]
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError(f"unreadable log ({describe_exception(exc)})", path=path) from exc
+        lines = text.split("\n")
+        if lines[-1]:  # a row torn by a run killed while writing it: never complete, so not part of the run
+            lines[-1] = ""
+        rows = []
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                logged = row["step"]
+            except (ValueError, TypeError, KeyError) as exc:
+                raise InputError(f"not a log row with a step ({describe_exception(exc)})", path=path,
+                                 line=number) from exc
+            if not _is_count(logged):
+                raise InputError(f"expected a non-negative integer, found {_kind(logged)}", path=path, line=number,
+                                 field="step")
+            if logged <= step:
+                rows.append(line)
         with atomic_write(path) as f:
             f.write("".join(line + "\n" for line in rows))
 
@@ -679,13 +862,14 @@ class Engine:
         written atomically; then only the last `keep_checkpoints` are kept."""
         from accelerate.utils import gather_object
 
+        name = checkpoint_name(self.state.step)  # on every process, so that a bad step stops them all here
         mine = {"torch": torch.get_rng_state(), "window_steps": self.window_steps,
                 "window": {key: float(value) for key, value in self.window.items()}}
         if torch.cuda.is_available():
             mine["cuda"] = torch.cuda.get_rng_state()
         process_states = gather_object([mine])
         if self.is_main:
-            target = self.output / CHECKPOINTS / f"step-{self.state.step:08d}"
+            target = self.output / CHECKPOINTS / name
             with atomic_directory(target) as tmp:
                 with quiet_transformers():
                     self.export_checkpoint(tmp / CHECKPOINT_MODEL)

@@ -4,6 +4,7 @@ before a model loads wherever it can be."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import socket
 
@@ -119,13 +120,48 @@ BROKEN_MODELS = {
     "n-best-text": (lambda d: _edit_json(d / "arabert_pipeline.json", _set("n_best", "abc")),
                     "arabert_pipeline.json: n_best must be a int, not 'abc'"),
     "negative-stride": (lambda d: _edit_json(d / "arabert_pipeline.json", _set("doc_stride", -5)),
-                        "arabert_pipeline.json: doc_stride must be ≥ 1, got -5"),
+                        "arabert_pipeline.json: doc_stride must be between 1 and 8,192, got -5"),
     "truncated-weights": (lambda d: (d / "model.safetensors").write_bytes(
         (d / "model.safetensors").read_bytes()[:5000]), "cannot load the model in"),
     "hidden-size": (lambda d: _edit_json(d / "config.json", _set("hidden_size", 32)),
                     "the weights do not fit config.json"),
     "invalid-config": (lambda d: (d / "config.json").write_text("{bad"), "config.json: invalid JSON"),
     "config-array": (lambda d: (d / "config.json").write_text("[]"), "config.json: expected a JSON object"),
+    # Sizes in config.json that disagree with the weights: transformers only warns and builds another model.
+    "fewer-layers": (lambda d: _edit_json(d / "config.json", _set("num_hidden_layers", 1)),
+                     "encoder tensors in the weights are unused by the model it describes"),
+    "more-layers": (lambda d: _edit_json(d / "config.json", _set("num_hidden_layers", 3)),
+                    "encoder tensors are missing for the model it describes"),
+    "negative-layers": (lambda d: _edit_json(d / "config.json", _set("num_hidden_layers", -1)),
+                        "config.json: num_hidden_layers must be an integer ≥ 0, not -1"),
+    "vocab-size-text": (lambda d: _edit_json(d / "config.json", _set("vocab_size", "32000")),
+                        "config.json: vocab_size must be an integer ≥ 1, not '32000'"),
+    # Numbers in arabert_pipeline.json that would turn scores into NaN, never abstain, or crash on a long context.
+    "prior-infinite": (lambda d: _edit_json(d / "arabert_pipeline.json", _set("sentence_prior", float("inf"))),
+                       "sentence_prior must be a finite number between 0 and 1000, got inf"),
+    "prior-huge": (lambda d: _edit_json(d / "arabert_pipeline.json", _set("sentence_prior", 1e308)),
+                   "sentence_prior must be a finite number between 0 and 1000"),
+    "prior-nan": (lambda d: _edit_json(d / "arabert_pipeline.json", _set("sentence_prior", float("nan"))),
+                  "sentence_prior must be a finite number"),
+    "threshold-nan": (lambda d: _edit_json(d / "arabert_pipeline.json", _set("null_score_diff_threshold",
+                                                                              float("nan"))),
+                      "null_score_diff_threshold must be a finite number"),
+    "window-beyond-positions": (lambda d: _edit_json(d / "arabert_pipeline.json", _set("max_seq_length", 1000)),
+                                "max_seq_length 1000 exceeds the model's 512 positions"),
+    "window-absurd": (lambda d: _edit_json(d / "arabert_pipeline.json", _set("max_seq_length", 10**9)),
+                      "max_seq_length must be between 1 and 8,192"),
+    "stride-beyond-window": (lambda d: _edit_json(d / "arabert_pipeline.json", _set("doc_stride", 96)),
+                             "doc_stride (96) must be below max_seq_length (96)"),
+    # Metadata that is no small regular file of JSON.
+    "metadata-dev-zero": (lambda d: ((d / "arabert_pipeline.json").unlink(),
+                                     (d / "arabert_pipeline.json").symlink_to("/dev/zero")),
+                          "arabert_pipeline.json: not a regular file"),
+    "metadata-huge": (lambda d: (d / "arabert_pipeline.json").write_text("{" + " " * (64 * 2**20) + "}"),
+                      "more than the 67,108,864 such a file may have"),
+    "metadata-long-int": (lambda d: (d / "arabert_pipeline.json").write_text('{"n_best": ' + "9" * 5000 + "}"),
+                          "arabert_pipeline.json: invalid JSON (Exceeds the limit"),
+    "metadata-deep": (lambda d: (d / "arabert_pipeline.json").write_text("[" * 200_000 + "]" * 200_000),
+                      "arabert_pipeline.json: invalid JSON (nested too deeply)"),
     "no-tokenizer": (lambda d: [(d / n).unlink() for n in ("tokenizer.json", "tokenizer_config.json", "vocab.txt")],
                      "holds no tokenizer files"),
     "other-tokenizer": (lambda d: [(d / "tokenizer.json").unlink(),
@@ -145,7 +181,7 @@ def test_broken_model_directories_are_named(model_dir, tmp_path, capsys, name):
     assert run("answer", "--model", broken, "--question", Q, "--context", C) == 2
     err = capsys.readouterr().err
     assert expected in err and str(broken) in err and "Traceback" not in err
-    with pytest.raises(ArabertPipelineError, match=expected.replace("(", r"\(")):
+    with pytest.raises(ArabertPipelineError, match=re.escape(expected)):
         Pipeline(broken)
     with pytest.raises(ArabertPipelineError):
         run("--debug", "answer", "--model", broken, "--question", Q, "--context", C)

@@ -126,7 +126,7 @@ def test_cli_with_a_model(shared_data, tmp_path):
     assert load.load_results(again)["datasets"]["slice"]["systems"]["tiny-qa"]["scores"] == first
 
     # --no-answer: the same questions plus their negatives; at a threshold below every margin nothing is answered.
-    write_metadata(model_dir, null_score_diff_threshold=-1e6)
+    write_metadata(model_dir, null_score_diff_threshold=-1000.0)  # the lowest a model may store
     abstaining = tmp_path / "no-answer"
     assert main(["evaluate", "--model", str(model_dir), "--data", str(data), "--baselines", "none", "--no-answer",
                  "-o", str(abstaining), *FAST]) == 0

@@ -499,6 +499,34 @@ def test_time_budget_is_replanned_from_the_speed_of_real_steps(tokenizer_dir, co
     assert state.budget_replanned and not trainer.replan_due()
 
 
+def test_a_budgeted_run_resumed_with_another_budget_replans_its_end(tokenizer_dir, corpus, workdir):
+    """--time-budget may change on --resume (a run extended or cut short); the end of the decay moves to the new
+    budget at the first check, and the run may not turn into one of a fixed length."""
+    from arabert_pipeline.pretrain.trainer import Trainer, pretrain
+
+    output = workdir / "rebudget"
+
+    def stop_at_four(trainer):
+        if trainer.state.step == 4:
+            trainer.request_stop()
+
+    assert not pretrain(tiny_config(tokenizer_dir, corpus, output, steps=None, time_budget=10), on_step=stop_at_four)
+    # 10 s in, at 1 s per step: too early for the planner's own first correction (36 s into a 20-minute budget)...
+    same = Trainer(tiny_config(tokenizer_dir, corpus, output, steps=None, time_budget=10, resume="latest"))
+    same.state.step, same.state.elapsed = 10, 10.0
+    assert not same.replan_due()
+    same.release_output()
+    # ...but a new budget is planned for at once.
+    longer = Trainer(tiny_config(tokenizer_dir, corpus, output, steps=None, time_budget=20, resume="latest"))
+    longer.state.step, longer.state.elapsed = 10, 10.0
+    assert longer.replan_due()
+    longer.replan_for_budget()
+    assert longer.state.total_steps == 10 + (20 * 60 - 10) and not longer.replan_due()
+    longer.release_output()
+    with pytest.raises(ConfigError, match="time_budget: checkpoint 10, now None"):
+        Trainer(tiny_config(tokenizer_dir, corpus, output, steps=16, resume="latest"))
+
+
 # ------------------------------------------------------------------------------------------------- bad input
 
 

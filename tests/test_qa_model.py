@@ -150,7 +150,8 @@ def test_predict_rejects_empty_input_and_models_without_qa_head_or_preprocessing
     shutil.copytree(output, bare, ignore=shutil.ignore_patterns("arabert_pipeline.json", "eval"))
     with pytest.raises(ConfigError, match="pass it explicitly"):
         QAModel.load(bare)
-    assert QAModel.load(bare, preprocessing="none").settings.max_seq_length == 384
+    # Without stored settings: the default window (384), capped at the model's positions (256 here).
+    assert QAModel.load(bare, preprocessing="none").settings.max_seq_length == 256
     with pytest.raises(ConfigError, match="trained with preprocessing 'none'"):
         QAModel.load(output, preprocessing="arabertv02")
 

@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from ..artifacts import atomic_directory, portable_path, read_metadata
+from ..artifacts import atomic_directory, check_local_source, portable_path, read_metadata
 from ..errors import ConfigError, InputError
 from . import metrics
 from .baselines import BASELINES, baseline_predictions
@@ -334,6 +334,8 @@ def _systems(config: EvaluateConfig) -> list[System]:
         raise ConfigError(f"unknown baseline(s) {', '.join(unknown)}: use {', '.join(BASELINES)} or none")
     systems = []
     for i, (kind, source) in enumerate(config.systems):
+        if kind == "model":  # before any data is read: a mistyped local path must not become a slow hub lookup
+            check_local_source(source)
         label = config.labels[i] if i < len(config.labels) else Path(source.rstrip("/")).name.removesuffix(".json")
         info = _model_info(source) if kind == "model" else {}
         systems.append(System(label, kind, source, info))

@@ -16,7 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
-from .core import BACKENDS, BUNDLED_MODELS, DEFAULT_MODEL, check_text, surrogate_problem, text_problem
+from .core import (
+    BACKENDS, BUNDLED_MODELS, DEFAULT_MODEL, MAX_CONTEXT_CHARS, check_text, surrogate_problem, text_problem,
+)
 
 DEMO_FILE = Path(__file__).with_name("demo.json")
 
@@ -36,7 +38,8 @@ def register(subparsers) -> None:
     source.add_argument("--demo", action="store_true", help="answer the bundled demo questions")
     p.add_argument("--context", help="the passage that holds the answer to --question")
     p.add_argument("--output", metavar="JSONL",
-                   help='with --input: write {"id", "answer", "score", "start", "end"} lines here, not to stdout')
+                   help='with --input: write {"id", "answer", "score", "start", "end"} lines to this new file (- for '
+                        'stdout, the default); only regular files are written, never devices, FIFOs or symlinks')
     p.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
     p.add_argument("--model", default=DEFAULT_MODEL, help="bundled model name, QA model dir or hub id (default: %(default)s)")
     p.add_argument("--preprocessing", help="for models without arabert_pipeline.json: arabertv02, arabertv2 or none")
@@ -52,6 +55,8 @@ def register(subparsers) -> None:
     p.add_argument("--decoding", choices=("max-score", "expected-f1"),
                    help="override the model's decoder: max-score = the most likely span (short answers), expected-f1 = "
                         "the span of highest expected F1 (default: the model's dev-chosen one)")
+    p.add_argument("--max-context-chars", type=int, default=MAX_CONTEXT_CHARS,
+                   help="refuse longer contexts (memory and time grow with the context; default: %(default)s)")
     p.add_argument("--spans-as-decoded", dest="whole_words", action="store_false",
                    help="return the model's spans as decoded, without widening them to whole words")
     p.set_defaults(run=run_answer)
@@ -66,10 +71,15 @@ def run_answer(args: argparse.Namespace) -> int:
         raise InputError("--output goes with --input", field="--output")
     if args.top_k < 1:
         raise InputError(f"must be ≥ 1, got {args.top_k}", field="--top-k")
+    if args.max_context_chars < 1:
+        raise InputError(f"must be ≥ 1, got {args.max_context_chars}", field="--max-context-chars")
+    if args.output == "-":
+        args.output = None
     if args.question is not None:  # check before the model loads: a typo should not cost a model load
         check_text(args.question, "--question")
-        check_text(args.context, "--context")
-    examples = read_jsonl(Path(args.input)) if args.input else read_demo() if args.demo else None
+        check_text(args.context, "--context", args.max_context_chars)
+    examples = read_jsonl(Path(args.input), args.max_context_chars) if args.input else \
+        read_demo() if args.demo else None
     if args.output is not None:
         from ..artifacts import claim_output_file
 
@@ -98,15 +108,21 @@ def run_answer(args: argparse.Namespace) -> int:
     return 0
 
 
-def read_jsonl(path: Path) -> list[dict[str, Any]]:
+def read_jsonl(path: Path, max_context_chars: int | None = MAX_CONTEXT_CHARS) -> list[dict[str, Any]]:
     """Examples {"id", "question", "context"} from a JSON lines file; blank lines skipped; ids default to line numbers.
 
     Every line is checked before the model loads, and an error names the file, the line and the field.
     """
+    from ..artifacts import parse_json
+
     if not path.is_file():
         raise InputError("no such file", path=path)
     examples, seen = [], {}
-    with path.open("rb") as f:
+    try:
+        f = path.open("rb")
+    except OSError as exc:
+        raise InputError(f"unreadable ({exc.strerror or exc})", path=path) from None
+    with f:
         for number, data in enumerate(f, start=1):
             try:
                 line = data.decode("utf-8")
@@ -115,10 +131,7 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
                                  line=number) from None
             if not line.strip():
                 continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputError(f"not valid JSON ({exc.msg} at column {exc.colno})", path=path, line=number) from exc
+            record = parse_json(line, path=path, line=number)
             if not isinstance(record, dict):
                 raise InputError(f"expected a JSON object, got {type(record).__name__}", path=path, line=number)
             qid = record.get("id", number)
@@ -132,7 +145,7 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
             for field in ("question", "context"):
                 if field not in record:
                     raise InputError("missing", path=path, line=number, field=field)
-                problem = text_problem(record[field])
+                problem = text_problem(record[field], max_context_chars if field == "context" else None)
                 if problem is not None:
                     raise InputError(problem, path=path, line=number, field=field)
             examples.append({"id": qid, "question": record["question"], "context": record["context"]})
@@ -202,7 +215,8 @@ def _load_pipeline(args: argparse.Namespace):
 
         hf_logging.disable_progress_bar()  # "Loading weights: 100%" would interleave with the answers
     return Pipeline(args.model, preprocessing=args.preprocessing, device=args.device, batch_size=args.batch_size,
-                    quantize=args.quantize, whole_words=args.whole_words, backend=args.backend, decoding=args.decoding)
+                    quantize=args.quantize, whole_words=args.whole_words, backend=args.backend, decoding=args.decoding,
+                    max_context_chars=args.max_context_chars)
 
 
 def _utf8_stdout() -> None:

@@ -43,6 +43,10 @@ BACKENDS = ("auto", "onnx", "torch")
 # Examples handed to QAModel.predict at once: large enough for length-sorted batches of windows to pad little,
 # small enough that the per-window logits and offsets of a huge input list never sit in memory together.
 EXAMPLES_PER_CHUNK = 512
+# The longest context one call accepts, in characters. Memory and time grow with the context (measured on the shipped
+# model: 200k characters took 9 s and 234 MB); a 50-million-character paste would take gigabytes and minutes, so a
+# context past this is refused with its length (raise it with Pipeline(max_context_chars=...) / --max-context-chars).
+MAX_CONTEXT_CHARS = 100_000
 _HUB_ID = re.compile(r"[\w.-]+(/[\w.-]+)?")
 
 
@@ -60,6 +64,7 @@ class Pipeline:
         whole_words: bool = True,
         backend: str = "auto",
         decoding: str | None = None,
+        max_context_chars: int = MAX_CONTEXT_CHARS,
     ):
         """`model`: a bundled name ("arabert"), a QA model dir made by this project, a hub id (with `preprocessing`
         unless the hub repo has an arabert_pipeline.json), or a loaded QAModel.
@@ -73,6 +78,7 @@ class Pipeline:
         `decoding` overrides the model's dev-chosen decoder: "max-score" answers with the single most likely span
         (short answers; Hugging Face's choice), "expected-f1" with the span of highest expected F1 (the shipped
         model's choice: more F1 on average, longer answers that hedge between candidates).
+        `max_context_chars`: longer contexts are refused with an InputError (memory grows with the context).
         """
         from ..qa.infer import DECODINGS, QAModel
 
@@ -82,8 +88,11 @@ class Pipeline:
             raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
         if quantize and device != "cpu":
             raise ConfigError(f"quantize=True needs device='cpu' (int8 dynamic quantization runs on CPU), got {device!r}")
+        if not isinstance(max_context_chars, int) or isinstance(max_context_chars, bool) or max_context_chars < 1:
+            raise ConfigError(f"max_context_chars must be a positive integer, got {max_context_chars!r}")
         self.batch_size = batch_size
         self.quantized = quantize
+        self.max_context_chars = max_context_chars
         self.backend = choose_backend(model, device, backend)
         if self.backend == "torch":
             torch_device(device)  # a device this machine lacks fails here, not after a model load
@@ -131,12 +140,15 @@ class Pipeline:
         A result is None (or an empty list) if the model proposes no non-empty span at all, or, with
         `allow_no_answer` (Hugging Face: handle_impossible_answer), if it judges that the context does not hold the
         answer: its no-answer score beats the best span's by more than the model's `null_score_diff_threshold`.
-        Raises InputError (a ValueError) naming the argument and index for empty, whitespace-only or non-Arabic text,
-        lists of different lengths and wrong types.
+        Raises InputError (a ValueError) naming the argument and index for empty or whitespace-only text, text
+        without a letter or digit, a context longer than `max_context_chars`, lists of different lengths and wrong
+        types. Text without an Arabic letter (a bibliography line, a name in Latin script) is answered, with a
+        warning: the model reads Arabic, and names and numbers are still extractable.
         """
         top_k = check_top_k(top_k)
         single = isinstance(question, str) and isinstance(context, str)
-        questions, contexts = check_inputs(question, context)
+        questions, contexts = check_inputs(question, context, self.max_context_chars)
+        warn_non_arabic(questions, contexts)
         results = []
         for i in range(0, len(questions), EXAMPLES_PER_CHUNK):
             examples = [{"id": j, "question": q, "context": c}
@@ -213,18 +225,33 @@ def _is_arabic_block(code: int) -> bool:
             or 0xFB50 <= code <= 0xFDFF or 0xFE70 <= code <= 0xFEFF)
 
 
-def text_problem(value: object) -> str | None:
-    """Why `value` cannot be a question or a context (not a str, blank, no Arabic letter), or None if it can."""
+def text_problem(value: object, max_chars: int | None = None) -> str | None:
+    """Why `value` cannot be a question or a context (not a str, blank, no letter or digit, longer than
+    `max_chars`), or None if it can."""
     if not isinstance(value, str):
         return f"must be a str, got {type(value).__name__}"
     if not value.strip():
         return "is empty or whitespace only"
+    if max_chars is not None and len(value) > max_chars:
+        return (f"is {len(value):,} characters long, more than the {max_chars:,} allowed (raise the limit with "
+                "max_context_chars= / --max-context-chars, or split the text)")
     surrogate = surrogate_problem(value)
     if surrogate is not None:
         return surrogate
-    if not has_arabic_letter(value):
-        return f"has no Arabic letter (the model answers Arabic text): {_preview(value)!r}"
+    if not any(ch.isalnum() for ch in value):
+        return f"has no letter or digit, so there is nothing to answer with: {_preview(value)!r}"
     return None
+
+
+def warn_non_arabic(questions: Sequence[str], contexts: Sequence[str]) -> None:
+    """One warning for the texts without an Arabic letter: they are answered, but by a model that reads Arabic."""
+    for name, texts in (("question", questions), ("context", contexts)):
+        missing = [i for i, text in enumerate(texts) if not has_arabic_letter(text)]
+        if missing:
+            where = f"the {name} has" if len(texts) == 1 else \
+                f"{len(missing)} of {len(texts)} {name}s (first: {name}[{missing[0]}]) have"
+            warnings.warn(f"{where} no Arabic letter: answered anyway, by a model trained on Arabic text",
+                          stacklevel=3)
 
 
 def surrogate_problem(text: str) -> str | None:
@@ -236,18 +263,19 @@ def surrogate_problem(text: str) -> str | None:
     return None
 
 
-def check_text(value: object, name: str) -> str:
+def check_text(value: object, name: str, max_chars: int | None = None) -> str:
     """`value` if it can be a question or a context, else an InputError naming the argument (e.g. "context[3]")."""
-    problem = text_problem(value)
+    problem = text_problem(value, max_chars)
     if problem is not None:
         raise InputError(problem, field=name)
     return value
 
 
-def check_inputs(question: object, context: object) -> tuple[list[str], list[str]]:
+def check_inputs(question: object, context: object,
+                 max_context_chars: int | None = MAX_CONTEXT_CHARS) -> tuple[list[str], list[str]]:
     """Both str, or both lists/tuples of str of the same non-zero length; every text checked."""
     if isinstance(question, str) and isinstance(context, str):
-        return [check_text(question, "question")], [check_text(context, "context")]
+        return [check_text(question, "question")], [check_text(context, "context", max_context_chars)]
     for name, value in (("question", question), ("context", context)):
         if not isinstance(value, (str, list, tuple)):
             raise InputError(f"must be a str or a list of str, got {type(value).__name__}", field=name)
@@ -260,7 +288,7 @@ def check_inputs(question: object, context: object) -> tuple[list[str], list[str
     if not question:
         raise InputError("empty lists: nothing to answer", field="question/context")
     return ([check_text(q, f"question[{i}]") for i, q in enumerate(question)],
-            [check_text(c, f"context[{i}]") for i, c in enumerate(context)])
+            [check_text(c, f"context[{i}]", max_context_chars) for i, c in enumerate(context)])
 
 
 def check_top_k(top_k: object) -> int:

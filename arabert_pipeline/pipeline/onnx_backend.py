@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..artifacts import METADATA_FILE, read_json_file, read_metadata
+from ..artifacts import METADATA_FILE, model_config, read_metadata
 from ..errors import ConfigError
 from ..qa.export import FINGERPRINT_KEY, ONNX_FILE, OUTPUT_NAMES, weights_fingerprint
 from ..qa.features import Windows
@@ -57,9 +57,10 @@ class OnnxQAModel(QAModel):
         if not preprocessing:
             raise ConfigError(f"{directory} has no {METADATA_FILE} recording its preprocessing: pass it explicitly "
                               "(e.g. preprocessing='arabertv02', or 'none' for models trained on raw text)")
-        settings = QASettings.from_metadata(metadata, directory / METADATA_FILE)
+        config = model_config(directory)
+        settings = QASettings.from_metadata(metadata, directory / METADATA_FILE, config.get("max_position_embeddings"))
         tokenizer = TokenizerAdapter.from_directory(directory)
-        rows = read_json_file(directory / "config.json").get("vocab_size")
+        rows = config.get("vocab_size")
         if rows != len(tokenizer):
             raise ConfigError(f"{directory}: the tokenizer has {len(tokenizer)} tokens but the model has {rows} token "
                               "embeddings; the tokenizer files do not belong to this model")

@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Iterable, Iterator, NamedTuple
 
 from ..artifacts import (
-    CORPUS_READ_ERRORS, SIDECAR_SUFFIX, OutputLock, atomic_write, check_not_input, decompressed,
+    CORPUS_READ_ERRORS, SIDECAR_SUFFIX, OutputLock, atomic_write, check_directory_writable, check_not_input,
+    check_replaceable, decompressed,
 )
 from ..errors import ConfigError, InputError
 
@@ -278,11 +279,7 @@ class WordCache:
                 )
             if keep_bytes is not None and keep_bytes >= len(header):
                 f.truncate(keep_bytes)
-            try:
-                entries, end = read_new_entries(f, len(header))
-            except ValueError as exc:  # not UTF-8, or a line without exactly one tab: edited or damaged by hand
-                raise ConfigError(f"{path} is a damaged word cache ({exc}): delete it to start a new one (it only "
-                                  "holds segmentations), or choose another --word-cache file") from exc
+            entries, end = read_new_entries(f, len(header))
             f.truncate(end)  # a torn last line from a killed run would otherwise prefix the next entry
         self.words = set(entries)
         self.file = open(path, "ab", buffering=0)
@@ -313,12 +310,31 @@ def _storable(text: str) -> bool:
 
 
 def read_new_entries(file, offset: int) -> tuple[dict[str, str], int]:
-    """The complete `word<TAB>segmentation` lines after `offset`, and the offset just past the last of them."""
+    """The complete `word<TAB>segmentation` lines after `offset`, and the offset just past the last of them; a
+    damaged line (edited by hand, or not a cache line at all) is an InputError naming the file and the line."""
     file.seek(offset)
     data = file.read()
     end = data.rfind(b"\n") + 1
-    entries = dict(line.split("\t") for line in data[:end].decode("utf-8").split("\n")[:-1])
+    try:
+        entries = dict(line.split("\t") for line in data[:end].decode("utf-8").split("\n")[:-1])
+    except ValueError as exc:  # not UTF-8, or a line without exactly one tab: found again line by line, to name it
+        raise _damaged_line_error(file, offset, data[:end], exc) from exc
     return entries, offset + end
+
+
+def _damaged_line_error(file, offset: int, data: bytes, exc: ValueError) -> InputError:
+    hint = ("Delete the file to start a new cache (it only holds segmentations), or choose another --word-cache file")
+    for index, line in enumerate(data.split(b"\n")[:-1]):
+        try:
+            tabs = line.decode("utf-8").count("\t")
+            problem = None if tabs == 1 else f"{tabs} tabs instead of one"
+        except UnicodeDecodeError as error:
+            problem = f"not UTF-8 ({error.reason} at byte {error.start + 1} of the line)"
+        if problem is not None:
+            file.seek(0)
+            before = file.read(offset).count(b"\n")  # counted only here: the cache can be large
+            return InputError(f"damaged word cache: {problem}. {hint}", path=file.name, line=before + index + 1)
+    return InputError(f"damaged word cache ({exc}). {hint}", path=file.name)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -444,8 +460,11 @@ def _validate(cfg: CorpusConfig, paths: list[Path], output: Path) -> str | None:
     written = [output.with_name(output.name + suffix) for suffix in (PART_SUFFIX, CHECKPOINT_SUFFIX, SIDECAR_SUFFIX)]
     for path in [output, *written]:
         check_not_input(path, paths)
-    if output.is_dir():
+    if output.is_dir() and not output.is_symlink():
         raise ConfigError(f"the output {output} is a directory; give a file name")
+    for path in [output, *written]:
+        check_replaceable(path, "-o")
+    check_directory_writable(output.parent, "-o")
     if output.exists() and not cfg.overwrite:
         raise ConfigError(f"{output} exists: pass --overwrite (overwrite=True) to replace it, or choose another output")
     if output.exists() and not written[2].exists():
@@ -456,8 +475,10 @@ def _validate(cfg: CorpusConfig, paths: list[Path], output: Path) -> str | None:
         check_not_input(cache, paths, "--word-cache")
         if cache.resolve() in {path.resolve() for path in [output, *written]}:
             raise ConfigError(f"--word-cache {cache} is the output or one of its companion files; choose another file")
-        if cache.is_dir():
+        if cache.is_dir() and not cache.is_symlink():
             raise ConfigError(f"--word-cache {cache} is a directory; give a file name")
+        check_replaceable(cache, "--word-cache")
+        check_directory_writable(cache.parent, "--word-cache")
     return backend
 
 
@@ -536,6 +557,8 @@ def _chunks(lines: Iterator[tuple[str, int]], size: int, skip: int, skip_bytes: 
 
 def run_corpus(cfg: CorpusConfig) -> CorpusReport:
     """The run behind `preprocess_corpus` and the CLI verb."""
+    # The lock file beside the output is the run's first write: an unwritable place must be named before it fails.
+    check_directory_writable(Path(cfg.output).parent, "-o")
     with OutputLock(cfg.output, "preprocess"):
         return _run(cfg)
 

@@ -145,9 +145,13 @@ class PretrainConfig:
         config lacks was added since that run was written, which trained as its default does."""
         current = self.to_dict()
         defaults = {f.name: f.default for f in dataclasses.fields(self) if f.default is not dataclasses.MISSING}
+        # A budgeted run may be resumed with another budget (the engine re-plans its end), not turned into another
+        # kind of run.
+        budgets = current.get("time_budget") is not None and stored.get("time_budget") is not None
         return sorted(
             name for name in current.keys() | stored.keys()
-            if name not in RESUMABLE_CHANGES and current.get(name) != stored.get(name, defaults.get(name))
+            if name not in RESUMABLE_CHANGES and not (budgets and name == "time_budget")
+            and current.get(name) != stored.get(name, defaults.get(name))
         )
 
 

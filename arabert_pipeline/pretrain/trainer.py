@@ -46,7 +46,8 @@ import numpy as np
 import torch
 
 from ..artifacts import (
-    MODEL_DIR_FILES, OutputKind, describe_exception, load_pretrained_tokenizer, read_json_file, write_metadata,
+    MODEL_DIR_FILES, OutputKind, check_local_source, describe_exception, load_pretrained_tokenizer, read_json_file,
+    write_metadata,
 )
 from ..errors import ArabertPipelineError, ConfigError, InputError
 from ..tokenizer.export import save_pretrained_tokenizer
@@ -94,6 +95,11 @@ class Trainer(Engine):
 
     def __init__(self, config: PretrainConfig, on_step: Callable[["Trainer"], None] | None = None):
         config.validate()
+        # Before the output is claimed: a mistyped local path must fail at once, not after a hub lookup or with the
+        # hub library's repo-id complaint.
+        check_local_source(config.tokenizer, "tokenizer")
+        if config.init_from is not None:
+            init_model_dir(config.init_from)
         self.config = config
         super().__init__(loop_settings(config), on_step)
 

@@ -41,7 +41,7 @@ from ..artifacts import (
     load_pretrained_tokenizer, portable_path, read_metadata, write_metadata,
 )
 from ..cliargs import BF16_CHOICES
-from ..errors import ConfigError
+from ..errors import ConfigError, InputError
 from ..tokenizer.export import save_pretrained_tokenizer
 from ..training import (
     CHECKPOINTS, LOG_FILE, Engine, LoopSettings, make_optimizer, parameter_groups, warmup_steps,
@@ -329,6 +329,17 @@ class QATrainer(Engine):
         return {"losses": self.losses, "running": self.running, "dev": self.dev_history}
 
     def restore_extra_state(self, extra: dict[str, Any]) -> None:
+        fields = ("losses", "running", "dev")
+        for name in sorted(extra):
+            if name not in fields:
+                raise InputError("unknown field", path=self.resumed_state_file, field=f"extra.{name}")
+        for name in fields:
+            if name not in extra:
+                raise InputError("missing", path=self.resumed_state_file, field=f"extra.{name}")
+            values = extra[name]
+            if not (isinstance(values, list)
+                    and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)):
+                raise InputError("expected a list of numbers", path=self.resumed_state_file, field=f"extra.{name}")
         self.losses, self.running, self.dev_history = extra["losses"], extra["running"], extra["dev"]
 
     def after_step(self, board) -> bool:

@@ -24,13 +24,15 @@ by more than `null_score_diff_threshold` (SQuAD 2.0's rule and Hugging Face's na
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 from typing import Any, Iterable
 
 import numpy as np
 
 from ..artifacts import (
-    METADATA_FILE, check_vocabulary_size, load_pretrained_model, load_pretrained_tokenizer, read_metadata, torch_device,
+    METADATA_FILE, check_vocabulary_size, load_pretrained_model, load_pretrained_tokenizer, model_config, read_metadata,
+    torch_device,
 )
 from ..errors import ConfigError, InputError
 from .align import QAPreprocessing
@@ -43,6 +45,10 @@ DECODINGS = ("max-score", "expected-f1")
 # Distinct spans per example that expected-F1 decoding weighs: the mass of a small model's distribution is spread
 # over many overlapping spans, and the top 20 of Hugging Face's n-best hold too little of it.
 EXPECTED_F1_CANDIDATES = 200
+# Bounds of the stored settings (QASettings.check): larger values are damaged files, not choices.
+MAX_WINDOW_TOKENS = 8192
+MAX_N_BEST = 1000
+MAX_LOGIT_SETTING = 1000.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,7 +67,8 @@ class QASettings:
     null_score_diff_threshold: float = 0.0
 
     @classmethod
-    def from_metadata(cls, metadata: dict[str, Any], source: object = METADATA_FILE) -> "QASettings":
+    def from_metadata(cls, metadata: dict[str, Any], source: object = METADATA_FILE,
+                      max_positions: int | None = None) -> "QASettings":
         """The stored settings, each checked: a wrong type or a value that cannot work names the field."""
         values = {}
         for field in dataclasses.fields(cls):
@@ -69,20 +76,39 @@ class QASettings:
                 continue
             value, kind = metadata[field.name], type(field.default)
             if kind is float and isinstance(value, int) and not isinstance(value, bool):
-                value = float(value)
+                value = float(value) if abs(value) < 2**63 else math.inf
             if type(value) is not kind:
                 raise ConfigError(f"{source}: {field.name} must be a {kind.__name__}, not {value!r}")
             values[field.name] = value
+        if "max_seq_length" not in values and max_positions is not None:  # a model without our settings
+            values["max_seq_length"] = min(cls.max_seq_length, max_positions)
         settings = cls(**values)
-        settings.check(source)
+        settings.check(source, max_positions)
         return settings
 
-    def check(self, source: object = "settings") -> None:
-        for name in ("max_seq_length", "doc_stride", "max_question_tokens", "max_answer_tokens", "n_best"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{source}: {name} must be ≥ 1, got {getattr(self, name)}")
-        if self.sentence_prior < 0:
-            raise ConfigError(f"{source}: sentence_prior must be ≥ 0, got {self.sentence_prior}")
+    def check(self, source: object = "settings", max_positions: int | None = None) -> None:
+        """Every field in a range that works; `max_positions` (the model's position embeddings) bounds the window."""
+        for name, high in (("max_seq_length", MAX_WINDOW_TOKENS), ("doc_stride", MAX_WINDOW_TOKENS),
+                           ("max_question_tokens", MAX_WINDOW_TOKENS), ("max_answer_tokens", MAX_WINDOW_TOKENS),
+                           ("n_best", MAX_N_BEST)):
+            value = getattr(self, name)
+            if not 1 <= value <= high:
+                raise ConfigError(f"{source}: {name} must be between 1 and {high:,}, got {value}")
+        if max_positions is not None and self.max_seq_length > max_positions:
+            raise ConfigError(f"{source}: max_seq_length {self.max_seq_length} exceeds the model's "
+                              f"{max_positions} positions (max_position_embeddings in config.json)")
+        if self.doc_stride >= self.max_seq_length:
+            raise ConfigError(f"{source}: doc_stride ({self.doc_stride}) must be below max_seq_length "
+                              f"({self.max_seq_length})")
+        # Logit-scale numbers: a QA model's logits are tens at most, so anything past these bounds is a damaged file
+        # (an infinite or huge prior turns scores into NaN; a NaN threshold never abstains).
+        if not (math.isfinite(self.sentence_prior) and 0 <= self.sentence_prior <= MAX_LOGIT_SETTING):
+            raise ConfigError(f"{source}: sentence_prior must be a finite number between 0 and "
+                              f"{MAX_LOGIT_SETTING:g}, got {self.sentence_prior}")
+        if not (math.isfinite(self.null_score_diff_threshold)
+                and abs(self.null_score_diff_threshold) <= MAX_LOGIT_SETTING):
+            raise ConfigError(f"{source}: null_score_diff_threshold must be a finite number between "
+                              f"{-MAX_LOGIT_SETTING:g} and {MAX_LOGIT_SETTING:g}, got {self.null_score_diff_threshold}")
         if self.decoding not in DECODINGS:
             raise ConfigError(f"{source}: decoding must be one of {', '.join(DECODINGS)}, got {self.decoding!r}")
 
@@ -146,7 +172,9 @@ class QAModel:
                 f"{path_or_hub_id} has no {METADATA_FILE} recording its preprocessing: pass it explicitly "
                 "(e.g. preprocessing='arabertv02', or 'none' for models trained on raw text)"
             )
-        settings = QASettings.from_metadata(metadata, Path(str(path_or_hub_id)) / METADATA_FILE)
+        config = model_config(path_or_hub_id) if Path(path_or_hub_id).is_dir() else {}
+        settings = QASettings.from_metadata(metadata, Path(str(path_or_hub_id)) / METADATA_FILE,
+                                            config.get("max_position_embeddings"))
         import torch
 
         # On CPU, fp16-stored weights (a shipped model) compute in fp32: CPU fp16 matmuls are slow or missing.

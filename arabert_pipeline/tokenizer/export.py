@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from ..artifacts import (
-    METADATA_FILE, OutputKind, OutputLock, claim_output_dir, read_metadata, remove_stale_temporaries, write_metadata,
+    METADATA_FILE, OutputKind, OutputLock, claim_output_dir, looks_like_local_path, read_metadata,
+    remove_stale_temporaries, write_metadata,
 )
 from ..errors import ConfigError, InputError
 
@@ -203,7 +204,7 @@ def fetch_vocab(source: str | os.PathLike) -> Path:
     if path.exists():
         raise InputError("expected a vocab.txt file", path=path)
     name = str(source)
-    if name.count("/") > 1 or name.startswith((".", "/", "~")) or name.endswith(".txt"):
+    if looks_like_local_path(name) or name.endswith(".txt"):
         raise InputError("no such file", path=path)
     try:
         from huggingface_hub import hf_hub_download
@@ -267,6 +268,8 @@ def load_tokenizer(source: str | os.PathLike, preprocessing: str | None = None):
         if not tokenizer.is_fast:
             raise ConfigError(f"{path}: no fast tokenizer (tokenizer.json) could be loaded; offsets need one")
         return tokenizer, stored or preprocessing
+    if not path.exists() and looks_like_local_path(str(source)):
+        raise InputError("no such file or directory", path=path)
     if preprocessing is None:
         raise ConfigError(
             f"{source}: a vocabulary file or hub id does not say which preprocessing it expects; pass it "
