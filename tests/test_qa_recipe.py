@@ -6,7 +6,7 @@ import json
 import pytest
 
 from arabert_pipeline.errors import ConfigError
-from arabert_pipeline.qa.decoding import SENTENCE_PRIOR_GRID, decoding_grid, dev_score
+from arabert_pipeline.qa.decoding import SENTENCE_PRIOR_GRID, TEMPERATURE_GRID, decoding_grid, dev_score
 from arabert_pipeline.qa.finetune import FinetuneConfig, run_finetune
 from arabert_pipeline.qa.infer import SENTENCE_IDF_FILE, QAModel
 from test_qa_model import SMALL
@@ -30,7 +30,8 @@ def test_dev_chooses_the_epoch_and_the_prior_and_the_model_keeps_both(tiny_mlm, 
     assert len(scores) == 3 and metadata["finetune"]["epoch"] == scores.index(max(scores)) + 1
     assert metadata["sentence_prior"] in SENTENCE_PRIOR_GRID and metadata["question_overlap"] is True
     tried = metadata["finetune"]["decoding_dev_scores"]
-    assert len(tried) == 4 * len(SENTENCE_PRIOR_GRID)
+    # within sentence or not × (max-score + expected-F1 at each temperature)
+    assert len(tried) == 2 * (1 + len(TEMPERATURE_GRID)) * len(SENTENCE_PRIOR_GRID)
     best = max(row["score"] for row in tried)
     assert any(row["score"] == best and all(metadata[k] == row[k] for k in ("sentence_prior", "within_sentence",
                                                                              "decoding")) for row in tried)
@@ -47,9 +48,12 @@ def test_dev_chooses_the_epoch_and_the_prior_and_the_model_keeps_both(tiny_mlm, 
 
 def test_fixed_decoding_settings_are_not_tuned():
     rows = decoding_grid({"sentence_prior": None, "within_sentence": True, "decoding": None})
-    assert len(rows) == 2 * len(SENTENCE_PRIOR_GRID) and all(row["within_sentence"] for row in rows)
-    assert decoding_grid({"sentence_prior": 2.0, "within_sentence": False, "decoding": "expected-f1"}) == [
-        {"sentence_prior": 2.0, "within_sentence": False, "decoding": "expected-f1"}]
+    assert len(rows) == (1 + len(TEMPERATURE_GRID)) * len(SENTENCE_PRIOR_GRID)
+    assert all(row["within_sentence"] for row in rows)
+    assert all(row["expected_f1_temperature"] == 1.0 for row in rows if row["decoding"] == "max-score")
+    assert decoding_grid({"sentence_prior": 2.0, "within_sentence": False, "decoding": "expected-f1",
+                          "expected_f1_temperature": 0.5}) == [
+        {"sentence_prior": 2.0, "within_sentence": False, "decoding": "expected-f1", "expected_f1_temperature": 0.5}]
     with pytest.raises(ConfigError, match="decoding"):
         FinetuneConfig(model="m", output="o", train=["t"], decoding="mbr").resolved()
 
@@ -148,7 +152,8 @@ def test_tune_decoding_chooses_on_dev_and_writes_a_copy_with_the_same_weights(ti
     assert no_answer["unanswerable"] > 0 and metadata["null_score_diff_threshold"] == no_answer["threshold"]
     assert no_answer["at_threshold"]["overall_f1"] >= no_answer["always_answer"]["overall_f1"]
     rows = metadata["decoding_tuning"]["scores"]
-    assert len(rows) == 2 * len(SENTENCE_PRIOR_GRID) and all(row["within_sentence"] for row in rows)
+    assert len(rows) == (1 + len(TEMPERATURE_GRID)) * len(SENTENCE_PRIOR_GRID)
+    assert all(row["within_sentence"] for row in rows)
     best = max(row["score"] for row in rows)
     assert any(row["score"] == best and all(metadata[k] == row[k] for k in ("sentence_prior", "within_sentence",
                                                                              "decoding")) for row in rows)
@@ -164,3 +169,17 @@ def test_tune_decoding_chooses_on_dev_and_writes_a_copy_with_the_same_weights(ti
     with pytest.raises(ConfigError, match="trained on"):
         tune_model_decoding(trained, [str(train)], tmp_path / "other")
     assert not (tmp_path / "other").exists()
+
+
+def test_a_lower_expected_f1_temperature_gives_the_surer_shorter_answer():
+    from arabert_pipeline.qa.postprocess import rank_by_expected_f1
+
+    text = "ولد ابن سينا في قرية أفشنة قرب بخارى سنة 980"
+    words = [(m.start(), m.end()) for m in __import__("re").finditer(r"\S+", text)]
+    span = lambda a, b: (words[a][0], words[b][1])  # noqa: E731  words a..b
+    # The likeliest answer is "أفشنة"; many less likely ones overlap it inside a longer phrase.
+    spans = [span(5, 5), span(4, 7), span(4, 6), span(5, 7), span(3, 7), span(6, 7)]
+    scores = [3.0, 2.5, 2.5, 2.5, 2.0, 2.0]
+    hedged, _ = rank_by_expected_f1(text, spans, scores)
+    sure, _ = rank_by_expected_f1(text, spans, scores, temperature=0.1)
+    assert spans[hedged[0]] != span(5, 5) and spans[sure[0]] == span(5, 5)

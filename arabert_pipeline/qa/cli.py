@@ -103,6 +103,8 @@ def register_tune_decoding(subparsers) -> None:
     p.add_argument("--sentence-prior", type=float, metavar="WEIGHT", help="keep this prior weight")
     p.add_argument("--within-sentence", choices=["on", "off"], help="keep this sentence limit")
     p.add_argument("--decoding", choices=["max-score", "expected-f1"], help="keep this decoding")
+    p.add_argument("--expected-f1-temperature", type=float, metavar="T",
+                   help="keep this temperature of expected-F1 decoding (default: chosen on --dev from 0.5, 1, 2)")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--overwrite", action="store_true", help="replace an earlier tune-decoding output in OUTPUT")
     p.set_defaults(run=run_tune_decoding)
@@ -112,7 +114,8 @@ def run_tune_decoding(args: argparse.Namespace) -> int:
     from .decoding import DEV_METRIC, describe_decoding, describe_no_answer, tune_model_decoding
 
     within = None if args.within_sentence is None else args.within_sentence == "on"
-    fixed = {"sentence_prior": args.sentence_prior, "within_sentence": within, "decoding": args.decoding}
+    fixed = {"sentence_prior": args.sentence_prior, "within_sentence": within, "decoding": args.decoding,
+             "expected_f1_temperature": args.expected_f1_temperature}
     chosen, rows, no_answer = tune_model_decoding(args.model_dir, args.dev, args.output, fixed=fixed,
                                                   batch_size=args.batch_size, overwrite=args.overwrite)
     for row in rows:

@@ -26,9 +26,13 @@ from .infer import DECODINGS, SENTENCE_IDF_FILE, QAModel
 
 # Sentence-prior weights tried on the dev sets (in logits: a span's score is its start + end logit).
 SENTENCE_PRIOR_GRID = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
+# Temperatures of expected-F1 decoding tried (1 = the model's own distribution; lower = shorter, surer answers,
+# higher = longer ones that hedge more).
+TEMPERATURE_GRID = (0.5, 1.0, 2.0)
 DEV_METRIC = "soqal_f1"  # the paper's metric; pooled over the questions of all dev sets
-DECODING_FIELDS = ("sentence_prior", "within_sentence", "decoding")
-PLAIN_DECODING = {"sentence_prior": 0.0, "within_sentence": False, "decoding": "max-score"}  # Hugging Face's
+DECODING_FIELDS = ("sentence_prior", "within_sentence", "decoding", "expected_f1_temperature")
+PLAIN_DECODING = {"sentence_prior": 0.0, "within_sentence": False, "decoding": "max-score",
+                  "expected_f1_temperature": 1.0}  # Hugging Face's
 TUNE_OUTPUT = OutputKind("tune-decoding", names=(*MODEL_DIR_FILES, SENTENCE_IDF_FILE), markers=(),
                          metadata_marker=("decoding_tuned_by", "tune-decoding"))
 
@@ -47,12 +51,15 @@ def dev_score(qa: QAModel, dev_files: list[SquadFile], batch_size: int) -> float
 
 def decoding_grid(fixed: dict[str, Any]) -> list[dict[str, Any]]:
     """The decoding settings to try on dev: every combination of the grids, with the `fixed` (not None) values kept."""
-    grids = {"sentence_prior": SENTENCE_PRIOR_GRID, "within_sentence": (False, True), "decoding": DECODINGS}
+    grids = {"sentence_prior": SENTENCE_PRIOR_GRID, "within_sentence": (False, True), "decoding": DECODINGS,
+             "expected_f1_temperature": TEMPERATURE_GRID}
     rows: list[dict[str, Any]] = [{}]
     for name, grid in grids.items():
         values = grid if fixed.get(name) is None else (fixed[name],)
         rows = [{**row, name: value} for row in rows for value in values]
-    return rows
+    # The temperature only shapes expected-F1 decoding: max-score is tried once, at 1.
+    return [row for row in rows if row["decoding"] == "expected-f1" or row["expected_f1_temperature"] == 1.0
+            or fixed.get("expected_f1_temperature") is not None]
 
 
 def tune_decoding(qa: QAModel, dev_files: list[SquadFile], batch_size: int,
@@ -79,7 +86,7 @@ def best_decoding(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The settings of the best dev score; on a tie, the plainer decoder (smaller prior, no sentence limit,
     max-score)."""
     best = max(rows, key=lambda row: (row["score"], -row["sentence_prior"], not row["within_sentence"],
-                                      row["decoding"] == "max-score"))
+                                      row["decoding"] == "max-score", row["expected_f1_temperature"] == 1.0))
     return {name: best[name] for name in DECODING_FIELDS}
 
 
@@ -135,7 +142,9 @@ def describe_no_answer(result: dict[str, Any]) -> str:
 
 def describe_decoding(row: dict[str, Any]) -> str:
     within = ", within sentence" if row["within_sentence"] else ""
-    return f"prior {row['sentence_prior']:g}{within}, {row['decoding']}"
+    temperature = row.get("expected_f1_temperature", 1.0)
+    shaped = f" at temperature {temperature:g}" if row["decoding"] == "expected-f1" and temperature != 1.0 else ""
+    return f"prior {row['sentence_prior']:g}{within}, {row['decoding']}{shaped}"
 
 
 def tune_model_decoding(model_dir: str | Path, dev: list[str], output: str | Path, *,
@@ -148,6 +157,9 @@ def tune_model_decoding(model_dir: str | Path, dev: list[str], output: str | Pat
     fixed = {name: (fixed or {}).get(name) for name in DECODING_FIELDS}
     if fixed["sentence_prior"] is not None and fixed["sentence_prior"] < 0:
         raise ConfigError(f"sentence_prior must be ≥ 0, got {fixed['sentence_prior']}")
+    temperature = fixed["expected_f1_temperature"]
+    if temperature is not None and not 0.01 <= temperature <= 100:  # also false for NaN
+        raise ConfigError(f"expected_f1_temperature must be between 0.01 and 100, got {temperature}")
     if batch_size < 1:
         raise ConfigError(f"batch_size must be ≥ 1, got {batch_size}")
     metadata = read_metadata(model_dir)

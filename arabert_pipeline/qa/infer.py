@@ -64,6 +64,8 @@ class QASettings:
     sentence_prior: float = 0.0
     within_sentence: bool = False
     decoding: str = "max-score"
+    # expected-f1: the candidates' distribution is softmax(score / temperature); below 1, shorter, surer answers.
+    expected_f1_temperature: float = 1.0
     null_score_diff_threshold: float = 0.0
 
     @classmethod
@@ -111,6 +113,9 @@ class QASettings:
                               f"{-MAX_LOGIT_SETTING:g} and {MAX_LOGIT_SETTING:g}, got {self.null_score_diff_threshold}")
         if self.decoding not in DECODINGS:
             raise ConfigError(f"{source}: decoding must be one of {', '.join(DECODINGS)}, got {self.decoding!r}")
+        if not (math.isfinite(self.expected_f1_temperature) and 0.01 <= self.expected_f1_temperature <= 100):
+            raise ConfigError(f"{source}: expected_f1_temperature must be between 0.01 and 100, got "
+                              f"{self.expected_f1_temperature}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -274,7 +279,8 @@ class QAModel:
                         break
             ranked = list(found.values())
             if settings.decoding == "expected-f1" and ranked:
-                order, _ = rank_by_expected_f1(aligned.original, list(found), [a.score for a in ranked])
+                order, _ = rank_by_expected_f1(aligned.original, list(found), [a.score for a in ranked],
+                                               settings.expected_f1_temperature)
                 ranked = [ranked[i] for i in order]
             answers.append(with_probabilities(ranked[:pool])[:top_k])
         return answers

@@ -131,11 +131,14 @@ def sentence_numbers(text: str, sentences: list[tuple[int, int]]) -> np.ndarray:
     return np.searchsorted(ends, np.arange(len(text) + 1), side="right")
 
 
-def rank_by_expected_f1(text: str, spans: list[tuple[int, int]], scores: list[float]) -> tuple[np.ndarray, np.ndarray]:
+def rank_by_expected_f1(text: str, spans: list[tuple[int, int]], scores: list[float],
+                        temperature: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
     """Candidate spans of `text` ordered by expected token F1, best first: (order, expected F1 of each candidate).
 
     The model's distribution over answers is the softmax of the candidates' scores (start + end logits, prior
-    included); a candidate's expected F1 is the mean of its F1 against every candidate under that distribution. Tokens
+    included) divided by `temperature`; a candidate's expected F1 is the mean of its F1 against every candidate under
+    that distribution. A small model spreads its mass thinly, so at temperature 1 the answer hedges with length; below
+    1 the distribution sharpens towards the most likely span (max-score decoding in the limit). Tokens
     are the whitespace-delimited words of `text`, and two spans share the words they overlap on, which is the SQuAD F1
     of the two texts up to its normalization (punctuation, articles).
     """
@@ -148,7 +151,7 @@ def rank_by_expected_f1(text: str, spans: list[tuple[int, int]], scores: list[fl
     length = np.maximum(stop - first, 1)
     overlap = np.maximum(0, np.minimum(stop[:, None], stop[None, :]) - np.maximum(first[:, None], first[None, :]))
     f1 = 2.0 * overlap / (length[:, None] + length[None, :])
-    weights = np.exp(np.asarray(scores, dtype=np.float64) - max(scores))
+    weights = np.exp((np.asarray(scores, dtype=np.float64) - max(scores)) / temperature)
     expected = f1 @ (weights / weights.sum())
     return np.argsort(-expected, kind="stable"), expected
 
