@@ -78,43 +78,7 @@ arabert-pipeline evaluate "${models[@]}" "${labels[@]}" --data arcd-test --data 
     -o "$report/test" --overwrite $eval_flags
 
 # Pooled over the two dev sets (652 questions), then over the two test sets: each architecture against BERT-MLM and
-# against the TF-IDF sentence picker; written beside the reports as pooled.md.
+# against the TF-IDF sentence picker, with F1 inside the right sentence; written beside the reports as pooled.md.
 for split in dev test; do
-    python - "$report/$split" "${names[@]}" > "$report/$split/pooled.md" <<'PY'
-import json
-import sys
-from pathlib import Path
-
-import numpy as np
-
-from arabert_pipeline.evaluate.load import load_per_question
-from arabert_pipeline.evaluate.metrics import bootstrap_means, paired_bootstrap
-
-report, names = Path(sys.argv[1]), sys.argv[2:]
-datasets = json.loads((report / "results.json").read_text(encoding="utf-8"))["datasets"]
-columns = ("soqal_f1", "soqal_sm", "arabic_f1")
-
-
-def scores(label):
-    return np.array([[row[c] for c in columns] for name in datasets for row in load_per_question(report, name, label)])
-
-
-def cell(paired, i):
-    p = paired["p_value"][i]
-    return (f"{paired['diff'][i]:+.1f} [{paired['low'][i]:+.1f}, {paired['high'][i]:+.1f}], "
-            + (f"p = {p:.3f}" if p >= 0.001 else "p < 0.001"))
-
-
-print(f"Pooled over {' + '.join(datasets)} ({len(scores(names[0]))} questions); 95% bootstrap CIs, paired tests.\n")
-print("| system | F1 (SOQAL) | SM (SOQAL) | F1 (Arabic) | vs | ΔF1 (SOQAL) | ΔSM (SOQAL) |\n|---|---|---|---|---|---|---|")
-for new in names + ["tfidf-sentence"]:
-    a = scores(new)
-    low, high = np.percentile(bootstrap_means(a, resamples=10_000, seed=0), [2.5, 97.5], axis=0)
-    means = 100 * a.mean(axis=0)
-    row = f"| {new} | {means[0]:.1f} [{low[0]:.1f}, {high[0]:.1f}] | {means[1]:.1f} | {means[2]:.1f} |"
-    others = [old for old in (names[0], "tfidf-sentence") if old != new]
-    for i, old in enumerate(others):
-        paired = paired_bootstrap(a, scores(old), resamples=10_000, seed=0)
-        print((row if i == 0 else "| | | | |") + f" {old} | {cell(paired, 0)} | {cell(paired, 1)} |")
-PY
+    python scripts/pooled_table.py "$report/$split" "${names[@]}" > "$report/$split/pooled.md"
 done
