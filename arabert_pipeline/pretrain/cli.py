@@ -39,7 +39,11 @@ def register(subparsers) -> None:
                    help="mask whole space-delimited words (a Farasa segment such as ال+ is one word)")
     p.add_argument("--masking", choices=list(MASKING), default=PretrainConfig.masking,
                    help="dynamic: new masks at every read (RoBERTa); static: 10 fixed masks per sequence (RoBERTa's "
-                   "duplicated-static baseline) (default %(default)s)")
+                   "duplicated-static baseline); span: SpanBERT's spans of whole words, lengths geometric (p 0.2, at "
+                   "most 10 words), 80/10/10 per span (default %(default)s)")
+    p.add_argument("--span-boundary-objective", action="store_true",
+                   help="with --masking span: SpanBERT's SBO, each masked token also predicted from the tokens just "
+                   "outside its span and its position in it (a pretraining-only head; the export is a plain model)")
     p.add_argument("--enhanced-mask-decoder", action="store_true",
                    help="deberta-v2: DeBERTa's enhanced mask decoder in the MLM head (the electra generator's too): "
                    "absolute positions added before the softmax; pretraining only, the export is a plain DeBERTa")

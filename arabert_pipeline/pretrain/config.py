@@ -32,7 +32,7 @@ MAX_POSITIONS = 512
 # Encoders an objective can train (deberta.py describes DeBERTa's), and the Hugging Face model types each one
 # continues with --init-from: an ELECTRA discriminator is a BERT encoder under another name.
 ARCHITECTURES: dict[str, tuple[str, ...]] = {"bert": ("bert", "electra"), "deberta-v2": ("deberta-v2",)}
-MASKING = ("dynamic", "static")
+MASKING = ("dynamic", "static", "span")
 
 # Fields that do not change the training trajectory: a run may be resumed with different values for them.
 RESUMABLE_CHANGES = frozenset(
@@ -55,8 +55,12 @@ class PretrainConfig:
     mlm_probability: float = 0.15
     whole_word_masking: bool = False
     # dynamic: new masks every time a sequence is read (RoBERTa); static: each sequence has STATIC_MASKS fixed masks
-    # (RoBERTa's duplicated-static data), one of which is drawn each time it is read.
+    # (RoBERTa's duplicated-static data), one of which is drawn each time it is read; span: SpanBERT's spans of whole
+    # words (geometric lengths), drawn anew at every read.
     masking: str = "dynamic"
+    # SpanBERT's span boundary objective (with masking "span"): each masked token is also predicted from the two
+    # tokens around its span and its position in it.
+    span_boundary_objective: bool = False
     # DeBERTa's enhanced mask decoder in the MLM head (deberta.py); the electra generator's head too.
     enhanced_mask_decoder: bool = False
     nsp: bool = False
@@ -116,6 +120,9 @@ class PretrainConfig:
         if self.masking != "dynamic" and self.objective not in ("mlm", "electra"):
             raise ConfigError(f"--masking {self.masking} applies to the mlm and electra objectives, not "
                               f"{self.objective}")
+        if self.span_boundary_objective and (self.masking != "span" or self.objective != "mlm"):
+            raise ConfigError("--span-boundary-objective predicts masked spans from their boundaries: it needs "
+                              "--objective mlm --masking span")
         if not 8 <= self.max_seq_length <= MAX_POSITIONS:
             raise ConfigError(f"--max-seq-length {self.max_seq_length}: must be between 8 and {MAX_POSITIONS}")
         if not 0 < self.mlm_probability < 1:

@@ -16,6 +16,13 @@ text is what the model reads, clitics are frequent and predictable units of thei
 back into surface words would need the preprocessing's inverse inside masking. With SentencePiece a word starts at
 a token carrying `▁`; with WordPiece, punctuation glued to a word (`كتاب،`) stays part of that word.
 
+`--masking span` is SpanBERT's (Joshi et al. 2020): spans of whole words whose lengths in words follow a geometric
+distribution (p = 0.2, clipped at 10), each starting at a random word not yet masked, drawn until the 15% budget of
+tokens is reached (a span that would overshoot it is cut to fit), with the 80/10/10 choice made once per span. With
+`--span-boundary-objective` (SBO) every masked token is also predicted from the encoder's states at the two tokens
+just outside its span plus an embedding of its position in the span, through a two-layer head into the same output
+vocabulary projection; the head is for pretraining only, and the export is the plain model.
+
 Speed: the model is a plain `BertForMaskedLM` (or `BertForPreTraining` with NSP; `DebertaV2ForMaskedLM` with
 `--architecture deberta-v2`, see deberta.py) so `AutoModelForMaskedLM` loads the output, but the loss gathers the
 hidden states of the masked positions before the prediction head, so the transform and the vocabulary projection
@@ -36,6 +43,8 @@ from .data import IGNORE, POSITIONS_MULTIPLE, BatchShape, Example, SpecialIds, p
 from .objectives import check_init_from, init_model_dir
 
 STATIC_MASKS = 10  # RoBERTa's duplication factor for static masking
+SPAN_P, MAX_SPAN_WORDS = 0.2, 10  # SpanBERT's span lengths: geometric(p) words, clipped
+MAX_SPAN_OFFSET = 32  # SBO position embeddings: positions past this inside a (long, many-token) span share the last
 
 
 class MLMCollator:
@@ -58,8 +67,12 @@ class MLMCollator:
             ids[row, :n] = example.input_ids
             maskable[row, :n] = ~example.special
             word_starts[row, :n] = example.word_starts
+        boundaries = None
         if self.masking == "static":
             positions, action, random_ids = self.static_masks(examples, maskable, word_starts, width, rng)
+        elif self.masking == "span":
+            positions, action, boundaries = self.span_masks(examples, maskable, word_starts, width, rng)
+            random_ids = None
         else:
             # Masks are drawn on the unpadded grid so that padding to a fixed batch shape leaves them, and the random
             # stream after them, exactly as they would be without padding.
@@ -80,11 +93,15 @@ class MLMCollator:
             extra = -len(positions) % POSITIONS_MULTIPLE
             positions = np.append(positions, np.zeros(extra, dtype=np.int64))
             labels = np.append(labels, np.full(extra, IGNORE, dtype=np.int64))
+            if boundaries is not None:
+                boundaries = np.concatenate([boundaries, np.zeros((extra, 3), dtype=np.int64)])
         batch = {
             "input_ids": torch.from_numpy(masked.reshape(rows, width)),
             "mlm_positions": torch.from_numpy(positions),
             "mlm_labels": torch.from_numpy(labels),
         }
+        if boundaries is not None:  # per predicted position: left and right boundary (flat), offset in the span
+            batch["span_boundaries"] = torch.from_numpy(boundaries)
         lengths = row_lengths(examples, rows)
         if (lengths < width).any():  # without padding, SDPA runs maskless (its fastest kernel)
             batch["attention_mask"] = torch.from_numpy((np.arange(width) < lengths[:, None]).astype(np.int64))
@@ -113,6 +130,61 @@ class MLMCollator:
             action.append(own.random(len(chosen)))
             random_ids.append(own.integers(0, self.vocab_size, len(chosen)))
         return np.concatenate(positions), np.concatenate(action), np.concatenate(random_ids)
+
+    def span_masks(self, examples: list[Example], maskable: np.ndarray, word_starts: np.ndarray, width: int,
+                   rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """SpanBERT: (flat positions, one 80/10/10 draw per span repeated over its tokens, per position the flat
+        indices of the tokens just left and right of its span and its offset in the span)."""
+        positions, action, boundaries = [], [], []
+        for row, example in enumerate(examples):
+            n = len(example.input_ids)
+            for start, end in self.choose_spans(maskable[row, :n], word_starts[row, :n], rng):
+                tokens = np.arange(start, end)
+                positions.append(row * width + tokens)
+                action.append(np.full(len(tokens), rng.random()))
+                left, right = max(start - 1, 0), min(end, n - 1)
+                boundaries.append(np.stack([np.full(len(tokens), row * width + left),
+                                            np.full(len(tokens), row * width + right),
+                                            np.minimum(tokens - start, MAX_SPAN_OFFSET - 1)], axis=1))
+        if not positions:
+            return np.zeros(0, np.int64), np.zeros(0), np.zeros((0, 3), np.int64)
+        order = np.argsort(np.concatenate(positions), kind="stable")  # flat order, as the other maskings give
+        return (np.concatenate(positions)[order], np.concatenate(action)[order],
+                np.concatenate(boundaries)[order].astype(np.int64))
+
+    def choose_spans(self, maskable: np.ndarray, word_starts: np.ndarray,
+                     rng: np.random.Generator) -> list[tuple[int, int]]:
+        """One sequence's masked spans as token ranges [start, end): whole words, lengths geometric in words."""
+        positions = np.flatnonzero(maskable)
+        if not len(positions):
+            return []
+        target = max(1, int(round(len(positions) * self.mlm_probability)))
+        starts = word_starts[positions] | (np.diff(positions, prepend=-2) != 1)
+        word_of = np.cumsum(starts) - 1
+        first_token = positions[np.flatnonzero(starts)]  # each word's first token
+        sizes = np.bincount(word_of)
+        taken = np.zeros(len(sizes), dtype=bool)
+        spans, total = [], 0
+        for _ in range(4 * len(sizes)):  # bounded: each try either masks a span or finds its anchor taken
+            if total >= target:
+                break
+            anchor = int(rng.integers(len(sizes)))
+            if taken[anchor]:
+                continue
+            length = min(int(rng.geometric(SPAN_P)), MAX_SPAN_WORDS)
+            last = anchor
+            # Grow over free words that are contiguous tokens (a special token between two words ends the span).
+            while (last + 1 < len(sizes) and last + 1 - anchor < length and not taken[last + 1]
+                   and first_token[last + 1] == first_token[last] + sizes[last]):
+                last += 1
+            while last > anchor and total + sizes[anchor : last + 1].sum() > target:  # cut to the budget
+                last -= 1
+            if total + sizes[anchor] > target and total > 0:
+                continue
+            taken[anchor : last + 1] = True
+            total += int(sizes[anchor : last + 1].sum())
+            spans.append((int(first_token[anchor]), int(first_token[last] + sizes[last])))
+        return sorted(spans)
 
     def choose(self, maskable: np.ndarray, word_starts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """Boolean (rows × width): the positions to predict, round(p × maskable) (at least 1) per row."""
@@ -162,15 +234,35 @@ def masked_logits(model, hidden: torch.Tensor, positions: torch.Tensor) -> torch
     return model.cls.predictions(picked)
 
 
+class SpanBoundaryHead(nn.Module):
+    """SpanBERT's SBO: [left boundary state; right boundary state; offset embedding] → two GeLU + LayerNorm layers,
+    then the MLM head's own output projection (tied to the token embeddings)."""
+
+    def __init__(self, hidden: int, eps: float = 1e-12):
+        super().__init__()
+        self.offsets = nn.Embedding(MAX_SPAN_OFFSET, hidden)
+        self.layers = nn.Sequential(nn.Linear(3 * hidden, hidden), nn.GELU(), nn.LayerNorm(hidden, eps=eps),
+                                    nn.Linear(hidden, hidden), nn.GELU(), nn.LayerNorm(hidden, eps=eps))
+
+    def forward(self, hidden: torch.Tensor, boundaries: torch.Tensor, output: nn.Linear) -> torch.Tensor:
+        flat = hidden.reshape(-1, hidden.size(-1))
+        states = torch.cat([flat.index_select(0, boundaries[:, 0]), flat.index_select(0, boundaries[:, 1]),
+                            self.offsets(boundaries[:, 2])], dim=-1)
+        return F.linear(self.layers(states), output.weight, output.bias)
+
+
 class MaskedLanguageModel(nn.Module):
     """An encoder with a prediction head that runs only on masked positions; `export` writes the plain HF model."""
 
-    def __init__(self, model, collator: MLMCollator, enhanced_mask_decoder: bool = False):
+    def __init__(self, model, collator: MLMCollator, enhanced_mask_decoder: bool = False,
+                 span_boundary_objective: bool = False):
         super().__init__()
         self.model = model
         self.collator = collator
         self.enhanced_mask_decoder = enhanced_mask_decoder
         self.nsp = hasattr(model.cls, "seq_relationship")
+        self.span_boundary = SpanBoundaryHead(model.config.hidden_size, model.config.layer_norm_eps) \
+            if span_boundary_objective else None
 
     def forward(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         if self.nsp:
@@ -192,6 +284,12 @@ class MaskedLanguageModel(nn.Module):
             "weight": scored.sum().float(),
         }
         loss = mlm_loss
+        if self.span_boundary is not None:
+            sbo_logits = self.span_boundary(hidden, batch["span_boundaries"], self.model.get_output_embeddings())
+            sbo_loss = F.cross_entropy(sbo_logits.float(), labels, ignore_index=IGNORE)
+            metrics["sbo_loss"] = sbo_loss.detach()
+            metrics["sbo_accuracy"] = (sbo_logits.detach().argmax(-1) == labels)[scored].float().mean()
+            loss = loss + sbo_loss
         if self.nsp:
             nsp_logits = self.model.cls.seq_relationship(encoded.pooler_output).float()
             nsp_labels = batch["next_sentence_label"]
@@ -241,4 +339,5 @@ def build(config, tokenizer) -> MaskedLanguageModel:
 
         add_enhanced_mask_decoder(model, directory)
     model.train()
-    return MaskedLanguageModel(model, make_collator(config, tokenizer), config.enhanced_mask_decoder)
+    return MaskedLanguageModel(model, make_collator(config, tokenizer), config.enhanced_mask_decoder,
+                               config.span_boundary_objective)
