@@ -1,5 +1,5 @@
 """The training engine's parts that need no corpus and no model: the schedule, the --time-budget planner, the
-optimizer groups (training.py; the engine's runs are tested through pretrain and finetune)."""
+optimizer groups (training/; the engine's runs are tested through pretrain and finetune)."""
 import pytest
 
 from arabert_pipeline.training import BudgetPlanner, TrainerState, lr_factor, warmup_steps

@@ -1,4 +1,4 @@
-"""Pretraining on the package's training engine (training.py): the same code on one CPU, one GPU, several GPUs or
+"""Pretraining on the package's training engine (training/): the same code on one CPU, one GPU, several GPUs or
 nodes (through accelerate), resumable.
 
 Launch commands (the flags after `pretrain` are the same everywhere):

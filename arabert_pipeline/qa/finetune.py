@@ -12,7 +12,7 @@ arabert_pipeline.json and the sentence prior's IDF table → predict and score e
 
 Choose on dev, report on test: dev sets decide the epoch and the prior; evaluation sets are only scored at the end.
 
-Training runs on the package's one engine (training.py, shared with `pretrain`): AdamW with BERT's exclusions and
+Training runs on the package's one engine (training/, shared with `pretrain`): AdamW with BERT's exclusions and
 optional layer-wise learning rates, warm-up + linear decay, clipping at norm 1, bf16 autocast where the hardware has
 it, checkpoints that resume bit-for-bit (seeded per-epoch batch orders), Ctrl-C, OUT/log.jsonl, and one or several
 GPUs through accelerate / torchrun:

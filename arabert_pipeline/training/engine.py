@@ -1,339 +1,38 @@
-"""The one training engine of the package: `pretrain` (pretrain/trainer.py) and `finetune` (qa/finetune.py) are two
-subclasses of `Engine`, so both run on one CPU, one GPU or several (accelerate / torchrun), resume exactly, honour
-Ctrl-C and --time-budget, and write checkpoints, logs and the final model the same way.
-
-What the engine owns: the optimizer step (AdamW with BERT's weight-decay exclusions and optional layer-wise learning
-rates, BERT's warm-up + linear decay, gradient clipping, accumulation, bf16 autocast where the hardware has it), the
-step loop with its logs (OUT/log.jsonl, TensorBoard when installed), checkpoints (OUT/checkpoints/step-NNNNNNNN/:
-`model/`, `state.pt` with tensors only, `trainer_state.json`; the last `keep_checkpoints` kept, anything else in
-checkpoints/ left alone), resuming from them (both files checked field by field first), the output directory's lock
-and rules, and the final export (arabert_pipeline.json moved in last: it marks a complete model). What a stage
-supplies: `setup()` (data, model, optimizer groups, the plan's length), the micro-batches of an epoch and how to build
-one, the forward, and optionally evaluation, per-step hooks and what the final model holds.
-
-Hand-written rather than transformers.Trainer because the pretraining data plan (seeded per-epoch batch plans, masks
-drawn per batch index) and the --time-budget re-planning need to own the step loop, and fine-tuning's evaluation is the
-package's own QA decoding; accelerate supplies the distributed parts.
-"""
+"""The engine's loop: `Engine`, which a stage subclasses (pretrain.Trainer, qa.finetune.QATrainer). The parts it
+uses are the sibling modules: optim.py (schedule, optimizer, bf16), budget.py (--time-budget), checkpoints.py (files,
+names, resume checks), state.py (settings and progress)."""
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import logging
-import math
 import os
-import re
 import shutil
 import signal
 import tempfile
 import threading
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 import torch
 
-from .artifacts import (
+from ..artifacts import (
     METADATA_FILE, OutputKind, OutputLock, atomic_directory, atomic_write, claim_output_dir, describe_exception,
-    load_tensor_state, read_json_file, remove_own_entries, remove_stale_temporaries,
+    load_tensor_state, remove_own_entries, remove_stale_temporaries,
 )
-from .errors import ArabertPipelineError, ConfigError, InputError
+from ..errors import ArabertPipelineError, ConfigError, InputError
+from .budget import REPLAN_CHECK_EVERY, BudgetPlanner
+from .checkpoints import (
+    CHECKPOINT_MODEL, CHECKPOINTS, LOG_FILE, STATE_FILE, TRAINER_STATE_FILE, check_tensor_state, checkpoint_name,
+    is_count, json_kind, list_checkpoints, read_trainer_state,
+)
+from .optim import lr_factor, use_bf16
+from .state import LoopSettings, TrainerState
 
-log = logging.getLogger(__name__)
-CHECKPOINTS = "checkpoints"
-LOG_FILE = "log.jsonl"
-STATE_FILE = "state.pt"  # tensors only: model, optimizer, per-process RNG (read with weights_only=True)
-TRAINER_STATE_FILE = "trainer_state.json"  # where the run is, and the settings it must be resumed with
-CHECKPOINT_MODEL = "model"  # the checkpoint's Hugging Face model directory
-REPLAN_CHECK_EVERY = 10  # steps between --time-budget checks
-
-
-@dataclass
-class LoopSettings:
-    """What the engine reads of a stage's config (PretrainConfig.loop_settings(), FinetuneConfig.loop_settings())."""
-
-    output: str
-    lr: float
-    warmup: float  # < 1: a fraction of the total steps; ≥ 1: a number of steps
-    seed: int
-    weight_decay: float = 0.01
-    layer_lr_decay: float = 1.0  # lr × decay^(layers above); 1: one learning rate
-    bf16: str = "auto"  # auto | on | off
-    grad_accum: int = 1
-    max_grad_norm: float = 1.0  # 0: no clipping
-    time_budget: float | None = None  # minutes
-    log_every: int = 10
-    eval_every: int = 0  # 0: the stage evaluates at its own points (fine-tuning: epoch ends)
-    save_every: int = 0  # 0: the stage saves at its own points
-    keep_checkpoints: int = 1
-    resume: str | None = None  # "latest" or a checkpoint directory
-    overwrite: bool = False
-    progress: bool = True
-
-
-@dataclass
-class TrainerState:
-    """Where the run is; saved in every checkpoint's trainer_state.json."""
-
-    step: int = 0
-    epoch: int = 0
-    cursor: int = 0  # index of the next micro-batch in the epoch's plan
-    tokens: int = 0  # tokens read by all processes, special tokens included, padding excluded
-    elapsed: float = 0.0  # seconds of training over all sessions
-    total_steps: int = 0
-    warmup_steps: int = 0
-    budget_replanned: bool = False  # --time-budget: the plan was corrected from the speed of the first real steps
-    # --time-budget, later corrections: the decay restarts from (decay_step, decay_factor) towards the new total, so
-    # the learning rate stays continuous; replanned_step/replanned_elapsed mark the last correction.
-    decay_step: int = 0
-    decay_factor: float = 1.0
-    replanned_step: int = 0
-    replanned_elapsed: float = 0.0
-
-
-def lr_factor(step: int, warmup: int, total: int, decay_step: int = 0, decay_factor: float = 1.0) -> float:
-    """BERT's schedule: linear warm-up to the peak, then linear decay to zero at `total`; after a --time-budget
-    correction, linear decay from `decay_factor` at `decay_step` to zero at the corrected `total`.
-
-    Written here rather than taken from transformers because with --time-budget the total is only known while
-    training, and it must come back from a checkpoint; this way it is a few numbers in the state.
-    """
-    if step < warmup:
-        return (step + 1) / warmup
-    if decay_step > warmup:
-        return max(0.0, decay_factor * (total - step) / max(1, total - decay_step))
-    return max(0.0, (total - step) / max(1, total - warmup))
-
-
-def warmup_steps(warmup: float, total: int) -> int:
-    return min(total, int(round(warmup * total)) if warmup < 1 else int(warmup))
-
-
-def use_bf16(setting: str, device: torch.device) -> bool:
-    if setting != "auto":
-        return setting == "on"
-    if device.type == "cuda":
-        return torch.cuda.is_bf16_supported()
-    # Only with native bf16 (AVX512-BF16/AMX, or AVX512 that oneDNN handles well): on an AVX2-only CPU, bf16 autocast
-    # measured 20× slower than fp32 for a mini BERT.
-    native = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
-    return device.type == "cpu" and native is not None and bool(native())
-
-
-def parameter_groups(module: torch.nn.Module, weight_decay: float, layer_lr_decay: float = 1.0,
-                     layers: int | None = None) -> list[dict]:
-    """AdamW groups: BERT's weight-decay exclusions (biases and LayerNorm weights: the parameters with < 2
-    dimensions) and, with layer_lr_decay d < 1 (ELECTRA's fine-tuning recipe), layer-wise learning rates.
-
-    With d < 1, encoder layer i of `layers` trains at lr · d^(layers − i), the embeddings at lr · d^(layers + 1) and
-    everything above the encoder (a task head) at lr: the layers that pretraining shaped most generally move least.
-    Each group's "lr_scale" is its multiple of the scheduled learning rate.
-    """
-    if layer_lr_decay != 1.0 and layers is None:
-        raise ConfigError("layer-wise learning rates need the model's number of layers")
-    groups: dict[tuple[float, float], list] = {}
-    for name, parameter in module.named_parameters():
-        if not parameter.requires_grad:
-            continue
-        depth = 0
-        if layer_lr_decay != 1.0:
-            match = re.search(r"\.layer\.(\d+)\.", name)
-            depth = layers - int(match.group(1)) if match else layers + 1 if ".embeddings." in name else 0
-        key = (layer_lr_decay**depth, 0.0 if parameter.ndim < 2 else weight_decay)
-        groups.setdefault(key, []).append(parameter)
-    return [{"params": params, "lr_scale": scale, "weight_decay": decay}
-            for (scale, decay), params in sorted(groups.items(), key=lambda item: (-item[0][0], -item[0][1]))]
-
-
-def make_optimizer(groups: list[dict], lr: float) -> torch.optim.Optimizer:
-    """BERT's AdamW (β = 0.9, 0.999; ε = 1e-6)."""
-    return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), eps=1e-6)
-
-
-CHECKPOINT_NAME = re.compile(r"step-([0-9]+)")  # ASCII digits: \d would also take "٣"
-
-
-def checkpoint_name(step: int) -> str:
-    """The directory name of the checkpoint at `step`; the only way the engine names one."""
-    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
-        raise ConfigError(f"a checkpoint needs a non-negative integer step, not {step!r}")
-    return f"step-{step:08d}"
-
-
-def list_checkpoints(output: Path) -> list[Path]:
-    """The checkpoints in OUT/checkpoints, oldest first. Only `step-<digits>` directories holding a trainer state
-    count: anything else there (a user's `step-best` or notes, fine-tuning's best.safetensors) is neither resumed
-    from nor deleted by the rotation, which works on this list alone."""
-    directory = output / CHECKPOINTS
-    if not directory.is_dir():
-        return []
-    found = []
-    for path in directory.iterdir():
-        match = CHECKPOINT_NAME.fullmatch(path.name)
-        if match and path.is_dir() and (path / TRAINER_STATE_FILE).is_file():
-            found.append((int(match.group(1)), path.name, path))
-    return [path for _, _, path in sorted(found)]
-
-
-# trainer_state.json's fields and their JSON types. "extra" is optional: pretraining checkpoints written before the
-# engine was shared with fine-tuning lack it.
-TRAINER_STATE_FIELDS = {"state": dict, "config": dict, "data_key": str, "processes": int, "extra": dict}
-OPTIONAL_TRAINER_STATE_FIELDS = {"extra": {}}
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
-def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-
-
-def _is_amount(value: Any) -> bool:
-    return _is_number(value) and math.isfinite(value) and value >= 0
-
-
-def _kind(value: Any) -> str:
-    """A JSON value as an error message shows it: "5" (a string) and 5 read apart."""
-    if isinstance(value, dict):
-        return "an object"
-    if isinstance(value, list):
-        return "a list"
-    return json.dumps(value, ensure_ascii=False)
-
-
-def read_trainer_state(path: Path) -> dict[str, Any]:
-    """A checkpoint's trainer_state.json, checked field by field before anything is resumed from it: an edited or
-    foreign file would otherwise surface as a KeyError, or as a negative step that names the next checkpoint."""
-    saved = read_json_file(path)
-    unknown = sorted(set(saved) - set(TRAINER_STATE_FIELDS))
-    if unknown:
-        raise InputError(f"unknown field (fields: {', '.join(TRAINER_STATE_FIELDS)})", path=path, field=unknown[0])
-    for name, kind in TRAINER_STATE_FIELDS.items():
-        if name not in saved:
-            if name not in OPTIONAL_TRAINER_STATE_FIELDS:
-                raise InputError("missing", path=path, field=name)
-            saved[name] = dict(OPTIONAL_TRAINER_STATE_FIELDS[name])
-        elif not isinstance(saved[name], kind) or isinstance(saved[name], bool):
-            wanted = {dict: "a JSON object", str: "a string", int: "an integer"}[kind]
-            raise InputError(f"expected {wanted}, found {_kind(saved[name])}", path=path, field=name)
-    if saved["processes"] < 1:
-        raise InputError(f"expected a positive number of processes, found {saved['processes']}", path=path,
-                         field="processes")
-    state, expected = saved["state"], {f.name: f.type for f in dataclasses.fields(TrainerState)}
-    unknown = sorted(set(state) - set(expected))
-    if unknown:
-        raise InputError("unknown field", path=path, field=f"state.{unknown[0]}")
-    for name, kind in expected.items():
-        if name not in state:
-            raise InputError("missing", path=path, field=f"state.{name}")
-        value = state[name]
-        if kind == "bool":
-            valid, wanted = isinstance(value, bool), "true or false"
-        elif kind == "int":
-            valid, wanted = _is_count(value), "a non-negative integer"
-        else:
-            valid, wanted = _is_amount(value), "a non-negative number"
-        if not valid:
-            raise InputError(f"expected {wanted}, found {_kind(value)}", path=path, field=f"state.{name}")
-    if state["step"] > state["total_steps"]:
-        raise InputError(f"step {state['step']} is past the run's end (total_steps {state['total_steps']})",
-                         path=path, field="state.step")
-    return saved
-
-
-def check_tensor_state(saved: Any, path: Path, processes: int) -> None:
-    """The layout save_checkpoint writes into state.pt: {"model": tensors, "optimizer": an optimizer state dict,
-    "processes": one {"torch", "window", "window_steps"[, "cuda"]} per process}."""
-    if not isinstance(saved, dict):
-        raise InputError(f"expected the saved model, optimizer and process states, found a {type(saved).__name__}",
-                         path=path)
-    # "objective": the key of pretraining checkpoints written before fine-tuning shared this engine.
-    weights = saved.get("model", saved.get("objective"))
-    if weights is None:
-        raise InputError("missing", path=path, field="model")
-    if not isinstance(weights, dict) or not all(torch.is_tensor(v) for v in weights.values()):
-        raise InputError("expected a dict of tensors", path=path, field="model")
-    optimizer = saved.get("optimizer")
-    if optimizer is None:
-        raise InputError("missing", path=path, field="optimizer")
-    if not (isinstance(optimizer, dict) and isinstance(optimizer.get("state"), dict)
-            and isinstance(optimizer.get("param_groups"), list)):
-        raise InputError("expected an optimizer state dict (state, param_groups)", path=path, field="optimizer")
-    states = saved.get("processes")
-    if states is None:
-        raise InputError("missing", path=path, field="processes")
-    if not isinstance(states, list):
-        raise InputError(f"expected a list of per-process states, found a {type(states).__name__}", path=path,
-                         field="processes")
-    if len(states) != processes:
-        raise InputError(f"holds the states of {len(states)} processes, but the run has {processes}", path=path,
-                         field="processes")
-    for index, mine in enumerate(states):
-        field = f"processes[{index}]"
-        if not isinstance(mine, dict):
-            raise InputError(f"expected a dict, found a {type(mine).__name__}", path=path, field=field)
-        for key in ("torch", "window", "window_steps"):
-            if key not in mine:
-                raise InputError("missing", path=path, field=f"{field}.{key}")
-        for key in ("torch", "cuda"):
-            if key in mine and not (torch.is_tensor(mine[key]) and mine[key].dtype == torch.uint8):
-                raise InputError("expected a random generator state (a uint8 tensor)", path=path,
-                                 field=f"{field}.{key}")
-        window = mine["window"]
-        if not isinstance(window, dict) or not all(isinstance(k, str) and _is_number(v) for k, v in window.items()):
-            raise InputError("expected a dict of metric sums", path=path, field=f"{field}.window")
-        if not _is_count(mine["window_steps"]):
-            raise InputError(f"expected a non-negative integer, found {_kind(mine['window_steps'])}", path=path,
-                             field=f"{field}.window_steps")
-
-
-class BudgetPlanner:
-    """--time-budget: how many optimizer steps fit in the budget, corrected while training from the measured speed.
-
-    The first estimate (from timing a few forward/backward passes before training) misses batch collation, the
-    optimizer and whatever else shares the machine (it measured 1.8× too optimistic with two runs on two cores), and
-    the load changes: a run planned while another job was running used 60 of its 95 minutes before the corrections
-    were periodic. So the plan is corrected early in the warm-up, then after every further tenth of the budget (but
-    not in the last tenth), from the speed since the last correction, keeping the learning rate continuous.
-    """
-
-    def __init__(self, minutes: float, warmup: float):
-        self.budget, self.warmup = minutes * 60, warmup
-
-    def first_total(self, seconds_per_step: float) -> int:
-        return max(1, int(self.budget / seconds_per_step))
-
-    def due(self, state: TrainerState) -> bool:
-        if not state.budget_replanned:
-            return state.elapsed >= min(60.0, 0.03 * self.budget)
-        return state.replanned_elapsed + 0.1 * self.budget <= state.elapsed <= 0.9 * self.budget
-
-    def seconds_per_step(self, state: TrainerState) -> float:
-        if not state.budget_replanned:
-            return state.elapsed / max(1, state.step)
-        return (state.elapsed - state.replanned_elapsed) / max(1, state.step - state.replanned_step)
-
-    def replan(self, state: TrainerState, total: int) -> None:
-        """Move the schedule's end to `total` (computed by `remaining_steps`, agreed by every process)."""
-        if state.step < state.warmup_steps or not state.budget_replanned:  # still warming up: rescale it too
-            state.warmup_steps = warmup_steps(self.warmup, total)
-        else:
-            state.decay_factor = lr_factor(state.step, state.warmup_steps, state.total_steps, state.decay_step,
-                                           state.decay_factor)
-            state.decay_step = state.step
-        state.total_steps = total
-        state.budget_replanned = True
-        state.replanned_step, state.replanned_elapsed = state.step, state.elapsed
-
-    def remaining_total(self, state: TrainerState, seconds_per_step: float) -> int:
-        return max(state.step + 1, state.step + int((self.budget - state.elapsed) / seconds_per_step))
-
-    def exhausted(self, state: TrainerState) -> bool:
-        return state.elapsed >= self.budget
+log = logging.getLogger("arabert_pipeline.training")
 
 
 class Engine:
@@ -835,8 +534,8 @@ class Engine:
             except (ValueError, TypeError, KeyError) as exc:
                 raise InputError(f"not a log row with a step ({describe_exception(exc)})", path=path,
                                  line=number) from exc
-            if not _is_count(logged):
-                raise InputError(f"expected a non-negative integer, found {_kind(logged)}", path=path, line=number,
+            if not is_count(logged):
+                raise InputError(f"expected a non-negative integer, found {json_kind(logged)}", path=path, line=number,
                                  field="step")
             if logged <= step:
                 rows.append(line)

@@ -1,0 +1,159 @@
+"""Checkpoints on disk: OUT/checkpoints/step-NNNNNNNN/{model/, state.pt, trainer_state.json}, how they are named and
+found, and the checks a checkpoint passes before a run resumes from it (a damaged or foreign file is an error naming
+the file and field, never a KeyError or a negative step)."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from ..artifacts import read_json_file
+from ..errors import ConfigError, InputError
+from .state import TrainerState
+
+CHECKPOINTS = "checkpoints"
+LOG_FILE = "log.jsonl"
+STATE_FILE = "state.pt"  # tensors only: model, optimizer, per-process RNG (read with weights_only=True)
+TRAINER_STATE_FILE = "trainer_state.json"  # where the run is, and the settings it must be resumed with
+CHECKPOINT_MODEL = "model"  # the checkpoint's Hugging Face model directory
+CHECKPOINT_NAME = re.compile(r"step-([0-9]+)")  # ASCII digits: \d would also take "٣"
+
+
+def checkpoint_name(step: int) -> str:
+    """The directory name of the checkpoint at `step`; the only way the engine names one."""
+    if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+        raise ConfigError(f"a checkpoint needs a non-negative integer step, not {step!r}")
+    return f"step-{step:08d}"
+
+
+def list_checkpoints(output: Path) -> list[Path]:
+    """The checkpoints in OUT/checkpoints, oldest first. Only `step-<digits>` directories holding a trainer state
+    count: anything else there (a user's `step-best` or notes, fine-tuning's best.safetensors) is neither resumed
+    from nor deleted by the rotation, which works on this list alone."""
+    directory = output / CHECKPOINTS
+    if not directory.is_dir():
+        return []
+    found = []
+    for path in directory.iterdir():
+        match = CHECKPOINT_NAME.fullmatch(path.name)
+        if match and path.is_dir() and (path / TRAINER_STATE_FILE).is_file():
+            found.append((int(match.group(1)), path.name, path))
+    return [path for _, _, path in sorted(found)]
+
+
+# trainer_state.json's fields and their JSON types. "extra" is optional: pretraining checkpoints written before the
+# engine was shared with fine-tuning lack it.
+TRAINER_STATE_FIELDS = {"state": dict, "config": dict, "data_key": str, "processes": int, "extra": dict}
+OPTIONAL_TRAINER_STATE_FIELDS = {"extra": {}}
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_amount(value: Any) -> bool:
+    return _is_number(value) and math.isfinite(value) and value >= 0
+
+
+def json_kind(value: Any) -> str:
+    """A JSON value as an error message shows it: "5" (a string) and 5 read apart."""
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    return json.dumps(value, ensure_ascii=False)
+
+
+def read_trainer_state(path: Path) -> dict[str, Any]:
+    """A checkpoint's trainer_state.json, checked field by field before anything is resumed from it: an edited or
+    foreign file would otherwise surface as a KeyError, or as a negative step that names the next checkpoint."""
+    saved = read_json_file(path)
+    unknown = sorted(set(saved) - set(TRAINER_STATE_FIELDS))
+    if unknown:
+        raise InputError(f"unknown field (fields: {', '.join(TRAINER_STATE_FIELDS)})", path=path, field=unknown[0])
+    for name, kind in TRAINER_STATE_FIELDS.items():
+        if name not in saved:
+            if name not in OPTIONAL_TRAINER_STATE_FIELDS:
+                raise InputError("missing", path=path, field=name)
+            saved[name] = dict(OPTIONAL_TRAINER_STATE_FIELDS[name])
+        elif not isinstance(saved[name], kind) or isinstance(saved[name], bool):
+            wanted = {dict: "a JSON object", str: "a string", int: "an integer"}[kind]
+            raise InputError(f"expected {wanted}, found {json_kind(saved[name])}", path=path, field=name)
+    if saved["processes"] < 1:
+        raise InputError(f"expected a positive number of processes, found {saved['processes']}", path=path,
+                         field="processes")
+    state, expected = saved["state"], {f.name: f.type for f in dataclasses.fields(TrainerState)}
+    unknown = sorted(set(state) - set(expected))
+    if unknown:
+        raise InputError("unknown field", path=path, field=f"state.{unknown[0]}")
+    for name, kind in expected.items():
+        if name not in state:
+            raise InputError("missing", path=path, field=f"state.{name}")
+        value = state[name]
+        if kind == "bool":
+            valid, wanted = isinstance(value, bool), "true or false"
+        elif kind == "int":
+            valid, wanted = is_count(value), "a non-negative integer"
+        else:
+            valid, wanted = _is_amount(value), "a non-negative number"
+        if not valid:
+            raise InputError(f"expected {wanted}, found {json_kind(value)}", path=path, field=f"state.{name}")
+    if state["step"] > state["total_steps"]:
+        raise InputError(f"step {state['step']} is past the run's end (total_steps {state['total_steps']})",
+                         path=path, field="state.step")
+    return saved
+
+
+def check_tensor_state(saved: Any, path: Path, processes: int) -> None:
+    """The layout save_checkpoint writes into state.pt: {"model": tensors, "optimizer": an optimizer state dict,
+    "processes": one {"torch", "window", "window_steps"[, "cuda"]} per process}."""
+    if not isinstance(saved, dict):
+        raise InputError(f"expected the saved model, optimizer and process states, found a {type(saved).__name__}",
+                         path=path)
+    # "objective": the key of pretraining checkpoints written before fine-tuning shared this engine.
+    weights = saved.get("model", saved.get("objective"))
+    if weights is None:
+        raise InputError("missing", path=path, field="model")
+    if not isinstance(weights, dict) or not all(torch.is_tensor(v) for v in weights.values()):
+        raise InputError("expected a dict of tensors", path=path, field="model")
+    optimizer = saved.get("optimizer")
+    if optimizer is None:
+        raise InputError("missing", path=path, field="optimizer")
+    if not (isinstance(optimizer, dict) and isinstance(optimizer.get("state"), dict)
+            and isinstance(optimizer.get("param_groups"), list)):
+        raise InputError("expected an optimizer state dict (state, param_groups)", path=path, field="optimizer")
+    states = saved.get("processes")
+    if states is None:
+        raise InputError("missing", path=path, field="processes")
+    if not isinstance(states, list):
+        raise InputError(f"expected a list of per-process states, found a {type(states).__name__}", path=path,
+                         field="processes")
+    if len(states) != processes:
+        raise InputError(f"holds the states of {len(states)} processes, but the run has {processes}", path=path,
+                         field="processes")
+    for index, mine in enumerate(states):
+        field = f"processes[{index}]"
+        if not isinstance(mine, dict):
+            raise InputError(f"expected a dict, found a {type(mine).__name__}", path=path, field=field)
+        for key in ("torch", "window", "window_steps"):
+            if key not in mine:
+                raise InputError("missing", path=path, field=f"{field}.{key}")
+        for key in ("torch", "cuda"):
+            if key in mine and not (torch.is_tensor(mine[key]) and mine[key].dtype == torch.uint8):
+                raise InputError("expected a random generator state (a uint8 tensor)", path=path,
+                                 field=f"{field}.{key}")
+        window = mine["window"]
+        if not isinstance(window, dict) or not all(isinstance(k, str) and _is_number(v) for k, v in window.items()):
+            raise InputError("expected a dict of metric sums", path=path, field=f"{field}.window")
+        if not is_count(mine["window_steps"]):
+            raise InputError(f"expected a non-negative integer, found {json_kind(mine['window_steps'])}", path=path,
+                             field=f"{field}.window_steps")

@@ -1,0 +1,47 @@
+"""What a run is told (LoopSettings, from a stage's config) and where it is (TrainerState, saved in checkpoints)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class LoopSettings:
+    """What the engine reads of a stage's config (PretrainConfig.loop_settings(), FinetuneConfig.loop_settings())."""
+
+    output: str
+    lr: float
+    warmup: float  # < 1: a fraction of the total steps; ≥ 1: a number of steps
+    seed: int
+    weight_decay: float = 0.01
+    layer_lr_decay: float = 1.0  # lr × decay^(layers above); 1: one learning rate
+    bf16: str = "auto"  # auto | on | off
+    grad_accum: int = 1
+    max_grad_norm: float = 1.0  # 0: no clipping
+    time_budget: float | None = None  # minutes
+    log_every: int = 10
+    eval_every: int = 0  # 0: the stage evaluates at its own points (fine-tuning: epoch ends)
+    save_every: int = 0  # 0: the stage saves at its own points
+    keep_checkpoints: int = 1
+    resume: str | None = None  # "latest" or a checkpoint directory
+    overwrite: bool = False
+    progress: bool = True
+
+
+@dataclass
+class TrainerState:
+    """Where the run is; saved in every checkpoint's trainer_state.json."""
+
+    step: int = 0
+    epoch: int = 0
+    cursor: int = 0  # index of the next micro-batch in the epoch's plan
+    tokens: int = 0  # tokens read by all processes, special tokens included, padding excluded
+    elapsed: float = 0.0  # seconds of training over all sessions
+    total_steps: int = 0
+    warmup_steps: int = 0
+    budget_replanned: bool = False  # --time-budget: the plan was corrected from the speed of the first real steps
+    # --time-budget, later corrections: the decay restarts from (decay_step, decay_factor) towards the new total, so
+    # the learning rate stays continuous; replanned_step/replanned_elapsed mark the last correction.
+    decay_step: int = 0
+    decay_factor: float = 1.0
+    replanned_step: int = 0
+    replanned_elapsed: float = 0.0
