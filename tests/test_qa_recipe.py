@@ -150,7 +150,13 @@ def test_tune_decoding_chooses_on_dev_and_writes_a_copy_with_the_same_weights(ti
     metadata = json.loads((tuned / "arabert_pipeline.json").read_text(encoding="utf-8"))
     no_answer = metadata["decoding_tuning"]["no_answer"]
     assert no_answer["unanswerable"] > 0 and metadata["null_score_diff_threshold"] == no_answer["threshold"]
-    assert no_answer["at_threshold"]["overall_f1"] >= no_answer["always_answer"]["overall_f1"]
+    # The rule: the best NoAns accuracy among thresholds that answer ≥ 80% of the answerable dev questions.
+    at = no_answer["at_threshold"]
+    assert at["answered"] >= 80 and at["no_ans_accuracy"] >= no_answer["always_answer"]["no_ans_accuracy"]
+    assert all(point["answered"] >= share - 1e-9
+               for point, share in zip(no_answer["curve"], (50, 60, 70, 80, 90, 100), strict=True))
+    assert all(point["no_ans_accuracy"] <= at["no_ans_accuracy"] for point in no_answer["curve"]
+               if point["answered"] >= 80)
     rows = metadata["decoding_tuning"]["scores"]
     assert len(rows) == (1 + len(TEMPERATURE_GRID)) * len(SENTENCE_PRIOR_GRID)
     assert all(row["within_sentence"] for row in rows)
