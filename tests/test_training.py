@@ -49,3 +49,17 @@ def test_budget_planner_never_plans_fewer_steps_than_done():
     state = TrainerState(step=50, elapsed=70.0, total_steps=60, warmup_steps=4, budget_replanned=True)
     assert planner.remaining_total(state, seconds_per_step=2.0) == 51
     assert planner.first_total(seconds_per_step=100.0) == 1
+
+
+def test_bf16_auto_is_decided_by_measuring_this_cpu(monkeypatch):
+    import torch
+
+    from arabert_pipeline.training import optim
+
+    cpu = torch.device("cpu")
+    assert optim.use_bf16("on", cpu) and not optim.use_bf16("off", cpu)
+    measured = optim.cpu_bf16_speedup()
+    assert measured >= 0 and optim.use_bf16("auto", cpu) == (measured >= optim.BF16_MIN_SPEEDUP)
+    for speedup, expected in ((0.1, False), (1.0, False), (2.7, True)):  # AVX2-only, no gain, AVX512-BF16
+        monkeypatch.setattr(optim, "cpu_bf16_speedup", lambda: speedup)
+        assert optim.use_bf16("auto", cpu) is expected

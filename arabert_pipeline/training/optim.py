@@ -2,7 +2,9 @@
 layer-wise rates, and when bf16 autocast pays."""
 from __future__ import annotations
 
+import functools
 import re
+import time
 
 import torch
 
@@ -28,14 +30,38 @@ def warmup_steps(warmup: float, total: int) -> int:
 
 
 def use_bf16(setting: str, device: torch.device) -> bool:
+    """Whether to run under bf16 autocast: "on"/"off" as told; "auto" on a GPU that supports it, and on a CPU only
+    where a bf16 matrix product measures faster than fp32 (cpu_bf16_speedup)."""
     if setting != "auto":
         return setting == "on"
     if device.type == "cuda":
         return torch.cuda.is_bf16_supported()
-    # Only with native bf16 (AVX512-BF16/AMX, or AVX512 that oneDNN handles well): on an AVX2-only CPU, bf16 autocast
-    # measured 20× slower than fp32 for a mini BERT.
+    return device.type == "cpu" and cpu_bf16_speedup() >= BF16_MIN_SPEEDUP
+
+
+# bf16 autocast also converts activations and keeps fp32 master weights: below this matmul speed-up it buys nothing.
+BF16_MIN_SPEEDUP = 1.3
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_bf16_speedup(size: int = 512, repeats: int = 8) -> float:
+    """fp32 time / bf16 time of a size × size matrix product on this CPU with the current thread count, best of a few
+    runs (about 0.1 s). Measured, not read from CPU flags: on AVX512-BF16/AMX CPUs bf16 ran 2-2.7x faster for a mini
+    BERT, on AVX2-only CPUs 9-20x slower, and flags do not say which way a given build of oneDNN goes."""
     native = getattr(torch.ops.mkldnn, "_is_mkldnn_bf16_supported", None)
-    return device.type == "cpu" and native is not None and bool(native())
+    if native is None or not native():  # no bf16 kernels at all: emulated, always slower
+        return 0.0
+    a = torch.randn(size, size)
+    inputs = {dtype: a.to(dtype) for dtype in (torch.float32, torch.bfloat16)}
+    for x in inputs.values():  # the first calls start the thread pool and pick the kernels
+        torch.mm(x, x)
+    best = dict.fromkeys(inputs, float("inf"))
+    for _ in range(repeats):  # alternating, so a burst of load on the machine hits both alike
+        for dtype, x in inputs.items():
+            start = time.perf_counter()
+            torch.mm(x, x)
+            best[dtype] = min(best[dtype], time.perf_counter() - start)
+    return best[torch.float32] / max(best[torch.bfloat16], 1e-9)
 
 
 def parameter_groups(module: torch.nn.Module, weight_decay: float, layer_lr_decay: float = 1.0,
