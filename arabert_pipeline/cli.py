@@ -14,6 +14,7 @@ from .errors import ArabertPipelineError
 STAGE_CLIS = [
     "arabert_pipeline.preprocess.cli",
     "arabert_pipeline.tokenizer.cli",
+    "arabert_pipeline.embeddings.cli",
     "arabert_pipeline.pretrain.cli",
     "arabert_pipeline.qa.cli",
     "arabert_pipeline.qa.export",
