@@ -1,0 +1,179 @@
+"""`arabert-pipeline serve`: the answer service (app.py) on uvicorn.
+
+    arabert-pipeline serve                                  # the shipped model on http://127.0.0.1:8000/
+    arabert-pipeline serve --model runs/qa/mini --port 9000 --max-wait-ms 10
+
+The port is bound before the model loads (--port 0 picks a free one; the line "serving on http://HOST:PORT/" on
+stderr says which), and /health answers 503 until the model is loaded. SIGTERM (or Ctrl-C) stops accepting
+connections, answers the requests in flight, and exits 0.
+"""
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import logging
+import signal
+import socket
+import threading
+import warnings
+
+from ..errors import ConfigError, InputError
+from ..pipeline.core import BACKENDS, BUNDLED_MODELS, DEFAULT_MODEL, MAX_CONTEXT_CHARS
+
+log = logging.getLogger(__name__)
+# Requests in flight when SIGTERM arrives get this long to finish before they are cancelled: a full queue of the
+# shipped model's pairs drains in a few seconds.
+GRACEFUL_SHUTDOWN_S = 30
+
+
+def register(subparsers) -> None:
+    from .limits import ServeLimits
+
+    defaults = ServeLimits()
+    p = subparsers.add_parser(
+        "serve",
+        help="answer questions over HTTP: a JSON API, an Arabic web page, health and Prometheus metrics",
+        description="Serve a QA model over HTTP: POST /v1/answer and /v1/answer/batch (JSON; answers identical to "
+        "Pipeline.answer), GET / (a web page in Arabic), /health, /metrics (Prometheus), /openapi.json. "
+        "Concurrent requests are answered together in one model batch (--max-batch-tokens, --max-wait-ms). "
+        "Listens on the loopback interface unless --host says otherwise; there is no authentication.",
+    )
+    p.add_argument("--model", default=DEFAULT_MODEL,
+                   help=f"bundled model name ({', '.join(BUNDLED_MODELS)}), QA model dir or hub id (default: "
+                        "%(default)s)")
+    p.add_argument("--preprocessing", help="for models without arabert_pipeline.json: arabertv02, arabertv2 or none")
+    p.add_argument("--backend", choices=BACKENDS, default="auto",
+                   help="auto: ONNX Runtime when the model dir has a model.onnx (the shipped model does), else torch "
+                        "(default: %(default)s)")
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to listen on (default: %(default)s, this machine only; 0.0.0.0 for every interface)")
+    p.add_argument("--port", type=int, default=8000, help="TCP port; 0 picks a free one (default: %(default)s)")
+    p.add_argument("--max-batch-tokens", type=int, default=defaults.max_batch_tokens,
+                   help="most tokens (estimated: characters / 3) in one model batch; a longer single pair runs alone "
+                        "(default: %(default)s)")
+    p.add_argument("--max-wait-ms", type=float, default=defaults.max_wait_ms,
+                   help="how long a batch waits after its first pair for more to arrive; at 0 it takes what queued "
+                        "while the previous batch ran (default: %(default)s)")
+    p.add_argument("--max-queue", type=int, default=defaults.max_queue,
+                   help="pairs accepted and not yet answered; beyond, requests get 503 + Retry-After "
+                        "(default: %(default)s)")
+    p.add_argument("--max-context-chars", type=int, default=MAX_CONTEXT_CHARS,
+                   help="longer contexts get 413 (memory and time grow with the context; default: %(default)s)")
+    p.add_argument("--max-body-bytes", type=int,
+                   help="larger request bodies get 413 (default: 1 MiB, or room for a --max-context-chars context "
+                        "sent as \\uXXXX escapes if that is more)")
+    p.add_argument("--max-top-k", type=int, default=defaults.max_top_k,
+                   help="largest top_k a request may ask (default: %(default)s)")
+    p.add_argument("--max-pairs", type=int, default=defaults.max_pairs,
+                   help="most pairs in one /v1/answer/batch request (default: %(default)s)")
+    p.add_argument("--access-log", action="store_true", help="log every request on stdout (uvicorn's access log)")
+    p.set_defaults(run=run_serve)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    from .app import create_app
+    from .limits import ServeLimits
+
+    if not 0 <= args.port <= 65535:
+        raise InputError(f"must be from 0 to 65535, got {args.port}", field="--port")
+    limits = ServeLimits(max_batch_tokens=args.max_batch_tokens, max_wait_ms=args.max_wait_ms,
+                         max_queue=args.max_queue, max_body_bytes=args.max_body_bytes,
+                         max_context_chars=args.max_context_chars, max_top_k=args.max_top_k,
+                         max_pairs=args.max_pairs)
+    backend = _check_model(args)
+    sock = bind(args.host, args.port)
+    url = f"http://{_url_host(args.host)}:{sock.getsockname()[1]}/"
+    # A service answers every user's text; the per-call warning about text without an Arabic letter would fill the log.
+    warnings.filterwarnings("ignore", message=r".*no Arabic letter: answered anyway", category=UserWarning)
+    if not _is_loopback(args.host):
+        log.warning("arabert-pipeline serve: listening on %s, reachable from other machines, with no "
+                    "authentication", args.host)
+
+    failures: list[BaseException] = []
+    server = None
+
+    def load():
+        from ..pipeline.core import Pipeline
+
+        if backend == "torch":
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()
+        return Pipeline(args.model, preprocessing=args.preprocessing, backend=args.backend,
+                        max_context_chars=args.max_context_chars)
+
+    def on_load_failure(exc: BaseException) -> None:
+        failures.append(exc)
+        server.should_exit = True
+
+    app = create_app(load, limits, on_load_failure=on_load_failure, model_name=str(args.model))
+    server = build_server(app, access_log=args.access_log)
+    log.info("arabert-pipeline serve: serving on %s (model %s, loading)", url, args.model)
+    with _sigterm_returns():
+        server.run(sockets=[sock])
+    if failures:
+        raise failures[0] if isinstance(failures[0], ConfigError) else ConfigError(
+            f"the model failed to load: {type(failures[0]).__name__}: {failures[0]}")
+    return 0
+
+
+def build_server(app, *, access_log: bool = False, log_config="default"):
+    """A uvicorn server for `app`; `log_config=None` leaves the process's logging as it is (tests)."""
+    import uvicorn
+
+    options = {} if log_config == "default" else {"log_config": log_config}
+    config = uvicorn.Config(app, lifespan="on", access_log=access_log, log_level="info",
+                            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S, **options)
+    return uvicorn.Server(config)
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening TCP socket, bound here rather than by uvicorn so that --port 0 can report the port it got."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                             flags=socket.AI_PASSIVE)[0]
+    except socket.gaierror as exc:
+        raise InputError(f"cannot resolve {host!r} ({exc.strerror})", field="--host") from None
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as exc:
+        sock.close()
+        raise InputError(f"cannot listen on {host}:{port} ({exc.strerror or exc})", field="--port") from None
+    sock.listen(2048)  # connections made while the server starts wait in the backlog instead of being refused
+    return sock
+
+
+def _check_model(args: argparse.Namespace) -> str:
+    """The backend the model will run on; a model that cannot resolve fails here, before a port is taken."""
+    from ..pipeline.core import choose_backend
+
+    return choose_backend(args.model, "cpu", args.backend)
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+class _sigterm_returns:
+    """uvicorn shuts down gracefully on SIGTERM, then raises the signal again under the handler it found; with the
+    default one the process would die by the signal (status 143) after a clean shutdown. Under this no-op handler it
+    returns, and the command exits 0."""
+
+    def __enter__(self):
+        self.previous = None
+        if threading.current_thread() is threading.main_thread():
+            self.previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
+        return self
+
+    def __exit__(self, *exc):
+        if self.previous is not None:
+            signal.signal(signal.SIGTERM, self.previous)

@@ -1,0 +1,98 @@
+"""The OpenAPI 3.1 description of the service, served at /openapi.json.
+
+Written out rather than generated: the request checks in app.py are hand-written too (they reuse pipeline.core's), and
+a test holds the two together (the fields of each schema are those app.py accepts; the limits are the server's own).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from ..version import __version__
+
+
+def openapi(limits, decodings: tuple[str, ...]) -> dict[str, Any]:
+    text = {"type": "string", "minLength": 1, "description": "Must hold a letter or a digit; valid Unicode."}
+    options = {
+        "top_k": {"type": "integer", "minimum": 1, "maximum": limits.max_top_k, "default": 1,
+                  "description": "Answers per question, best first."},
+        "allow_no_answer": {"type": "boolean", "default": False,
+                            "description": "Answer nothing ([]) where the model judges that the context does not "
+                                           "hold the answer."},
+        "decoding": {"enum": [None, *decodings], "default": None,
+                     "description": "null: the model's own decoder; max-score: the most likely span; expected-f1: "
+                                    "the span of highest expected F1."},
+    }
+    pair = {
+        "question": {**text},
+        "context": {**text, "maxLength": limits.max_context_chars,
+                    "description": "The passage that holds the answer; over maxLength: 413."},
+    }
+    error = {"$ref": "#/components/schemas/Error"}
+    errors = {
+        "400": {"description": "The body is not UTF-8 JSON.", "content": {"application/json": {"schema": error}}},
+        "413": {"description": "The body, the context or the number of pairs is over the server's limit.",
+                "content": {"application/json": {"schema": error}}},
+        "422": {"description": "A field is missing, of the wrong type or out of range; `field` names it.",
+                "content": {"application/json": {"schema": error}}},
+        "503": {"description": "The model is loading, or the queue is full: retry after Retry-After seconds.",
+                "headers": {"Retry-After": {"schema": {"type": "integer"}}},
+                "content": {"application/json": {"schema": error}}},
+    }
+
+    def post(summary: str, request: str, response: str) -> dict[str, Any]:
+        return {"post": {
+            "summary": summary,
+            "requestBody": {"required": True, "content": {"application/json": {
+                "schema": {"$ref": f"#/components/schemas/{request}"}}}},
+            "responses": {"200": {"description": "The answers.", "content": {"application/json": {
+                "schema": {"$ref": f"#/components/schemas/{response}"}}}}, **errors},
+        }}
+
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "arabert-pipeline answer service", "version": __version__,
+                 "description": "Extractive question answering over Arabic text: each answer is a span of the given "
+                                "context. Identical to Pipeline.answer for the same inputs."},
+        "paths": {
+            "/v1/answer": post("Answer one question from its context", "AnswerRequest", "Answers"),
+            "/v1/answer/batch": post("Answer many question-context pairs with the same options", "BatchRequest",
+                                     "BatchAnswers"),
+            "/health": {"get": {"summary": "Readiness: 200 once the model is loaded", "responses": {
+                "200": {"description": "Ready.", "content": {"application/json": {"schema": {"type": "object"}}}},
+                "503": {"description": "Loading, or the model failed to load."}}}},
+            "/metrics": {"get": {"summary": "Prometheus metrics", "responses": {
+                "200": {"description": "Text format 0.0.4.", "content": {"text/plain": {"schema": {"type": "string"}}}}
+            }}},
+            "/": {"get": {"summary": "A web page to ask questions in Arabic", "responses": {
+                "200": {"description": "HTML.", "content": {"text/html": {"schema": {"type": "string"}}}}}}},
+        },
+        "components": {"schemas": {
+            "AnswerRequest": {"type": "object", "additionalProperties": False, "required": ["question", "context"],
+                              "properties": {**pair, **options}},
+            "Pair": {"type": "object", "additionalProperties": False, "required": ["question", "context"],
+                     "properties": pair},
+            "BatchRequest": {"type": "object", "additionalProperties": False, "required": ["pairs"],
+                             "properties": {"pairs": {"type": "array", "minItems": 1,
+                                                      "maxItems": min(limits.max_pairs, limits.max_queue),
+                                                      "items": {"$ref": "#/components/schemas/Pair"}},
+                                            **options}},
+            "Answer": {"type": "object", "required": ["text", "start", "end", "score"], "properties": {
+                "text": {"type": "string", "description": "context[start:end]"},
+                "start": {"type": "integer", "description": "Offset in code points of the context as sent."},
+                "end": {"type": "integer"},
+                "score": {"type": "number", "description": "The answer's probability among the model's candidate "
+                                                           "spans for the question, in (0, 1]."}}},
+            "Answers": {"type": "object", "required": ["answers"], "properties": {
+                "answers": {"type": "array", "items": {"$ref": "#/components/schemas/Answer"},
+                            "description": "Up to top_k answers, best first; empty for no answer."}}},
+            "BatchAnswers": {"type": "object", "required": ["results"], "properties": {
+                "results": {"type": "array", "items": {"$ref": "#/components/schemas/Answers"},
+                            "description": "One per pair, in order."}}},
+            "Error": {"type": "object", "required": ["error"], "properties": {"error": {
+                "type": "object", "required": ["status", "message"], "properties": {
+                    "status": {"type": "integer"},
+                    "field": {"type": ["string", "null"], "description": 'The field at fault, e.g. "context" or '
+                                                                         '"pairs[3].question".'},
+                    "message": {"type": "string"}}}}},
+        }},
+    }
