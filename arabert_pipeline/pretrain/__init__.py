@@ -1,4 +1,5 @@
-"""Pretraining stage: BERT or DeBERTa pretraining (MLM, ELECTRA/DeBERTaV3, span selection) on a preprocessed corpus.
+"""Pretraining stage: BERT or DeBERTa pretraining (MLM, ELECTRA/DeBERTaV3, span selection), or XLNet's permutation
+language modelling, on a preprocessed corpus.
 
     from arabert_pipeline.pretrain.config import PretrainConfig
     from arabert_pipeline.pretrain.trainer import pretrain
@@ -6,6 +7,6 @@
 
 Files, in reading order: config.py (options, size presets), data.py (token cache, packing, batch plan),
 objectives.py (registry; how to add an objective), mlm.py (BERT masking, masked-only head), deberta.py (DeBERTa
-encoder settings, enhanced mask decoder), electra.py, span_selection.py, trainer.py (loop,
+encoder settings, enhanced mask decoder), electra.py, span_selection.py, xlnet.py (permutation LM), trainer.py (loop,
 checkpoints, multi-GPU launch commands), cli.py (`arabert-pipeline pretrain`).
 """

@@ -1,5 +1,5 @@
 """`arabert-pipeline pretrain`: BERT or DeBERTa pretraining (MLM, ELECTRA/DeBERTaV3 replaced-token detection, span
-selection) on a preprocessed corpus.
+selection), or XLNet's permutation language modelling, on a preprocessed corpus.
 
 Multi-GPU / multi-node: `accelerate launch ... -m arabert_pipeline.cli pretrain ...` or
 `torchrun ... -m arabert_pipeline.cli pretrain ...` (exact commands in pretrain/trainer.py).
@@ -16,7 +16,7 @@ from .config import ARCHITECTURES, MASKING, MODEL_SIZES, OBJECTIVES, PretrainCon
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "pretrain",
-        help="pretrain a BERT or DeBERTa on a preprocessed corpus",
+        help="pretrain a BERT, DeBERTa or XLNet on a preprocessed corpus",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -29,10 +29,13 @@ def register(subparsers) -> None:
     p.add_argument("--model-size", choices=list(MODEL_SIZES),
                    help="architecture preset: "
                    + ", ".join(f"{k} L{l}/H{h}/A{a}" for k, (l, h, a) in MODEL_SIZES.items()))
-    p.add_argument("--objective", default="mlm", choices=list(OBJECTIVES))
+    p.add_argument("--objective", default="mlm", choices=list(OBJECTIVES),
+                   help="mlm (BERT), electra (replaced-token detection), span-selection, or plm (XLNet's permutation "
+                   "language modelling, with --architecture xlnet; default %(default)s)")
     p.add_argument("--architecture", default=PretrainConfig.architecture, choices=list(ARCHITECTURES),
                    help="encoder: bert (absolute positions) or deberta-v2 (DeBERTa-v2/v3 disentangled attention over "
-                   "relative positions); with --objective electra, deberta-v2 is DeBERTaV3 (default %(default)s)")
+                   "relative positions); with --objective electra, deberta-v2 is DeBERTaV3; xlnet (relative "
+                   "positions, two-stream attention) trains with --objective plm only (default %(default)s)")
     p.add_argument("--max-seq-length", type=int, default=128)
     p.add_argument("--mlm-probability", type=float, default=0.15)
     p.add_argument("--whole-word-masking", action="store_true",
@@ -71,7 +74,8 @@ def register(subparsers) -> None:
     p.add_argument("--dropout", type=float, metavar="P",
                    help="dropout while pretraining (default: the architecture's 0.1; the exported model keeps 0.1)")
     p.add_argument("--bf16", type=bf16_choice, choices=BF16_CHOICES, default="auto",
-                   help="bf16 autocast; auto = on a GPU that supports it or a CPU with native bf16")
+                   help="bf16 autocast; auto = on a GPU that supports it, or a CPU where a bf16 matmul measures "
+                   "faster than fp32")
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--eval-sequences", type=int, default=256, help="held-out sequences for eval loss/accuracy")
     p.add_argument("--eval-every", type=int, default=500, metavar="STEPS")

@@ -13,6 +13,7 @@ OBJECTIVES: dict[str, str] = {
     "mlm": "arabert_pipeline.pretrain.mlm",
     "electra": "arabert_pipeline.pretrain.electra",
     "span-selection": "arabert_pipeline.pretrain.span_selection",
+    "plm": "arabert_pipeline.pretrain.xlnet",
 }
 
 # (layers, hidden, heads); the feed-forward width is always 4 × hidden, as in BERT. tiny/mini/small/medium are the
@@ -29,9 +30,10 @@ MODEL_SIZES: dict[str, tuple[int, int, int]] = {
 # BERT's position table is 512 long whatever the pretraining length, so QA can fine-tune at 384 later.
 MAX_POSITIONS = 512
 
-# Encoders an objective can train (deberta.py describes DeBERTa's), and the Hugging Face model types each one
-# continues with --init-from: an ELECTRA discriminator is a BERT encoder under another name.
-ARCHITECTURES: dict[str, tuple[str, ...]] = {"bert": ("bert", "electra"), "deberta-v2": ("deberta-v2",)}
+# Encoders an objective can train (deberta.py describes DeBERTa's, xlnet.py XLNet's), and the Hugging Face model
+# types each one continues with --init-from: an ELECTRA discriminator is a BERT encoder under another name.
+ARCHITECTURES: dict[str, tuple[str, ...]] = {"bert": ("bert", "electra"), "deberta-v2": ("deberta-v2",),
+                                             "xlnet": ("xlnet",)}
 MASKING = ("dynamic", "static", "span")
 
 # Fields that do not change the training trajectory: a run may be resumed with different values for them.
@@ -109,6 +111,15 @@ class PretrainConfig:
             raise ConfigError(f"--objective {self.objective!r}: choose one of {', '.join(OBJECTIVES)}")
         if self.architecture not in ARCHITECTURES:
             raise ConfigError(f"--architecture {self.architecture!r}: choose one of {', '.join(ARCHITECTURES)}")
+        # XLNet's permutation LM is its own pretraining (two-stream attention exists for it) and PLM needs XLNet's
+        # two streams, so neither pairs with anything else.
+        if (self.objective == "plm") != (self.architecture == "xlnet"):
+            raise ConfigError(f"--objective {self.objective} with --architecture {self.architecture}: permutation "
+                              "language modelling is XLNet's objective, so --objective plm needs --architecture xlnet "
+                              "and --architecture xlnet trains only with --objective plm")
+        if self.objective == "plm" and (self.whole_word_masking or self.mlm_probability != type(self).mlm_probability):
+            raise ConfigError("--whole-word-masking and --mlm-probability are MLM options: --objective plm always "
+                              "predicts spans of whole words, 1/6 of the tokens (XLNet's K = 6)")
         if self.enhanced_mask_decoder and self.architecture != "deberta-v2":
             raise ConfigError("--enhanced-mask-decoder is DeBERTa's: it needs --architecture deberta-v2")
         if self.enhanced_mask_decoder and self.objective not in ("mlm", "electra"):
@@ -172,3 +183,15 @@ def bert_config_kwargs(model_size: str) -> dict[str, int]:
         "max_position_embeddings": MAX_POSITIONS,
         "type_vocab_size": 2,
     }
+
+
+def xlnet_config_kwargs(model_size: str) -> dict[str, int]:
+    """The BERT preset's sizes under XLNet's names: no position or token-type table (positions are relative,
+    segments compared), so nothing else is sized."""
+    layers, hidden, heads = MODEL_SIZES[model_size]
+    return {"n_layer": layers, "d_model": hidden, "n_head": heads, "d_inner": 4 * hidden}
+
+
+def size_kwargs(architecture: str, model_size: str) -> dict[str, int]:
+    """The preset's sizes as the architecture's config names them (what --init-from is compared with)."""
+    return xlnet_config_kwargs(model_size) if architecture == "xlnet" else bert_config_kwargs(model_size)

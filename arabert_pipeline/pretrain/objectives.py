@@ -24,7 +24,8 @@ To add an objective, e.g. ELECTRA:
 3. add its options as fields of `PretrainConfig` (config.py, named after the objective, e.g. `electra_*`) and as
    flags in cli.py; fields that change training are then checked automatically when a run is resumed.
 `--init-from` directories are checked with `init_model_dir()` / `check_init_from()` here. The encoder an objective
-builds is `config.architecture`'s (BERT, or DeBERTa: deberta.py).
+builds is `config.architecture`'s (BERT, or DeBERTa: deberta.py; XLNet only with its own objective, "plm":
+xlnet.py).
 """
 from __future__ import annotations
 
@@ -80,7 +81,7 @@ def check_vocabulary(model_dir: Path, model_vocab_size: int, tokenizer) -> None:
 def check_init_from(config: "PretrainConfig", stored, directory: Path, tokenizer) -> None:
     """The `--init-from` model (its config `stored`) fits this run: the --architecture, the vocabulary, enough
     positions, and the --model-size if one is given."""
-    from .config import ARCHITECTURES, bert_config_kwargs
+    from .config import ARCHITECTURES, size_kwargs
 
     if stored.model_type not in ARCHITECTURES[config.architecture]:
         hint = next((f"; add --architecture {name}" for name, types in ARCHITECTURES.items()
@@ -88,11 +89,13 @@ def check_init_from(config: "PretrainConfig", stored, directory: Path, tokenizer
         raise ConfigError(f"--init-from {directory}: a {stored.model_type!r} model, not a --architecture "
                           f"{config.architecture} encoder{hint}")
     check_vocabulary(directory, stored.vocab_size, tokenizer)
-    if config.max_seq_length > stored.max_position_embeddings:
-        raise ConfigError(f"--max-seq-length {config.max_seq_length} exceeds the {stored.max_position_embeddings} "
+    # XLNet has no position table (relative positions only): its config reports -1, no limit.
+    positions = getattr(stored, "max_position_embeddings", None)
+    if positions is not None and 0 < positions < config.max_seq_length:
+        raise ConfigError(f"--max-seq-length {config.max_seq_length} exceeds the {positions} "
                           f"positions of --init-from {directory}")
     if config.model_size is not None:
-        expected = bert_config_kwargs(config.model_size)
+        expected = size_kwargs(config.architecture, config.model_size)
         found = {key: getattr(stored, key) for key in expected}
         if found != expected:
             raise ConfigError(f"--init-from {directory} is {found}, not the --model-size {config.model_size} "

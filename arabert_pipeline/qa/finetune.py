@@ -5,7 +5,8 @@
 
 Steps: read the training/dev/evaluation sets (SQuAD v1.1 files or registry names) → refuse leakage into dev or
 evaluation data → align the gold answers through the model's preprocessing → sliding windows → train a start/end head
-(AutoModelForQuestionAnswering: an MLM checkpoint gets a fresh QA head; BERT and ELECTRA both work) → with dev sets,
+(AutoModelForQuestionAnswering: an MLM checkpoint gets a fresh QA head; BERT, ELECTRA, DeBERTa and XLNet work, what
+differs per architecture is in architectures.py) → with dev sets,
 score them after every epoch, keep the best epoch's weights (early stopping with `patience`) and choose the sentence
 prior's weight on them → save a model dir that AutoModelForQuestionAnswering loads, with its tokenizer,
 arabert_pipeline.json and the sentence prior's IDF table → predict and score every evaluation set (qa/metrics.py).
@@ -47,6 +48,7 @@ from ..training import (
     CHECKPOINTS, LOG_FILE, Engine, LoopSettings, make_optimizer, parameter_groups, warmup_steps,
 )
 from .align import QAPreprocessing, align_examples
+from .architectures import prepare_qa_model
 from .data import SquadFile, dataset_license, dataset_names, read_squad, unanswerable_examples
 from .features import CONTEXT_TYPE, QUESTION_OVERLAP_TYPE, build_windows, check_fast_tokenizer
 from .decoding import (DEV_METRIC, PLAIN_DECODING, best_decoding, describe_decoding, describe_no_answer, dev_score,
@@ -107,7 +109,7 @@ class FinetuneConfig:
     max_question_tokens: int = 64
     max_answer_tokens: int = 30
     seed: int = 42
-    bf16: str = "auto"  # auto: on where the CPU/GPU computes bf16 natively
+    bf16: str = "auto"  # auto: on a bf16 GPU, or a CPU where bf16 measures faster (training.optim.use_bf16)
     save_steps: int = 0  # extra checkpoints every N optimizer steps (one is always written per epoch)
     resume: str | None = None  # "latest" (what --resume alone means) or a checkpoint directory
     overwrite: bool = False  # replace an earlier finetune output at `output`
@@ -283,6 +285,7 @@ class QATrainer(Engine):
         finally:
             transformers.logging.set_verbosity(verbosity)
         check_vocabulary_size(model, self.tokenizer, config.model)
+        prepare_qa_model(model, question_overlap=config.question_overlap, source=config.model)
         if info["missing_keys"] and checkpoint is None:
             self.say(f"initialised {', '.join(sorted(info['missing_keys']))} (new question-answering head)")
         if config.question_overlap and add_question_overlap_type(model) and checkpoint is None:

@@ -64,10 +64,16 @@ def cpu_bf16_speedup(size: int = 512, repeats: int = 8) -> float:
     return best[torch.float32] / max(best[torch.bfloat16], 1e-9)
 
 
+# Embedding parameters: BERT-likes keep them under `embeddings.`, XLNet has `transformer.word_embedding` (and the
+# query stream's `mask_emb`) at its top level.
+EMBEDDINGS = re.compile(r"\.embeddings\.|(^|\.)(word_embedding|mask_emb)(\.|$)")
+
+
 def parameter_groups(module: torch.nn.Module, weight_decay: float, layer_lr_decay: float = 1.0,
                      layers: int | None = None) -> list[dict]:
     """AdamW groups: BERT's weight-decay exclusions (biases and LayerNorm weights: the parameters with < 2
-    dimensions) and, with layer_lr_decay d < 1 (ELECTRA's fine-tuning recipe), layer-wise learning rates.
+    dimensions; and XLNet's per-head attention biases r_w_bias, r_r_bias, r_s_bias, 2-D but biases, which XLNet
+    exempts too) and, with layer_lr_decay d < 1 (ELECTRA's fine-tuning recipe), layer-wise learning rates.
 
     With d < 1, encoder layer i of `layers` trains at lr · d^(layers − i), the embeddings at lr · d^(layers + 1) and
     everything above the encoder (a task head) at lr: the layers that pretraining shaped most generally move least.
@@ -82,8 +88,8 @@ def parameter_groups(module: torch.nn.Module, weight_decay: float, layer_lr_deca
         depth = 0
         if layer_lr_decay != 1.0:
             match = re.search(r"\.layer\.(\d+)\.", name)
-            depth = layers - int(match.group(1)) if match else layers + 1 if ".embeddings." in name else 0
-        key = (layer_lr_decay**depth, 0.0 if parameter.ndim < 2 else weight_decay)
+            depth = layers - int(match.group(1)) if match else layers + 1 if EMBEDDINGS.search(name) else 0
+        key = (layer_lr_decay**depth, 0.0 if parameter.ndim < 2 or name.endswith("_bias") else weight_decay)
         groups.setdefault(key, []).append(parameter)
     return [{"params": params, "lr_scale": scale, "weight_decay": decay}
             for (scale, decay), params in sorted(groups.items(), key=lambda item: (-item[0][0], -item[0][1]))]
