@@ -127,6 +127,28 @@ def read_metadata(directory: str | os.PathLike, *, missing_ok: bool = False) -> 
         raise ConfigError(str(exc)) from exc
 
 
+# How Rust libraries (safetensors, tokenizers) report a failed write: "I/O error: File too large (os error 27)".
+_RUST_OS_ERROR = re.compile(r"\(os error (\d+)\)")
+
+
+@contextlib.contextmanager
+def naming_io_errors(path: str | os.PathLike) -> Iterator[None]:
+    """Inside the block, a failed write that names no file (a full disk seen by write(), fsync() or a library's own
+    writer) is re-raised as an OSError naming `path`: "No space left on device" alone does not say which output."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.filename is None and exc.errno is not None:
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+        raise
+    except Exception as exc:
+        found = _RUST_OS_ERROR.search(str(exc))
+        if found is None:
+            raise
+        errno_ = int(found.group(1))
+        raise OSError(errno_, os.strerror(errno_), str(path)) from exc
+
+
 @contextlib.contextmanager
 def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[Any]:
     """Write to a temporary file beside `path` and rename it into place only if the block succeeds.
@@ -170,7 +192,8 @@ def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
     tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
     os.chmod(tmp, 0o777 & ~_umask())
     try:
-        yield tmp
+        with naming_io_errors(path):
+            yield tmp
         if path.exists():
             old = path.with_name(f".{path.name}.old")
             shutil.rmtree(old, ignore_errors=True)
@@ -226,14 +249,39 @@ def parse_json(text: str, *, path: object = None, line: int | None = None) -> An
         raise InputError("invalid JSON (nested too deeply)", path=path, line=line) from None
 
 
-def read_text_file(path: str | os.PathLike, *, max_bytes: int = MAX_JSON_FILE_BYTES) -> str:
-    """A small UTF-8 text file (metadata, configs): only a regular file of at most `max_bytes` is read."""
+# A SQuAD file, a predictions file: data read whole, far larger than metadata but still bounded (a symlink to
+# /dev/zero must not fill the memory before anything can refuse it).
+MAX_DATA_FILE_BYTES = 2**30
+
+
+def check_input_file(path: str | os.PathLike, what: str = "file") -> Path:
+    """`path` if it is (or links to) a regular file; else an InputError saying what is there instead: "no such
+    file" for a FIFO or /dev/zero would send the user looking for a file that exists, and reading one hangs or never
+    ends."""
     path = Path(path)
     try:
-        with open(path, "rb") as f:
+        info = os.stat(path)
+    except FileNotFoundError:
+        raise InputError(f"no such {what}", path=path) from None
+    except OSError as exc:
+        raise InputError(f"unreadable ({exc.strerror or exc})", path=path) from None
+    kind = _file_kind(info.st_mode)
+    if kind is not None:
+        raise InputError(f"is {kind}, not a regular file: give the {what} itself", path=path)
+    return path
+
+
+def read_text_file(path: str | os.PathLike, *, max_bytes: int = MAX_JSON_FILE_BYTES, bom: bool = False) -> str:
+    """A small UTF-8 text file (metadata, configs): only a regular file of at most `max_bytes` is read. `bom`: a
+    leading byte-order mark is dropped (SQuAD files saved by Windows tools have one)."""
+    path = Path(path)
+    try:
+        # O_NONBLOCK: opening a FIFO for reading would wait for a writer forever, before fstat could refuse it.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with open(fd, "rb") as f:
             info = os.fstat(f.fileno())
             if not stat.S_ISREG(info.st_mode):
-                raise InputError("not a regular file", path=path)
+                raise InputError(f"not a regular file (it is {_file_kind(info.st_mode)})", path=path)
             if info.st_size > max_bytes:
                 raise InputError(f"{info.st_size:,} bytes, more than the {max_bytes:,} such a file may have",
                                  path=path)
@@ -245,14 +293,15 @@ def read_text_file(path: str | os.PathLike, *, max_bytes: int = MAX_JSON_FILE_BY
     except OSError as exc:
         raise InputError(f"unreadable ({exc.strerror or exc})", path=path) from exc
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig" if bom else "utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(f"not UTF-8 ({exc})", path=path) from exc
 
 
-def read_json_file(path: str | os.PathLike, *, max_bytes: int = MAX_JSON_FILE_BYTES) -> dict[str, Any]:
+def read_json_file(path: str | os.PathLike, *, max_bytes: int = MAX_JSON_FILE_BYTES,
+                   bom: bool = False) -> dict[str, Any]:
     """A JSON file that must hold an object; any problem is an InputError naming the file."""
-    value = parse_json(read_text_file(path, max_bytes=max_bytes), path=path)
+    value = parse_json(read_text_file(path, max_bytes=max_bytes, bom=bom), path=path)
     if not isinstance(value, dict):
         raise InputError(f"expected a JSON object, found {type(value).__name__}", path=path)
     return value

@@ -20,6 +20,7 @@ STAGE_CLIS = [
     "arabert_pipeline.qa.export",
     "arabert_pipeline.evaluate.cli",
     "arabert_pipeline.pipeline.cli",
+    "arabert_pipeline.serve.cli",
 ]
 
 
@@ -68,7 +69,9 @@ def _one_line_warning(message, category, filename, lineno, line=None) -> str:
 def main(argv: list[str] | None = None) -> int:
     setup_logging()
     warnings.formatwarning = _one_line_warning
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    refuse_non_finite(parser, args)
     try:
         code = args.run(args)
     except ArabertPipelineError as exc:
@@ -87,6 +90,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"arabert-pipeline {args.verb}: interrupted", file=sys.stderr)
         return 130
     return int(code or 0)
+
+
+def refuse_non_finite(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """argparse's float() takes "nan" and "inf"; no number option of any verb means either (a NaN learning rate
+    trains a model of NaNs without a word), so they are refused here for every verb at once, naming the option."""
+    import math
+
+    verbs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    verb = verbs[args.verb]
+    for action in verb._actions:
+        value = getattr(args, action.dest, None)
+        for item in value if isinstance(value, (list, tuple)) else (value,):
+            if isinstance(item, float) and not math.isfinite(item):
+                name = action.option_strings[-1] if action.option_strings else action.dest
+                verb.error(f"{name} {item}: must be a finite number")
 
 
 def describe_os_error(exc: OSError) -> str:

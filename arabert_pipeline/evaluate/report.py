@@ -33,7 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from ..artifacts import atomic_directory, check_local_source, portable_path, read_metadata
+from ..artifacts import (MAX_DATA_FILE_BYTES, atomic_directory, check_input_file, check_local_source,
+                         describe_exception, portable_path, read_metadata, read_text_file)
 from ..errors import ConfigError, InputError
 from . import metrics
 from .baselines import BASELINES, baseline_predictions
@@ -103,13 +104,13 @@ def _dataset_key(source: str) -> str:
 
 def load_predictions_file(path: str | os.PathLike) -> dict[str, tuple[str, int | None]]:
     """{id: (text, start or None)} from `{id: text}` or `{id: {"text", "start"}}` JSON; bad entries name the id."""
-    path = Path(path)
+    path = check_input_file(path, "predictions file")
     try:
-        raw = json.loads(path.read_text(encoding="utf-8-sig"))
-    except FileNotFoundError as exc:
-        raise InputError("no such predictions file", path=path) from exc
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raw = json.loads(read_text_file(path, max_bytes=MAX_DATA_FILE_BYTES, bom=True))
+    except json.JSONDecodeError as exc:
         raise InputError(f"not a JSON predictions file ({exc})", path=path) from exc
+    except (ValueError, RecursionError) as exc:  # an integer too long, nesting too deep
+        raise InputError(f"not a JSON predictions file ({describe_exception(exc)})", path=path) from None
     if not isinstance(raw, dict):
         raise InputError("expected a JSON object {question id: answer text}", path=path)
     predictions = {}
@@ -118,7 +119,8 @@ def load_predictions_file(path: str | os.PathLike) -> dict[str, tuple[str, int |
             text, start = value.get("text"), value.get("start")
         else:
             text, start = value, None
-        if not isinstance(text, str) or not (start is None or (isinstance(start, int) and start >= 0)):
+        # type(start) is int: true and false are ints to isinstance, but no offset a tool would write
+        if not isinstance(text, str) or not (start is None or (type(start) is int and start >= 0)):
             raise InputError("expected an answer string or {\"text\": str, \"start\": int}", path=path,
                              field=f"question {qid}")
         predictions[str(qid)] = (text, start)
@@ -326,7 +328,17 @@ def score_no_answer(model, examples: list[dict], records: list[dict], config: Ev
     return out
 
 
+# Each resample keeps one mean per metric and system: 10⁶ resamples are already ~50 MB a system and minutes of work.
+MAX_RESAMPLES = 1_000_000
+
+
 def _systems(config: EvaluateConfig) -> list[System]:
+    if not 100 <= config.resamples <= MAX_RESAMPLES:
+        raise ConfigError(f"--resamples {config.resamples}: use between 100 and {MAX_RESAMPLES:,}")
+    if config.seed < 0:
+        raise ConfigError(f"--seed {config.seed}: use a non-negative integer")
+    if config.batch_size < 1:
+        raise ConfigError(f"--batch-size {config.batch_size}: use at least 1")
     if len(config.labels) > len(config.systems):
         raise ConfigError(f"{len(config.labels)} --label for {len(config.systems)} --model/--predictions")
     unknown = [b for b in config.baselines if b not in BASELINES]
@@ -346,6 +358,16 @@ def _systems(config: EvaluateConfig) -> list[System]:
     duplicates = sorted({label for label in labels if labels.count(label) > 1})
     if duplicates:
         raise ConfigError(f"duplicate system label(s) {', '.join(duplicates)}: name them with --label")
+    if not all(label.strip() for label in labels):
+        raise ConfigError("an empty --label: each system needs a name for its table row and files")
+    # Labels name the report's files: two that differ only in characters a file name cannot hold ("a/b", "a_b")
+    # would write one file, the second system's answers over the first's.
+    files: dict[str, str] = {}
+    for label in labels:
+        other = files.setdefault(safe_name(label), label)
+        if other != label:
+            raise ConfigError(f"the labels {other!r} and {label!r} make the same file name {safe_name(label)!r} in "
+                              "the report: rename one with --label")
     return systems
 
 
@@ -391,17 +413,17 @@ def write_report(out: Path, results: dict, per_question: dict, predictions: dict
 
 def load_pretraining_log(path: str | os.PathLike) -> list[dict]:
     """The rows of a pretraining run's log.jsonl; a malformed line is an error naming it."""
-    path = Path(path)
-    if not path.is_file():
-        raise InputError("no such pretraining log (the log.jsonl in a `pretrain` output directory)", path=path)
+    path = check_input_file(path, "pretraining log (the log.jsonl in a `pretrain` output directory)")
     rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for number, line in enumerate(read_text_file(path, max_bytes=MAX_DATA_FILE_BYTES).splitlines(), 1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
         except json.JSONDecodeError as error:
             raise InputError(f"not JSON ({error.msg})", path=path, line=number) from None
+        except (ValueError, RecursionError) as error:  # an integer too long, nesting too deep
+            raise InputError(f"not JSON ({describe_exception(error)})", path=path, line=number) from None
         if not isinstance(row, dict) or not isinstance(row.get("step"), int):
             raise InputError("a log row must be an object with an integer 'step'", path=path, line=number)
         rows.append(row)

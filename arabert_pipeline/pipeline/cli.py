@@ -113,10 +113,9 @@ def read_jsonl(path: Path, max_context_chars: int | None = MAX_CONTEXT_CHARS) ->
 
     Every line is checked before the model loads, and an error names the file, the line and the field.
     """
-    from ..artifacts import parse_json
+    from ..artifacts import check_input_file, parse_json
 
-    if not path.is_file():
-        raise InputError("no such file", path=path)
+    check_input_file(path)
     examples, seen = [], {}
     try:
         f = path.open("rb")

@@ -30,7 +30,7 @@ from typing import Iterable, Iterator, NamedTuple
 
 from ..artifacts import (
     CORPUS_READ_ERRORS, SIDECAR_SUFFIX, OutputLock, atomic_write, check_directory_writable, check_not_input,
-    check_replaceable, decompressed,
+    check_replaceable, decompressed, naming_io_errors, read_json_file,
 )
 from ..errors import ConfigError, InputError
 
@@ -215,7 +215,7 @@ class _PartWriter:
     """
 
     def __init__(self, path: Path, kind: str, keep_bytes: int):
-        self.kind = kind
+        self.kind, self.path = kind, path
         self.raw = open(path, "r+b" if keep_bytes else "wb", buffering=1 << 20)
         self.raw.truncate(keep_bytes)
         self.raw.seek(keep_bytes)
@@ -229,19 +229,22 @@ class _PartWriter:
                 self.stream = lzma.LZMAFile(self.raw, "wb")
             else:
                 self.stream = self.raw
-        self.stream.write(("\n".join(lines) + "\n").encode("utf-8"))
+        with naming_io_errors(self.path):
+            self.stream.write(("\n".join(lines) + "\n").encode("utf-8"))
 
     def commit(self) -> int:
         """Flush everything written so far to disk; returns the file size to record in the checkpoint."""
-        if self.stream is not None and self.stream is not self.raw:
-            self.stream.close()
-            self.stream = None
-        self.raw.flush()
-        os.fsync(self.raw.fileno())
-        return self.raw.tell()
+        with naming_io_errors(self.path):
+            if self.stream is not None and self.stream is not self.raw:
+                self.stream.close()
+                self.stream = None
+            self.raw.flush()
+            os.fsync(self.raw.fileno())
+            return self.raw.tell()
 
     def close(self) -> None:
-        self.raw.close()
+        with naming_io_errors(self.path):
+            self.raw.close()
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -453,6 +456,11 @@ def _validate(cfg: CorpusConfig, paths: list[Path], output: Path) -> str | None:
     backend = segmenter_backend(cfg.config, cfg.farasa_jar)
     if cfg.workers < 1:
         raise ConfigError(f"workers must be at least 1, not {cfg.workers}")
+    if cfg.workers > max_workers():
+        # Each worker is a Python process with its own Preprocessor (and Farasa): a typo such as 10000 would start
+        # thousands of them and take the machine's memory from everything else on it.
+        raise ConfigError(f"workers must be at most {max_workers()} (4 per CPU this process may use), not "
+                          f"{cfg.workers}")
     if cfg.errors not in ERROR_POLICIES:
         raise ConfigError(f"errors must be one of {', '.join(ERROR_POLICIES)}, not {cfg.errors!r}")
     if cfg.chunk_lines < 1 or cfg.checkpoint_chunks < 1:
@@ -482,6 +490,11 @@ def _validate(cfg: CorpusConfig, paths: list[Path], output: Path) -> str | None:
     return backend
 
 
+def max_workers() -> int:
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return 4 * cpus
+
+
 def _word_cache_path(cfg: CorpusConfig) -> Path:
     output = Path(cfg.output)
     return Path(cfg.word_cache) if cfg.word_cache else output.with_name(output.name + WORD_CACHE_SUFFIX)
@@ -500,14 +513,17 @@ def _start(cfg: CorpusConfig, part: Path, checkpoint: Path, fingerprint: dict, r
     if not checkpoint.exists():  # killed before its first checkpoint
         return fresh
     try:
-        state = json.loads(checkpoint.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"{checkpoint}: unreadable checkpoint ({exc}); remove {part} to start again") from exc
+        state = read_json_file(checkpoint)
+    except InputError as exc:
+        raise ConfigError(f"unreadable checkpoint: {exc}; remove {part} to start again") from None
     if state.get("fingerprint") != fingerprint:
         raise ConfigError(
             f"{part} was written with other inputs or another preprocessing than this run (or an input changed "
             f"since); remove {part} to start again."
         )
+    if not _checkpoint_fields_valid(state):
+        # The fingerprint matched, so the file is ours: a missing field or one of another type was edited by hand.
+        raise ConfigError(f"{checkpoint}: a field is missing or of the wrong type; remove {part} to start again")
     if part.stat().st_size < state["part_bytes"]:
         raise ConfigError(f"{part} is shorter than its checkpoint says; remove it to start again")
     for field in ("lines", "words", "emptied_lines", "input_bytes", "segmented_words", "cache_lookups", "cache_hits",
@@ -515,6 +531,20 @@ def _start(cfg: CorpusConfig, part: Path, checkpoint: Path, fingerprint: dict, r
         setattr(report, field, state["report"][field])
     report.resumed_at_line = state["lines"]
     return state
+
+
+def _checkpoint_fields_valid(state: dict) -> bool:
+    def count(value) -> bool:
+        return type(value) is int and value >= 0
+
+    counters, cache = state.get("report"), state.get("word_cache")
+    return (all(count(state.get(name)) for name in ("lines", "input_bytes", "part_bytes"))
+            and isinstance(counters, dict)
+            and all(count(counters.get(name)) for name in ("lines", "words", "emptied_lines", "input_bytes",
+                                                           "segmented_words", "cache_lookups", "cache_hits"))
+            and type(counters.get("seconds")) in (int, float)
+            and (cache is None or (isinstance(cache, list) and len(cache) == 2 and isinstance(cache[0], str)
+                                   and count(cache[1]))))
 
 
 def _save_checkpoint(path: Path, fingerprint: dict, report: CorpusReport, part_bytes: int,

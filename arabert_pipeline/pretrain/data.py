@@ -33,7 +33,8 @@ from typing import Iterator
 
 import numpy as np
 
-from ..artifacts import CORPUS_READ_ERRORS, METADATA_FILE, decompressed, read_json_file, read_metadata, sidecar_path
+from ..artifacts import (CORPUS_READ_ERRORS, METADATA_FILE, check_input_file, decompressed, naming_io_errors,
+                         read_json_file, read_metadata, sidecar_path)
 from ..errors import ConfigError, InputError
 
 CACHE_FORMAT = 1
@@ -51,8 +52,7 @@ def check_corpus_preprocessing(corpus: list[str], tokenizer_dir: str) -> str:
     if not expected:
         raise ConfigError(f"{Path(tokenizer_dir) / METADATA_FILE} has no 'preprocessing' field")
     for path in corpus:
-        if not Path(path).is_file():
-            raise InputError("corpus file not found", path=path)
+        check_input_file(path, "corpus file")
         sidecar = sidecar_path(path)
         if not sidecar.exists():
             if expected == "none":
@@ -168,7 +168,8 @@ def tokenize_corpus(corpus: list[str], tokenizer, cache_dir: Path, key: str | No
         starts_document = False
         total_bytes = sum(Path(p).stat().st_size for p in corpus)
         bar = tqdm(total=total_bytes, unit="B", unit_scale=True, desc="tokenizing corpus", disable=not progress)
-        with open(tmp / "tokens.bin", "wb") as tokens_file, open(tmp / "word_starts.bin", "wb") as words_file, bar:
+        with naming_io_errors(cache_dir), open(tmp / "tokens.bin", "wb") as tokens_file, \
+                open(tmp / "word_starts.bin", "wb") as words_file, bar:
             batch: list[str] = []
             new_doc: list[bool] = []
 

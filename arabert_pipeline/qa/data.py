@@ -15,12 +15,21 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import DATA_ROOT_ENV, atomic_write, data_root
+from ..artifacts import (
+    DATA_ROOT_ENV,
+    MAX_DATA_FILE_BYTES,
+    atomic_write,
+    check_input_file,
+    data_root,
+    parse_json,
+    read_text_file,
+)
 from ..errors import ConfigError, DataNotFoundError, InputError
 
 log = logging.getLogger(__name__)
@@ -114,6 +123,8 @@ def resolve(source: str | Path, *, download: bool = False) -> Path:
     if name in SPLITS:
         return resolve(SPLITS[name].base, download=download)
     if name not in REGISTRY:
+        if os.path.exists(path):  # a FIFO, a device, a directory: not "no such file"
+            check_input_file(path, "SQuAD file")
         if path.suffix or "/" in name or "\\" in name:
             raise DataNotFoundError(f"{path}: no such file")
         raise ConfigError(f"unknown QA dataset {name!r}: use a file path or one of {', '.join(dataset_names())}")
@@ -152,10 +163,7 @@ def read_squad(source: str | Path, *, misaligned: str = "error", download: bool 
     if misaligned not in MISALIGNED_POLICIES:
         raise ConfigError(f"misaligned={misaligned!r}: use one of {', '.join(MISALIGNED_POLICIES)}")
     path = resolve(source, download=download)
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 ({exc})", path=path) from exc
+    text = read_text_file(path, max_bytes=MAX_DATA_FILE_BYTES, bom=True)
     examples, bad = _parse_squad(text, path, str(source), misaligned)
     split = SPLITS.get(str(source))
     if split is not None:
@@ -237,6 +245,9 @@ def _parse_squad(text: str, path: object, name: str, policy: str) -> tuple[list[
         root = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError(f"invalid JSON: {exc.msg} (column {exc.colno})", path=path, line=exc.lineno) from exc
+    except (ValueError, RecursionError):  # an integer too long, nesting too deep: parse_json's error names which
+        parse_json(text, path=path)
+        raise
     articles = _expect(root, dict, path, "top level", "an object").get("data")
     _expect(articles, list, path, "data", "a list of articles")
     examples, bad, seen = [], [], set()

@@ -114,6 +114,8 @@ def export_onnx(model_dir: str | os.PathLike, *, overwrite: bool = False) -> Pat
     """Export the QA model in `model_dir` to `model_dir/model.onnx` (see the module docstring); returns its path."""
     import numpy as np
 
+    from ..artifacts import naming_io_errors
+
     try:
         import onnx
     except ImportError as exc:
@@ -134,7 +136,8 @@ def export_onnx(model_dir: str | os.PathLike, *, overwrite: bool = False) -> Pat
     inputs = [name for name in INPUT_NAMES if name in _forward_parameters(model)]
     with tempfile.TemporaryDirectory(prefix="export-onnx-") as tmp:
         traced = Path(tmp) / ONNX_FILE
-        _trace(model, inputs, traced)
+        with naming_io_errors(traced):  # the exporter's failed write (a full disk) names no file
+            _trace(model, inputs, traced)
         graph = onnx.load(str(traced))
     _link_weights(graph, model_dir / WEIGHTS_FILE)
     graph.producer_name = PRODUCER
@@ -142,7 +145,8 @@ def export_onnx(model_dir: str | os.PathLike, *, overwrite: bool = False) -> Pat
     # Checked where it will live (its external references are relative to the model dir), then moved into place.
     staged = model_dir / f".{ONNX_FILE}.{os.getpid()}.tmp"
     try:
-        staged.write_bytes(graph.SerializeToString())
+        with naming_io_errors(staged):
+            staged.write_bytes(graph.SerializeToString())
         onnx.checker.check_model(str(staged))
         _check_against_torch(staged, model, inputs, np.random.default_rng(0))
         os.replace(staged, target)
@@ -320,7 +324,8 @@ def _check_against_torch(path: Path, model, inputs: list[str], rng) -> None:
     except Exception as exc:  # ONNX Runtime raises its own exception types
         raise ConfigError(f"the exported graph does not load in ONNX Runtime ({exc})") from exc
     vocab = model.config.vocab_size
-    for rows, length in ((1, 7), (3, 40), (2, min(300, model.config.max_position_embeddings))):
+    positions = getattr(model.config, "max_position_embeddings", -1)  # XLNet's -1: relative positions, no limit
+    for rows, length in ((1, 7), (3, 40), (2, min(300, positions) if positions > 0 else 300)):
         ids = rng.integers(5, vocab, (rows, length)).astype(np.int64)
         mask = np.ones_like(ids)
         for r in range(1, rows):

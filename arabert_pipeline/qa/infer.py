@@ -25,17 +25,19 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from pathlib import Path
 from typing import Any, Iterable
 
 import numpy as np
 
 from ..artifacts import (
-    METADATA_FILE, check_vocabulary_size, load_pretrained_model, load_pretrained_tokenizer, model_config, read_metadata,
-    torch_device,
+    METADATA_FILE, check_vocabulary_size, load_pretrained_model, load_pretrained_tokenizer, model_config,
+    read_json_file, read_metadata, torch_device,
 )
 from ..errors import ConfigError, InputError
 from .align import QAPreprocessing
+from .architectures import prepare_qa_model
 from .features import Windows, build_windows
 from .overlap import KeyIDF, sentence_overlap_scores, sentence_spans
 from .postprocess import decode_spans, null_margins, rank_by_expected_f1, sentence_numbers, snap_spans_to_words
@@ -192,6 +194,7 @@ class QAModel:
             )
         tokenizer = load_pretrained_tokenizer(path_or_hub_id)
         check_vocabulary_size(model, tokenizer, path_or_hub_id)
+        prepare_qa_model(model, question_overlap=settings.question_overlap, source=path_or_hub_id)
         idf = _read_sentence_idf(path_or_hub_id, required=settings.sentence_prior > 0)
         return cls(model.to(device).eval(), tokenizer, preprocessing, settings, whole_words, idf)
 
@@ -376,11 +379,9 @@ def predictions_by_id(examples: list[dict[str, Any]], answers: list[list[Answer]
 
 def _read_sentence_idf(path_or_hub_id: str | Path, required: bool) -> KeyIDF | None:
     """The model's IDF table; None when it has none and its settings do not need one."""
-    import json
-
     if Path(path_or_hub_id).is_dir():
         path = Path(path_or_hub_id) / SENTENCE_IDF_FILE
-        if not path.is_file() and not required:
+        if not os.path.lexists(path) and not required:
             return None
     else:
         from huggingface_hub import hf_hub_download
@@ -393,8 +394,11 @@ def _read_sentence_idf(path_or_hub_id: str | Path, required: bool) -> KeyIDF | N
                                   f"(sentence_prior > 0): {exc}") from exc
             return None
     try:
-        return KeyIDF.from_json(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        # read_json_file: only a bounded regular file (a FIFO or /dev/zero in its place must not hang or fill memory)
+        return KeyIDF.from_json(read_json_file(path))
+    except InputError as exc:
+        raise ConfigError(f"cannot read the sentence-prior IDF table: {exc}") from None
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ConfigError(f"{path}: cannot read the sentence-prior IDF table ({exc})") from exc
 
 

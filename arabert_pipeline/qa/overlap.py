@@ -138,7 +138,18 @@ class KeyIDF:
 
     @classmethod
     def from_json(cls, data: dict) -> "KeyIDF":
-        return cls(dict(data["document_frequency"]), int(data["documents"]))
+        """The table to_json wrote; a ValueError naming the field for anything else (a count that is no count would
+        score every sentence NaN or fail deep inside decoding)."""
+        documents, frequencies = data.get("documents"), data.get("document_frequency")
+        if type(documents) is not int or documents < 0:
+            raise ValueError(f"documents must be a non-negative integer, not {documents!r}")
+        if not isinstance(frequencies, dict):
+            raise ValueError("document_frequency must be an object {key: count}")
+        for key, count in frequencies.items():
+            if type(count) is not int or not 0 <= count <= documents:
+                raise ValueError(f"document_frequency[{key!r}] must be an integer between 0 and documents "
+                                 f"({documents}), not {count!r}")
+        return cls(dict(frequencies), documents)
 
 
 def sentence_overlap_scores(question: str, context: str, idf: KeyIDF,

@@ -17,7 +17,7 @@ import os
 import sys
 from pathlib import Path
 
-from ..artifacts import atomic_write
+from ..artifacts import atomic_write, check_input_file
 from ..errors import InputError
 
 WORD_PATTERN = r"[\p{L}\p{M}\p{N}]+"
@@ -76,9 +76,7 @@ def read_held_out(path: str | os.PathLike, max_lines: int = DEFAULT_MAX_LINES) -
     """The first `max_lines` non-blank lines of a corpus file (.txt, .gz, .xz)."""
     from .train import _nonblank_lines
 
-    path = Path(path)
-    if not path.is_file():
-        raise InputError("no such file", path=path)
+    path = check_input_file(path)
     lines = []
     for number, data in _nonblank_lines(path):
         try:
@@ -190,10 +188,10 @@ def format_markdown(stats: list[TokenizerStats], described: dict) -> str:
 def write_report(stats: list[TokenizerStats], described: dict, prefix: str | os.PathLike) -> list[Path]:
     """PREFIX.md (the table) and PREFIX.json (the counts and metrics)."""
     md, js = Path(f"{prefix}.md"), Path(f"{prefix}.json")
-    with atomic_write(md) as f:
-        f.write(format_markdown(stats, described))
-    with atomic_write(js) as f:
-        json.dump({**described, "method": METHOD_NOTE, "tokenizers": [s.as_dict() for s in stats]}, f,
+    # Nested: a failed write of either (a full disk) leaves neither, not a table without its numbers.
+    with atomic_write(md) as f_md, atomic_write(js) as f_js:
+        f_md.write(format_markdown(stats, described))
+        json.dump({**described, "method": METHOD_NOTE, "tokenizers": [s.as_dict() for s in stats]}, f_js,
                   ensure_ascii=False, indent=2)
-        f.write("\n")
+        f_js.write("\n")
     return [md, js]

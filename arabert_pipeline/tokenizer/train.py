@@ -25,7 +25,8 @@ from typing import Iterator
 
 from ..version import __version__
 from ..artifacts import (
-    CORPUS_READ_ERRORS, SIDECAR_SUFFIX, atomic_directory, claim_output_dir, decompressed, sidecar_preprocessing,
+    CORPUS_READ_ERRORS, SIDECAR_SUFFIX, atomic_directory, claim_output_dir, decompressed, naming_io_errors,
+    sidecar_preprocessing,
 )
 from ..errors import BackendError, ConfigError, InputError
 from .export import (
@@ -112,12 +113,23 @@ def run_training(config: TokenizerConfig) -> TrainReport:
                        prepared - start, trained - prepared)
 
 
+MAX_VOCAB_SIZE = 2**31 - 1  # token ids are int32 in SentencePiece and in the models' embeddings
+MAX_THREADS = 1024
+
+
 def _check_config(config: TokenizerConfig) -> None:
     if config.model_type not in MODEL_TYPES:
         raise ConfigError(f"model_type must be one of {', '.join(MODEL_TYPES)}, not {config.model_type!r}")
     reserved = len(SPECIAL_TOKENS) + len(PLACEHOLDERS)
     if config.vocab_size <= reserved:
         raise ConfigError(f"vocab_size {config.vocab_size} leaves no room beside the {reserved} special tokens")
+    # The trainers' own limits, refused here before the sample is prepared rather than by a library traceback after.
+    if config.vocab_size > MAX_VOCAB_SIZE:
+        raise ConfigError(f"vocab_size {config.vocab_size:,} is more than the {MAX_VOCAB_SIZE:,} a tokenizer may have")
+    if not 0 <= config.seed < 2**32:
+        raise ConfigError(f"seed must be between 0 and {2**32 - 1}, not {config.seed}")
+    if config.threads > MAX_THREADS:
+        raise ConfigError(f"threads must be at most {MAX_THREADS} (SentencePiece's limit), not {config.threads}")
     if config.sample_sentences < 1:
         raise ConfigError(f"sample_sentences must be positive, not {config.sample_sentences}")
     if config.threads < 0:
@@ -234,7 +246,7 @@ def write_training_sample(sources: list[tuple[Path, bool]], preprocessing: str, 
         preprocessor = Preprocessor(preprocessing)
     bar = _progress(take, config.progress, f"preparing lines ({preprocessing})")
     written, longest, index = 0, 0, 0
-    with open(out, "w", encoding="utf-8") as f:
+    with naming_io_errors(out), open(out, "w", encoding="utf-8") as f:
         for path, done in sources:
             batch: list[str] = []
             for number, data in _nonblank_lines(path):

@@ -21,7 +21,7 @@ import torch
 
 from ..artifacts import (
     METADATA_FILE, OutputKind, OutputLock, atomic_directory, atomic_write, claim_output_dir, describe_exception,
-    load_tensor_state, remove_own_entries, remove_stale_temporaries,
+    load_tensor_state, naming_io_errors, remove_own_entries, remove_stale_temporaries,
 )
 from ..errors import ArabertPipelineError, ConfigError, InputError
 from .budget import REPLAN_CHECK_EVERY, BudgetPlanner
@@ -588,7 +588,7 @@ class Engine:
         if self.is_main:
             tmp = Path(tempfile.mkdtemp(dir=self.output, prefix=".final.", suffix=".tmp"))
             try:
-                with quiet_transformers():
+                with quiet_transformers(), naming_io_errors(self.output):
                     self.export(tmp)
                 order = {"config.json": 1, METADATA_FILE: 2}
                 for path in sorted(tmp.iterdir(), key=lambda p: (order.get(p.name, 0), p.name)):

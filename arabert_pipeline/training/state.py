@@ -1,6 +1,7 @@
 """What a run is told (LoopSettings, from a stage's config) and where it is (TrainerState, saved in checkpoints)."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 
@@ -25,6 +26,28 @@ class LoopSettings:
     resume: str | None = None  # "latest" or a checkpoint directory
     overwrite: bool = False
     progress: bool = True
+
+    def __post_init__(self) -> None:
+        """Checked for every stage at once, before any model or data is loaded: torch would refuse a negative or NaN
+        learning rate and an out-of-range seed only with a traceback, after the setup; an infinite one, or a negative
+        save interval (a checkpoint every step), it would take silently."""
+        from ..errors import ConfigError
+
+        def finite(value) -> bool:
+            return isinstance(value, (int, float)) and math.isfinite(value)
+
+        if not (finite(self.lr) and self.lr > 0):
+            raise ConfigError(f"lr must be a finite number > 0, got {self.lr}")
+        for name in ("warmup", "weight_decay", "max_grad_norm"):
+            if not (finite(getattr(self, name)) and getattr(self, name) >= 0):
+                raise ConfigError(f"{name} must be a finite number ≥ 0, got {getattr(self, name)}")
+        if not 0 <= self.seed < 2**32:
+            raise ConfigError(f"seed must be between 0 and {2**32 - 1}, got {self.seed}")
+        if self.time_budget is not None and not (finite(self.time_budget) and self.time_budget > 0):
+            raise ConfigError(f"time_budget must be a finite number of minutes > 0, got {self.time_budget}")
+        for name in ("save_every", "eval_every"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} must be ≥ 0 (0: at the stage's own points), got {getattr(self, name)}")
 
 
 @dataclass
