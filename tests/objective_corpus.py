@@ -55,3 +55,28 @@ def train_losses(objective, batches, steps: int = 30, lr: float = 3e-3) -> tuple
         optimizer.zero_grad()
         losses.append(float(out["loss"].detach()))
     return losses, out
+
+
+def tiny_config(setup, output="unused", **overrides):
+    """A PretrainConfig for a few steps of a tiny model on `setup` = write_corpus_and_tokenizer(...); the objective
+    and architecture come with `overrides` (default: BERT-size tiny MLM)."""
+    from arabert_pipeline.pretrain.config import PretrainConfig
+
+    corpus, tokenizer = setup
+    options = dict(model_size="tiny", max_seq_length=32, steps=6, batch_size=4, lr=2e-3, log_every=1, eval_every=3,
+                   save_every=100, eval_sequences=4, progress=False, cache_dir=str(Path(corpus).parent / "cache"))
+    options.update(overrides)
+    return PretrainConfig(tokenizer=tokenizer, corpus=[corpus], output=str(output), **options)
+
+
+def build_tiny(setup, **overrides):
+    """(the objective module, its config) for tiny_config(setup, **overrides), seeded."""
+    import torch
+    from transformers import AutoTokenizer
+
+    from arabert_pipeline.pretrain.objectives import build_objective
+
+    cfg = tiny_config(setup, **overrides)
+    cfg.validate()
+    torch.manual_seed(0)
+    return build_objective(cfg, AutoTokenizer.from_pretrained(cfg.tokenizer)), cfg

@@ -11,7 +11,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from objective_corpus import DOCUMENTS, write_corpus_and_tokenizer  # noqa: E402
+from objective_corpus import DOCUMENTS, build_tiny, tiny_config, write_corpus_and_tokenizer  # noqa: E402
 
 K = 6
 
@@ -23,25 +23,11 @@ def setup(tmp_path_factory):
 
 
 def config(setup, output="unused", **overrides):
-    from arabert_pipeline.pretrain.config import PretrainConfig
-
-    corpus, tokenizer = setup
-    options = dict(model_size="tiny", objective="plm", architecture="xlnet", max_seq_length=32, steps=6,
-                   batch_size=4, lr=2e-3, log_every=1, eval_every=3, save_every=100, eval_sequences=4,
-                   progress=False, cache_dir=str(Path(corpus).parent / "cache"))
-    options.update(overrides)
-    return PretrainConfig(tokenizer=tokenizer, corpus=[corpus], output=str(output), **options)
+    return tiny_config(setup, output, **{"objective": "plm", "architecture": "xlnet", **overrides})
 
 
 def build(setup, **overrides):
-    from transformers import AutoTokenizer
-
-    from arabert_pipeline.pretrain.objectives import build_objective
-
-    cfg = config(setup, **overrides)
-    cfg.validate()
-    torch.manual_seed(0)
-    return build_objective(cfg, AutoTokenizer.from_pretrained(cfg.tokenizer)), cfg
+    return build_tiny(setup, **{"objective": "plm", "architecture": "xlnet", **overrides})
 
 
 def packed_examples(cfg, rows=5):
