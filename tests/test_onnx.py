@@ -152,6 +152,22 @@ def test_int8_onnx_model_answers_spans(tiny_onnx):
     assert answers and all(a.text == CONTEXT[a.start : a.end] for a in answers)
 
 
+def test_a_model_that_chose_int8_on_dev_serves_int8_unless_told_otherwise(tiny_onnx, tmp_path):
+    import shutil
+
+    from arabert_pipeline import Pipeline
+    from arabert_pipeline.artifacts import write_metadata
+
+    assert not Pipeline(tiny_onnx).quantized  # no decision recorded: fp32
+    chose = tmp_path / "chose-int8"
+    shutil.copytree(tiny_onnx, chose)
+    write_metadata(chose, quantize_by_default=True)
+    assert Pipeline(chose).quantized and Pipeline(chose, quantize=True).quantized
+    assert not Pipeline(chose, quantize=False).quantized
+    # The decision was measured on ONNX Runtime's int8 graph: torch keeps fp32 unless asked.
+    assert not Pipeline(chose, backend="torch").quantized
+
+
 @pytest.mark.slow
 def test_shipped_model_runs_on_onnx_with_the_torch_answers_on_arcd_test(shared_data):
     from arabert_pipeline import Pipeline

@@ -51,7 +51,9 @@ def register(subparsers) -> None:
     p.add_argument("--backend", choices=BACKENDS, default="auto",
                    help="auto: ONNX Runtime when the model dir has a model.onnx (the shipped model does) and the "
                    "device is the CPU, else torch (default: %(default)s)")
-    p.add_argument("--quantize", action="store_true", help="int8 dynamic quantization of the linear layers (CPU)")
+    p.add_argument("--quantize", action=argparse.BooleanOptionalAction, default=None,
+                   help="int8 dynamic quantization of the linear layers (CPU); --no-quantize for fp32 (default: the "
+                   "model's own choice, made on dev: its arabert_pipeline.json's quantize_by_default)")
     p.add_argument("--decoding", choices=("max-score", "expected-f1"),
                    help="override the model's decoder: max-score = the most likely span (short answers), expected-f1 = "
                         "the span of highest expected F1 (default: the model's dev-chosen one)")

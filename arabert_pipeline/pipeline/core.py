@@ -60,7 +60,7 @@ class Pipeline:
         preprocessing: str | None = None,
         device: str = "cpu",
         batch_size: int = 32,
-        quantize: bool = False,
+        quantize: bool | None = None,
         whole_words: bool = True,
         backend: str = "auto",
         decoding: str | None = None,
@@ -71,6 +71,8 @@ class Pipeline:
 
         `backend`: "auto" runs ONNX Runtime when the model dir has a model.onnx and the device is the CPU, else torch;
         "onnx" or "torch" insist on one.
+        `quantize=None` (the default) follows the model: int8 on the ONNX backend where its arabert_pipeline.json says
+        `quantize_by_default` (decided on dev by scripts/int8_decision.py), else fp32.
         `quantize=True` runs int8 weights (dynamic quantization, CPU only: ONNX Runtime's on the ONNX backend, torch's
         on torch): faster, less exact; benchmarks/bench_pipeline.py measures its F1 cost.
         `whole_words=False` returns the model's span as decoded, even when it cuts a word of the context (by default
@@ -86,6 +88,8 @@ class Pipeline:
             raise ConfigError(f"decoding must be one of {', '.join(DECODINGS)}, got {decoding!r}")
         if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
             raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
+        if quantize is None:
+            quantize = model_prefers_int8(model, device, backend)
         if quantize and device != "cpu":
             raise ConfigError(f"quantize=True needs device='cpu' (int8 dynamic quantization runs on CPU), got {device!r}")
         if not isinstance(max_context_chars, int) or isinstance(max_context_chars, bool) or max_context_chars < 1:
@@ -359,6 +363,19 @@ def _resolve(model: str | os.PathLike) -> Path | str:
     if _looks_like_path(name):
         raise ConfigError(f"model directory {name} does not exist")
     return name
+
+
+def model_prefers_int8(model: object, device: str, backend: str) -> bool:
+    """Whether `Pipeline(model, quantize=None)` runs int8: only a local model dir on the ONNX backend whose metadata
+    records `quantize_by_default: true` (the dev decision covers that backend's int8 graph, not torch's)."""
+    from ..artifacts import read_metadata
+
+    if not isinstance(model, (str, os.PathLike)) or device != "cpu" or backend == "torch":
+        return False
+    path = _resolve(model)
+    if not isinstance(path, Path) or choose_backend(path, device, backend) != "onnx":
+        return False
+    return read_metadata(path, missing_ok=True).get("quantize_by_default") is True
 
 
 def _load(model: str | os.PathLike, *, preprocessing: str | None, device: str) -> "QAModel":
