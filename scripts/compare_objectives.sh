@@ -32,7 +32,7 @@ pretrain() {  # output objective minutes extra-flags...
 }
 # Each objective at its own recommended settings: MLM as the shipped model (lr 8e-4, 6% warm-up, whole-word
 # masking); ELECTRA at the ELECTRA-Small learning rate (5e-4, 10% warm-up) with separate embeddings, the sharing
-# variant whose discriminator did not collapse in the short runs (README, "Objectives").
+# variant whose discriminator did not collapse in the short runs (docs/experiments/objectives.md).
 pretrain "$runs/pretrain/cmp-mlm" mlm "$pretrain_minutes" --model-size mini --whole-word-masking --lr 8e-4 \
     --warmup 0.06 &
 pretrain "$runs/pretrain/cmp-electra" electra "$pretrain_minutes" --model-size mini --whole-word-masking --lr 5e-4 \

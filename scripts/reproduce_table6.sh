@@ -5,12 +5,12 @@
 #   noseg-unigram AraBERTv0.1-style: normalized unsegmented text (arabertv02), SentencePiece unigram 32k
 #   mbert-vocab   mBERT's cased WordPiece vocabulary (119,547 entries) on raw text (preprocessing none)
 # Each is fine-tuned with the `offline` QA protocol and all three are evaluated side by side with the shipped model
-# (paired tests against the first model); the README's table is this report. "Same compute" means the same
+# (paired tests against the first model); docs/experiments/table6.md's table is this report. "Same compute" means the same
 # wall-clock budget on an equal share of the machine (--time-budget, the three runs in parallel, one thread each): a
 # bigger vocabulary or more tokens per word costs steps, as it would in the paper's setting.
 # Usage: ARABERT_PIPELINE_DATA=../shared/data bash scripts/reproduce_table6.sh [RUNS_DIR]
 # The report goes to $REPORT (default notebooks/results/table6, the committed one; rerun the notebook after).
-# BUDGET_MIN (default 75, what the README's runs used) = pretraining minutes per model. Rerun the script after an
+# BUDGET_MIN (default 75, what the runs in docs/experiments/table6.md used) = pretraining minutes per model. Rerun the script after an
 # interruption: finished stages are skipped and an interrupted pretraining resumes from its last checkpoint.
 set -euo pipefail
 : "${ARABERT_PIPELINE_DATA:?point ARABERT_PIPELINE_DATA at the data root (corpus/, qa/, vocab/)}"
