@@ -1,0 +1,186 @@
+"""The DrQA-style reader over static vectors (qa/static_reader.py), at toy size: a vocabulary of a few dozen words and
+a task whose answer is always the word after a marker word, so that a reader that learns at all gets it right."""
+from __future__ import annotations
+
+import json
+import os
+import random
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+from arabert_pipeline.cli import main
+from arabert_pipeline.errors import ConfigError
+
+FILLER = ["كان", "في", "المدينة", "سوق", "كبير", "يبيع", "الناس", "فيه", "الخبز", "والتمر", "والقهوة", "كل", "يوم", "بعد", "الظهر", "قرب", "النهر"]
+MARKER = "اسمه"
+# Diacritics and tatweel in the original text: arabertv02 removes them, so the preprocessed context differs from the
+# original and a span can only come back exact through the offset map.
+NAMES = ["مُحَمَّد", "خـالد", "سَعِيد", "يوسف", "عُمَر", "طارق", "ليلى", "هِنْد"]
+
+
+def _bare(word: str) -> str:
+    from arabert_pipeline.preprocess import Preprocessor
+
+    return Preprocessor("arabertv02").preprocess(word)
+
+
+@pytest.fixture(scope="module")
+def embeddings_dir(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("vectors")
+    words = sorted({_bare(w) for w in FILLER + NAMES + [MARKER, "ما", "؟", "قال", "الراوي"]})
+    vectors = np.random.default_rng(0).normal(size=(len(words), 16)).astype(np.float32)
+    np.save(directory / "vectors.npy", vectors, allow_pickle=False)
+    (directory / "words.txt").write_text("".join(f"{w}\t{10}\n" for w in words), encoding="utf-8")
+    (directory / "arabert_pipeline.json").write_text(json.dumps(
+        {"task": "word-embeddings", "preprocessing": "arabertv02", "dim": 16, "model": "word2vec"}), encoding="utf-8")
+    return directory
+
+
+def _squad(path, count: int, seed: int, extra: list[dict] = ()) -> list[dict]:
+    rng = random.Random(seed)
+    paragraphs, examples = [], []
+    for i in range(count):
+        before = rng.sample(FILLER, rng.randint(1, 8))
+        after = rng.sample(FILLER, rng.randint(1, 8))
+        name = rng.choice(NAMES)
+        context = " ".join(before) + f" {MARKER} {name} " + " ".join(after) + "."
+        start = context.index(f" {MARKER} ") + len(MARKER) + 2
+        qa = {"id": f"q{seed}-{i}", "question": f"ما {MARKER} ؟",
+              "answers": [{"text": name, "answer_start": start}]}
+        paragraphs.append({"context": context, "qas": [qa]})
+        examples.append({"id": qa["id"], "context": context, "answers": {"text": [name], "answer_start": [start]}})
+    for item in extra:
+        paragraphs.append({"context": item["context"], "qas": [{"id": item["id"], "question": f"ما {MARKER} ؟",
+                                                                "answers": item["answers"]}]})
+    path.write_text(json.dumps({"version": "1.1", "data": [{"title": "toy", "paragraphs": paragraphs}]},
+                               ensure_ascii=False), encoding="utf-8")
+    return examples
+
+
+@pytest.fixture(scope="module")
+def trained(embeddings_dir, tmp_path_factory):
+    base = tmp_path_factory.mktemp("reader")
+    # Chinese is outside AraBERT's character whitelist: the answer vanishes in preprocessing and must be skipped.
+    lost = {"id": "lost", "context": f"قال الراوي {MARKER} 中文 في المدينة.",
+            "answers": [{"text": "中文", "answer_start": len(f"قال الراوي {MARKER} ")}]}
+    _squad(base / "train.json", 120, seed=1, extra=[lost])
+    dev = _squad(base / "dev.json", 30, seed=2)
+    out = base / "reader"
+    code = main(["train-reader", "--embeddings", str(embeddings_dir), "--train", str(base / "train.json"),
+                 "--dev", str(base / "dev.json"), "-o", str(out), "--hidden", "24", "--layers", "1",
+                 "--epochs", "12", "--batch-size", "16", "--lr", "0.01", "--dropout", "0.1", "--tune-top-k", "3",
+                 "--no-progress"])
+    assert code == 0
+    return base, out, dev
+
+
+def test_training_writes_the_output_and_counts_skipped_answers(trained):
+    _, out, _ = trained
+    assert sorted(p.name for p in out.iterdir()) == ["arabert_pipeline.json", "reader.safetensors",
+                                                     "reader_config.json"]
+    metadata = json.loads((out / "arabert_pipeline.json").read_text(encoding="utf-8"))
+    assert metadata["task"] == "static-reader" and metadata["preprocessing"] == "arabertv02"
+    assert metadata["skipped_unaligned"] == 1 and metadata["train_questions"] == 120
+    assert len(metadata["epochs"]) == 12
+    best = max(metadata["epochs"], key=lambda row: row["dev_f1"])
+    assert metadata["best_epoch"] == best["epoch"] and metadata["best_dev_f1"] == best["dev_f1"]
+    assert metadata["best_dev_em"] >= 90, metadata["epochs"]
+    config = json.loads((out / "reader_config.json").read_text(encoding="utf-8"))
+    assert len(config["tuned_words"]) == 3 and _bare(MARKER) in config["tuned_words"]
+
+
+def test_predictions_are_exact_original_spans_and_right(trained, tmp_path):
+    base, out, dev = trained
+    predictions = tmp_path / "predictions.json"
+    assert main(["reader-predict", str(out), "--data", str(base / "dev.json"), "-o", str(predictions)]) == 0
+    answers = json.loads(predictions.read_text(encoding="utf-8"))
+    assert set(answers) == {e["id"] for e in dev}
+    correct = 0
+    for example in dev:
+        answer = answers[example["id"]]
+        # The original's characters, diacritics and tatweel included: never the preprocessed form.
+        assert example["context"][answer["start"]: answer["start"] + len(answer["text"])] == answer["text"]
+        correct += answer["text"] == example["answers"]["text"][0]
+    assert correct >= 0.9 * len(dev)
+    assert any(answers[e["id"]]["text"] != _bare(answers[e["id"]]["text"]) for e in dev)
+
+
+def test_predictions_load_in_evaluate(trained, tmp_path):
+    base, out, dev = trained
+    predictions = tmp_path / "p.json"
+    assert main(["reader-predict", str(out), "--data", str(base / "dev.json"), "-o", str(predictions)]) == 0
+    from arabert_pipeline.evaluate.report import load_predictions_file
+
+    assert len(load_predictions_file(predictions)) == len(dev)
+    report = tmp_path / "report"
+    assert main(["evaluate", "--predictions", str(predictions), "--label", "reader", "--data",
+                 str(base / "dev.json"), "-o", str(report), "--baselines", "none", "--resamples", "100"]) == 0
+    results = json.loads((report / "results.json").read_text(encoding="utf-8"))
+    (dataset,) = results["datasets"].values() if isinstance(results["datasets"], dict) else results["datasets"]
+    summary = dataset["systems"]["reader"]
+    assert summary["questions"] == len(dev) and summary["missing"] == 0
+    assert summary["scores"]["arabic_em"]["mean"] >= 0.9
+
+
+def test_an_answer_does_not_depend_on_its_batch(trained):
+    from arabert_pipeline.qa.data import read_squad
+    from arabert_pipeline.qa.static_reader import StaticReader
+
+    base, out, _ = trained
+    reader = StaticReader.load(out)
+    examples = read_squad(base / "dev.json").examples
+    together = reader.predict(examples)
+    alone = {}
+    for example in examples[:6]:
+        alone.update(reader.predict([example]))
+    assert all(alone[k] == together[k] for k in alone)
+
+
+def test_best_span_respects_order_and_length():
+    import torch
+
+    from arabert_pipeline.qa.static_reader import best_spans
+
+    start = torch.tensor([[0.0, 0.0, 20.0, 0.0, 0.0, 0.0]])
+    end = torch.tensor([[0.0, 9.0, 0.0, 0.0, 0.0, 5.0]])  # the best end lies before the best start
+    assert best_spans(start, end, 15) == [(2, 5)]
+    assert best_spans(start, end, 2) == [(2, 2)]  # 5 words would be too long; the tie goes to the shorter
+    end[0, 5] = float("-inf")
+    end[0, 3] = 4.0
+    assert best_spans(start, end, 2) == [(2, 3)]
+
+
+def test_output_is_claimed_and_embeddings_checked(trained, embeddings_dir, tmp_path, capsys):
+    base, out, _ = trained
+    args = ["train-reader", "--embeddings", str(embeddings_dir), "--train", str(base / "train.json"), "--dev",
+            str(base / "dev.json"), "-o", str(out), "--epochs", "1", "--no-progress"]
+    assert main(args) == 2
+    assert "--overwrite" in capsys.readouterr().err
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    assert main(args[:-4] + [str(foreign), "--epochs", "1", "--no-progress"]) == 2
+    assert (foreign / "notes.txt").read_text() == "mine"
+    changed = tmp_path / "changed"
+    changed.mkdir()
+    for name in ("vectors.npy", "arabert_pipeline.json"):
+        (changed / name).write_bytes((embeddings_dir / name).read_bytes())
+    lines = (embeddings_dir / "words.txt").read_text(encoding="utf-8").splitlines()
+    (changed / "words.txt").write_text("\n".join(lines[1:] + lines[:1]) + "\n", encoding="utf-8")
+    from arabert_pipeline.qa.static_reader import StaticReader
+
+    with pytest.raises(ConfigError, match="not the embeddings directory"):
+        StaticReader.load(out, changed)
+
+
+def test_cli_defaults_match_the_config():
+    import dataclasses
+
+    from arabert_pipeline.qa.reader_cli import _DEFAULTS
+    from arabert_pipeline.qa.static_reader import ReaderConfig
+
+    defaults = {f.name: f.default for f in dataclasses.fields(ReaderConfig)}
+    assert all(defaults[name] == value for name, value in _DEFAULTS.items())
