@@ -45,6 +45,16 @@ def register(subparsers) -> None:
                         help="lines per task sent to a worker (default: %(default)s)")
     parser.add_argument("--checkpoint-chunks", type=int, default=_DEFAULTS.checkpoint_chunks,
                         help="chunks between checkpoints (default: %(default)s)")
+    parser.add_argument("--engine", choices=("local", "ray"), default="local",
+                        help="local: this machine's processes, all inputs concatenated into OUTPUT; ray: Ray Data, "
+                             "OUTPUT a directory with one shard per input (INPUT's name without .gz/.xz, .txt "
+                             "added if missing), each as `preprocess INPUT -o SHARD` writes it; finished shards are "
+                             "skipped on rerun (needs the ray extra: pip install \"arabert-pipeline[ray]\")")
+    parser.add_argument("--address", default=None,
+                        help="with --engine ray: an existing Ray cluster (e.g. auto, or ray://HOST:10001); default: a "
+                             "small local Ray instance with --workers CPUs")
+    parser.add_argument("--shard-compression", choices=("none", "gz", "xz"), default="none",
+                        help="with --engine ray: compress each shard (SHARD.gz / SHARD.xz) (default: %(default)s)")
     parser.add_argument("--no-progress", dest="progress", action="store_false", help="hide the progress bar")
     parser.set_defaults(run=run)
 
@@ -52,6 +62,21 @@ def register(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from .corpus import preprocess_corpus
 
+    if args.engine == "local" and (args.address or args.shard_compression != "none"):
+        from ..errors import ConfigError
+
+        raise ConfigError("--address and --shard-compression go with --engine ray")
+    if args.engine == "ray":
+        from .distributed import preprocess_shards
+
+        report = preprocess_shards(
+            args.inputs, args.output, engine=args.engine, address=args.address, compression=args.shard_compression,
+            config=args.config, workers=args.workers, errors=args.errors, overwrite=args.overwrite,
+            word_cache=args.word_cache, farasa_jar=args.farasa_jar, chunk_lines=args.chunk_lines,
+            checkpoint_chunks=args.checkpoint_chunks, progress=args.progress,
+        )
+        print(report.summary())
+        return 0
     report = preprocess_corpus(
         args.inputs, args.output, config=args.config, workers=args.workers, errors=args.errors,
         resume=args.resume, overwrite=args.overwrite, word_cache=args.word_cache, farasa_jar=args.farasa_jar,

@@ -1,0 +1,184 @@
+"""Preprocessing on Hugging Face datasets and Ray Data gives the local engine's lines and bytes."""
+from __future__ import annotations
+
+import json
+import pickle
+
+import pytest
+
+from arabert_pipeline.cli import main
+from arabert_pipeline.errors import ConfigError, InputError
+from arabert_pipeline.preprocess.corpus import preprocess_corpus
+from arabert_pipeline.preprocess.distributed import PreprocessBatch, preprocess_shards, shard_name
+from tests.test_preprocess_corpus import make_lines, read_text, write_text
+
+
+def local_lines(tmp_path, lines, name):
+    source, out = tmp_path / f"local-{name}.txt", tmp_path / f"local-{name}.out.txt"
+    write_text(source, lines)
+    preprocess_corpus([source], out, config=name, progress=False)
+    return read_text(out).split("\n")[:-1]
+
+
+def test_batch_function_pickles_without_its_preprocessor():
+    fn = PreprocessBatch("arabertv2")
+    fn({"text": ["وسيكتبونها بالقلم"]})
+    assert fn._worker is not None
+    clone = pickle.loads(pickle.dumps(fn))
+    assert clone._worker is None and clone.preprocessing == "arabertv2"
+    assert len(pickle.dumps(fn)) < 500
+
+
+def test_preprocessor_built_once_per_process(monkeypatch):
+    from arabert_pipeline.preprocess import corpus
+
+    built = []
+    original = corpus._Worker.__init__
+
+    def counting(self, *args):
+        built.append(args)
+        original(self, *args)
+
+    monkeypatch.setattr(corpus._Worker, "__init__", counting)
+    fn = PreprocessBatch("arabertv02")
+    for _ in range(3):
+        fn({"text": ["وَقَالَ الوزيرُ"]})
+    assert len(built) == 1
+
+
+@pytest.mark.parametrize("name", ["arabertv02", "arabertv2"])
+def test_datasets_map_gives_the_local_engines_lines(tmp_path, name):
+    datasets = pytest.importorskip("datasets")
+    lines = make_lines(120, seed=3)
+    dataset = datasets.Dataset.from_dict({"text": lines, "id": list(range(len(lines)))})
+    mapped = dataset.map(PreprocessBatch(name), batched=True, batch_size=17, num_proc=2, load_from_cache_file=False)
+    assert mapped["text"] == local_lines(tmp_path, lines, name)
+    assert mapped["id"] == list(range(len(lines)))  # other columns and the order are kept
+
+
+def test_shard_names():
+    from pathlib import Path
+
+    assert shard_name(Path("x/a.txt.xz")) == "a.txt"
+    assert shard_name(Path("a.txt.gz"), "gz") == "a.txt.gz"
+    assert shard_name(Path("wiki_00"), "xz") == "wiki_00.txt.xz"
+
+
+def test_local_engine_shards_and_option_errors(tmp_path):
+    sources = []
+    for index in range(2):
+        sources.append(tmp_path / f"in{index}.txt.gz")
+        write_text(sources[-1], make_lines(40, seed=index))
+    report = preprocess_shards(sources, tmp_path / "out", engine="local", config="arabertv02", progress=False)
+    assert len(report.shards) == 2
+    for index, source in enumerate(sources):
+        alone = tmp_path / f"alone{index}.txt"
+        preprocess_corpus([source], alone, config="arabertv02", progress=False)
+        assert (tmp_path / "out" / f"in{index}.txt").read_bytes() == alone.read_bytes()
+    with pytest.raises(ConfigError, match="both be written"):
+        preprocess_shards([sources[0], sources[0]], tmp_path / "out2", engine="local", progress=False)
+    with pytest.raises(ConfigError, match="engine"):
+        preprocess_shards(sources, tmp_path / "out3", engine="spark")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Ray: one small local instance for the module
+
+
+@pytest.fixture(scope="module")
+def ray_instance():
+    ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'arabert-pipeline[ray]')")
+    pytest.importorskip("ray.data", reason="Ray Data is not installed (pip install 'ray[data]')")
+    ray.init(num_cpus=2, object_store_memory=200 * 2**20, include_dashboard=False, log_to_driver=False)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def corpus_slice(tmp_path_factory):
+    """Three small files, compressed or not, of different lengths (not multiples of the chunk size)."""
+    root = tmp_path_factory.mktemp("slice")
+    files = []
+    for index, (name, count) in enumerate([("news_a.txt.xz", 230), ("news_b.txt", 97), ("wiki_c.txt.gz", 161)]):
+        files.append(root / name)
+        write_text(files[-1], make_lines(count, seed=10 + index))
+    return files
+
+
+def local_shard(source, shard, **options):
+    preprocess_corpus([source], shard, progress=False, **options)
+    return shard.read_bytes()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name,compression", [("arabertv02", "none"), ("arabertv02", "xz"), ("arabertv2", "gz")])
+def test_ray_shards_are_byte_identical(ray_instance, corpus_slice, tmp_path, name, compression):
+    options = dict(config=name, chunk_lines=25, checkpoint_chunks=2)
+    out = tmp_path / "shards"
+    report = preprocess_shards(corpus_slice, out, engine="ray", compression=compression, window_lines=60,
+                               progress=False, **options)
+    assert len(report.shards) == 3 and not report.skipped
+    for source in corpus_slice:
+        shard = out / shard_name(source, compression)
+        assert shard.read_bytes() == local_shard(source, tmp_path / shard.name, **options)
+        sidecar = json.loads(shard.with_name(shard.name + ".arabert_pipeline.json").read_text())
+        expected = json.loads((tmp_path / (shard.name + ".arabert_pipeline.json")).read_text())
+        for field in ("preprocessing", "lines", "words", "input_bytes", "inputs", "emptied_lines", "segmenter"):
+            assert sidecar[field] == expected[field], field
+    assert sorted(p.name for p in out.iterdir() if p.name.endswith(".part")) == []
+
+
+@pytest.mark.slow
+def test_ray_rerun_skips_finished_shards_and_ignores_half_written_ones(ray_instance, corpus_slice, tmp_path):
+    out = tmp_path / "shards"
+    out.mkdir()
+    finished = out / "news_a.txt"
+    local_shard(corpus_slice[0], finished, config="arabertv02")
+    finished_bytes, finished_mtime = finished.read_bytes(), finished.stat().st_mtime_ns
+    (out / "news_b.txt.part").write_bytes(b"half a line from a killed run\n\xff")
+    report = main_ray([*map(str, corpus_slice), "-o", str(out), "--preprocessing", "arabertv02", "--workers", "2"])
+    assert report == 0
+    assert finished.stat().st_mtime_ns == finished_mtime and finished.read_bytes() == finished_bytes
+    for source in corpus_slice[1:]:
+        shard = out / shard_name(source)
+        assert shard.read_bytes() == local_shard(source, tmp_path / shard.name, config="arabertv02")
+    assert not (out / "news_b.txt.part").exists()
+    again = preprocess_shards(corpus_slice, out, engine="ray", config="arabertv02", progress=False)
+    assert len(again.skipped) == 3 and not again.shards
+
+
+def main_ray(args):
+    return main(["preprocess", "--engine", "ray", "--no-progress", *args])
+
+
+@pytest.mark.slow
+def test_ray_invalid_utf8_names_the_file_and_line_as_the_local_engine(ray_instance, tmp_path):
+    source = tmp_path / "bad.txt"
+    source.write_bytes(("\n".join(make_lines(30)) + "\n").encode("utf-8") + b"ok\nbad \xff byte\n")
+    with pytest.raises(InputError) as local:
+        preprocess_corpus([source], tmp_path / "local.txt", config="arabertv02", progress=False)
+    with pytest.raises(InputError) as distributed:
+        preprocess_shards([source], tmp_path / "out", engine="ray", config="arabertv02", progress=False,
+                          window_lines=7)
+    assert str(distributed.value) == str(local.value)
+    assert "bad.txt" in str(local.value) and "32" in str(local.value)
+    assert not (tmp_path / "out" / "bad.txt").exists() and not (tmp_path / "out" / "bad.txt.part").exists()
+
+
+def test_ray_missing_is_a_config_error(tmp_path, monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_ray(name, *args, **kwargs):
+        if name == "ray" or name.startswith("ray."):
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    source = tmp_path / "a.txt"
+    write_text(source, make_lines(10))
+    monkeypatch.setattr(builtins, "__import__", no_ray)
+    with pytest.raises(ConfigError, match=r"arabert-pipeline\[ray\]"):
+        preprocess_shards([source], tmp_path / "out", engine="ray", config="arabertv02", progress=False)
