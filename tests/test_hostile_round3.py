@@ -223,7 +223,7 @@ def test_nan_and_infinity_are_refused_for_every_verb(argv, expected, capsys):
 
 
 @pytest.mark.parametrize("field, value, expected", [
-    ("lr", -1.0, "lr must be a finite number > 0"), ("seed", -1, "seed must be between 0 and"),
+    ("lr", -1.0, "lr must be a finite number ≥ 0"), ("seed", -1, "seed must be between 0 and"),
     ("seed", 2**64, "seed must be between 0 and"), ("save_every", -1, "save_every must be ≥ 0"),
     ("warmup", float("nan"), "warmup must be a finite number"),
 ])

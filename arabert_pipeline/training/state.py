@@ -36,9 +36,7 @@ class LoopSettings:
         def finite(value) -> bool:
             return isinstance(value, (int, float)) and math.isfinite(value)
 
-        if not (finite(self.lr) and self.lr > 0):
-            raise ConfigError(f"lr must be a finite number > 0, got {self.lr}")
-        for name in ("warmup", "weight_decay", "max_grad_norm"):
+        for name in ("lr", "warmup", "weight_decay", "max_grad_norm"):  # lr 0: weights kept (a dev-only baseline)
             if not (finite(getattr(self, name)) and getattr(self, name) >= 0):
                 raise ConfigError(f"{name} must be a finite number ≥ 0, got {getattr(self, name)}")
         if not 0 <= self.seed < 2**32:
