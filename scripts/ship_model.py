@@ -17,7 +17,7 @@ from arabert_pipeline.artifacts import portable_path
 
 WEIGHTS, METADATA = "model.safetensors", "arabert_pipeline.json"
 # What a model dir may hold that is rebuilt for the target (export-onnx writes model.onnx again).
-NOT_COPIED = {WEIGHTS, METADATA, "model.onnx"}
+NOT_COPIED = {WEIGHTS, METADATA, "model.onnx", "log.jsonl"}  # the training log stays with the run
 
 
 def portable(value):

@@ -152,6 +152,20 @@ def test_int8_onnx_model_answers_spans(tiny_onnx):
     assert answers and all(a.text == CONTEXT[a.start : a.end] for a in answers)
 
 
+def test_the_int8_graph_is_quantized_once_and_then_read_from_the_cache(tiny_onnx, tmp_path, monkeypatch):
+    from arabert_pipeline import Pipeline
+    from arabert_pipeline.pipeline import onnx_backend
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    calls = []
+    quantize = onnx_backend.int8_model
+    monkeypatch.setattr(onnx_backend, "int8_model", lambda path: calls.append(path) or quantize(path))
+    first = Pipeline(tiny_onnx, quantize=True).answer(QUESTION, CONTEXT, top_k=3)
+    second = Pipeline(tiny_onnx, quantize=True).answer(QUESTION, CONTEXT, top_k=3)
+    assert len(calls) == 1 and len(list((tmp_path / "arabert_pipeline" / "int8").glob("*.onnx"))) == 1
+    assert [(a.start, a.end, a.score) for a in first] == [(a.start, a.end, a.score) for a in second]
+
+
 def test_a_model_that_chose_int8_on_dev_serves_int8_unless_told_otherwise(tiny_onnx, tmp_path):
     import shutil
 
@@ -174,7 +188,7 @@ def test_shipped_model_runs_on_onnx_with_the_torch_answers_on_arcd_test(shared_d
     from arabert_pipeline.evaluate.metrics import score_question
 
     examples = _examples(120)
-    onnx = Pipeline("arabert", whole_words=False)
+    onnx = Pipeline("arabert", whole_words=False, quantize=False)  # fp32 against fp32: int8 has its own test
     assert onnx.backend == "onnx"
     plain = Pipeline("arabert", whole_words=False, backend="torch")
     questions, contexts = [e["question"] for e in examples], [e["context"] for e in examples]

@@ -368,6 +368,8 @@ def _resolve(model: str | os.PathLike) -> Path | str:
 def model_prefers_int8(model: object, device: str, backend: str) -> bool:
     """Whether `Pipeline(model, quantize=None)` runs int8: only a local model dir on the ONNX backend whose metadata
     records `quantize_by_default: true` (the dev decision covers that backend's int8 graph, not torch's)."""
+    from importlib.util import find_spec
+
     from ..artifacts import read_metadata
 
     if not isinstance(model, (str, os.PathLike)) or device != "cpu" or backend == "torch":
@@ -375,7 +377,13 @@ def model_prefers_int8(model: object, device: str, backend: str) -> bool:
     path = _resolve(model)
     if not isinstance(path, Path) or choose_backend(path, device, backend) != "onnx":
         return False
-    return read_metadata(path, missing_ok=True).get("quantize_by_default") is True
+    if read_metadata(path, missing_ok=True).get("quantize_by_default") is not True:
+        return False
+    if find_spec("onnx") is None:  # the quantizer needs it; without it the model still answers, in fp32
+        warnings.warn(f"{path} answers in int8 by default, which needs the onnx package (pip install onnx): "
+                      "answering in fp32", stacklevel=3)
+        return False
+    return True
 
 
 def _load(model: str | os.PathLike, *, preprocessing: str | None, device: str) -> "QAModel":
