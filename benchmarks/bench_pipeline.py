@@ -256,7 +256,7 @@ def main() -> None:
     reference_py = reference_python(args.reference_python)
 
     # Spans as decoded, not widened to words: the reference runs with align_to_words=False, so answers compare.
-    systems = {"onnx": Pipeline(model_dir, batch_size=args.batch_size, whole_words=False),
+    systems = {"onnx": Pipeline(model_dir, batch_size=args.batch_size, whole_words=False, quantize=False),
                "torch": Pipeline(model_dir, batch_size=args.batch_size, whole_words=False, backend="torch")}
     assert systems["onnx"].backend == "onnx"
     if not args.no_quantize:
