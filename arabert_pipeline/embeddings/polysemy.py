@@ -283,8 +283,9 @@ def run_polysemy(model_dir: str | os.PathLike, data: str | os.PathLike, output_d
     if not isinstance(preprocessing, str):
         raise ConfigError(f"{model_dir}/arabert_pipeline.json names no preprocessing")
     tokenizer = load_pretrained_tokenizer(model_dir)
-    # A QA or MLM checkpoint loads as its bare encoder; the task head is not needed (nor a pooler).
-    model, _ = load_pretrained_model(AutoModel, model_dir, add_pooling_layer=False)
+    # A QA or MLM checkpoint loads as its bare encoder; the task head is not needed. (No add_pooling_layer=False:
+    # only BERT-likes take it, and an unused pooler costs nothing here.)
+    model, _ = load_pretrained_model(AutoModel, model_dir)
     representations = {}
     if static_embeddings is not None:
         from .vectors import Embeddings
