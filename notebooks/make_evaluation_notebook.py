@@ -203,6 +203,16 @@ def show_run(directory, plotted="arcd-test"):
 
 show_run(RESULTS / "default-model")"""),
     ("md", """\
+## The choice of the shipped default, on dev
+
+The dev report the current default was chosen on (`notebooks/results/default-model-dev/`): the DeBERTa encoder
+pretrained on the CPU and fine-tuned without AQAD, before and after the same-article negatives, against the previous
+default (BERT, GPU-pretrained, fine-tuned with AQAD), on arcd-dev + MLQA-ar dev; the pooled table with F1 inside the
+right sentence is in its `pooled.md`."""),
+    ("code", """\
+show_run(RESULTS / "default-model-dev", plotted="arcd-dev")
+display(Markdown((RESULTS / "default-model-dev" / "pooled.md").read_text(encoding="utf-8")))"""),
+    ("md", """\
 ## Answer-quality levers, chosen on dev
 
 `scripts/qa_levers.sh` (`notebooks/results/qa-levers/`): one pretrained encoder (the shipped model's) fine-tuned with
