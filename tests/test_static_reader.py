@@ -184,3 +184,16 @@ def test_cli_defaults_match_the_config():
 
     defaults = {f.name: f.default for f in dataclasses.fields(ReaderConfig)}
     assert all(defaults[name] == value for name, value in _DEFAULTS.items())
+
+
+def test_training_questions_that_leak_into_a_held_out_set_are_dropped(tmp_path):
+    from arabert_pipeline.qa.data import read_squad
+    from arabert_pipeline.qa.static_reader import drop_leaking
+
+    _squad(tmp_path / "train.json", 20, seed=3)
+    train = read_squad(str(tmp_path / "train.json")).examples
+    held_out = tmp_path / "held-out.json"
+    held_out.write_text((tmp_path / "train.json").read_text(encoding="utf-8"), encoding="utf-8")  # the same articles
+    kept, dropped = drop_leaking(train, [str(held_out)])
+    assert dropped == len(train) and kept == []
+    assert drop_leaking(train, []) == (train, 0)

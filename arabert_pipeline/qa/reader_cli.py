@@ -24,6 +24,8 @@ def register(subparsers) -> None:
     train.add_argument("--train", nargs="+", required=True, metavar="FILE_OR_NAME", help="training sets")
     train.add_argument("--dev", nargs="+", required=True, metavar="FILE_OR_NAME",
                        help="dev sets, scored after every epoch")
+    train.add_argument("--hold-out", nargs="+", default=[], metavar="FILE_OR_NAME",
+                       help="sets it will be scored on: the training questions that leak into them are dropped")
     train.add_argument("-o", "--output", dest="output_dir", required=True, help="directory to create")
     train.add_argument("--hidden", type=int, default=_DEFAULTS["hidden"], help="LSTM size per direction")
     train.add_argument("--layers", type=int, default=_DEFAULTS["layers"], help="stacked BiLSTM layers")
@@ -62,6 +64,7 @@ def run_train(args: argparse.Namespace) -> int:
     fields = ("output_dir", "hidden", "layers", "dropout", "epochs", "batch_size", "lr", "tune_top_k",
               "max_span_words", "seed", "overwrite", "progress")
     metadata = train_reader(ReaderConfig(embeddings=args.embeddings, train=args.train, dev=args.dev,
+                                         hold_out=args.hold_out,
                                          **{name: getattr(args, name) for name in fields}))
     print(f"{args.output_dir}: best epoch {metadata['best_epoch']}, dev EM {metadata['best_dev_em']:.1f} "
           f"F1 {metadata['best_dev_f1']:.1f} ({metadata['train_questions']} training questions, "

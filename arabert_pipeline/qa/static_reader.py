@@ -69,6 +69,9 @@ class ReaderConfig:
     train: list[str]
     dev: list[str]
     output_dir: str
+    # Sets the reader is later scored on: never read here except to drop the training questions that leak into them
+    # (finetune --drop-leaking-train's guard, always on for these: a comparison row must not see its test).
+    hold_out: list[str] = dataclasses.field(default_factory=list)
     hidden: int = 128
     layers: int = 3
     dropout: float = 0.3
@@ -331,6 +334,18 @@ def _read_sets(sources: list[str], policy: str) -> list[dict]:
     return examples
 
 
+def drop_leaking(train: list[dict], evaluation_sources: list[str]) -> tuple[list[dict], int]:
+    """The training examples minus those involved in a leak into the evaluation sets (qa/leakage.py), and how many
+    were dropped."""
+    from .data import read_squad
+    from .leakage import find_leakage
+
+    evaluation = [(source, read_squad(source, misaligned="keep").examples) for source in evaluation_sources]
+    leaking = {train_id for leak in find_leakage([("train", train)], evaluation).leaks for train_id in leak.train_ids}
+    kept = [e for e in train if e["id"] not in leaking]
+    return kept, len(train) - len(kept)
+
+
 def train_reader(config: ReaderConfig) -> dict[str, Any]:
     """Train, keep the epoch with the best dev F1, write the output directory; returns its metadata."""
     check_config(config)
@@ -350,6 +365,9 @@ def train_reader(config: ReaderConfig) -> dict[str, Any]:
     vocabulary = Vocabulary(embeddings.words)
     train_examples = _read_sets(config.train, "skip")
     dev_examples = _read_sets(config.dev, "keep")
+    train_examples, dropped = drop_leaking(train_examples, config.hold_out)
+    if dropped:
+        log.warning("dropped %d training question(s) whose context or question also occurs in a held-out set", dropped)
     train, unaligned = encode_examples(train_examples, preprocessing, vocabulary)
     train = [e for e in train if e.gold is not None]
     if unaligned:
