@@ -237,6 +237,7 @@ def test_training_loop_numbers_are_checked_before_any_setup(field, value, expect
 @pytest.mark.parametrize("field, value, expected", [
     ("seed", -1, "seed must be between"), ("seed", 10**20, "seed must be between"),
     ("vocab_size", 10**11, "is more than the"), ("threads", 100_000, "threads must be at most 1024"),
+    ("min_frequency", 0, "min_frequency must be at least 1"), ("min_frequency", -1, "min_frequency must be at least 1"),
 ])
 def test_train_tokenizer_numbers_beyond_the_trainers_limits(tmp_path, field, value, expected):
     from arabert_pipeline.tokenizer.train import TokenizerConfig, _check_config

@@ -128,6 +128,8 @@ def _check_config(config: TokenizerConfig) -> None:
         raise ConfigError(f"vocab_size {config.vocab_size:,} is more than the {MAX_VOCAB_SIZE:,} a tokenizer may have")
     if not 0 <= config.seed < 2**32:
         raise ConfigError(f"seed must be between 0 and {2**32 - 1}, not {config.seed}")
+    if config.min_frequency < 1:  # the trainer takes 0 or -1 without a word, as if it were 1
+        raise ConfigError(f"min_frequency must be at least 1, not {config.min_frequency}")
     if config.threads > MAX_THREADS:
         raise ConfigError(f"threads must be at most {MAX_THREADS} (SentencePiece's limit), not {config.threads}")
     if config.sample_sentences < 1:
