@@ -591,6 +591,11 @@ def load_pretrained_tokenizer(source: str | os.PathLike,
     from transformers import AutoTokenizer
 
     path = Path(source)
+    if path.is_dir():
+        for name in TOKENIZER_VOCAB_FILES:  # a FIFO or device there would hang or flood the tokenizer's reader
+            if os.path.lexists(path / name) and not (path / name).is_file():
+                raise ConfigError(f"{path / name} is {_file_kind(os.stat(path / name).st_mode) or 'not a regular file'}"
+                                  ", not a tokenizer file")
     if path.is_dir() and not any((path / name).is_file() for name in TOKENIZER_VOCAB_FILES):
         raise ConfigError(
             f"{path} holds no tokenizer files (none of {', '.join(TOKENIZER_VOCAB_FILES)}): {hint}"

@@ -319,3 +319,21 @@ def test_evaluate_and_preprocess_on_a_full_disk_name_their_outputs(tmp_path):
                          "--no-progress"], file_size_limit=1000)
     assert code == 2, err
     one_line_error(err, "out.txt.part: File too large")
+
+
+@pytest.mark.parametrize("name, expected", [("tokenizer.json", "tokenizer.json is a FIFO, not a tokenizer file"),
+                                            ("config.json", "config.json is not a regular file")])
+def test_model_files_that_are_fifos_are_named_for_what_they_are(tmp_path, name, expected):
+    from arabert_pipeline import Pipeline
+    from arabert_pipeline.artifacts import load_pretrained_tokenizer
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    (model / name).unlink(missing_ok=True)
+    os.mkfifo(model / name)
+    with pytest.raises(ConfigError, match=expected):
+        if name == "config.json":
+            Pipeline(model, backend="torch")
+        else:
+            load_pretrained_tokenizer(model)

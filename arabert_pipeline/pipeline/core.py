@@ -357,6 +357,8 @@ def _resolve(model: str | os.PathLike) -> Path | str:
         return bundled_model_dir(name)
     if Path(name).expanduser().exists():
         path = Path(name).expanduser()
+        if os.path.lexists(path / "config.json") and not (path / "config.json").is_file():
+            raise ConfigError(f"{path / 'config.json'} is not a regular file")
         if not (path / "config.json").is_file():
             raise ConfigError(f"{path} is not a model directory (no config.json)")
         return path
