@@ -211,7 +211,8 @@ default (BERT, GPU-pretrained, fine-tuned with AQAD), on arcd-dev + MLQA-ar dev;
 right sentence is in its `pooled.md`."""),
     ("code", """\
 show_run(RESULTS / "default-model-dev", plotted="arcd-dev")
-display(Markdown((RESULTS / "default-model-dev" / "pooled.md").read_text(encoding="utf-8")))"""),
+if (RESULTS / "default-model-dev" / "pooled.md").exists():
+    display(Markdown((RESULTS / "default-model-dev" / "pooled.md").read_text(encoding="utf-8")))"""),
     ("md", """\
 ## Answer-quality levers, chosen on dev
 
