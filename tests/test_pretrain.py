@@ -100,12 +100,14 @@ def make_collator(whole_word_masking=False, vocab_size=1000):
     return MLMCollator(SpecialIds(cls=2, sep=3, pad=0, mask=4), vocab_size, 0.15, whole_word_masking)
 
 
-def random_examples(rng, rows, max_length=126, word_length=3):
+def random_examples(rng, rows, max_length=126, word_length=3, min_length=8):
+    """[CLS] tokens [SEP] sequences of min_length..max_length tokens, a word starting every word_length tokens on
+    average."""
     from arabert_pipeline.pretrain.data import Example
 
     examples = []
     for _ in range(rows):
-        n = int(rng.integers(8, max_length + 1))
+        n = int(rng.integers(min_length, max_length + 1))
         ids = rng.integers(5, 1000, n + 2)
         ids[0], ids[-1] = 2, 3
         special = np.zeros(n + 2, dtype=bool)

@@ -11,6 +11,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from test_pretrain import random_examples as pretrain_examples  # noqa: E402
 from objective_corpus import DOCUMENTS, build_tiny, tiny_config, write_corpus_and_tokenizer  # noqa: E402
 
 K = 6
@@ -42,21 +43,9 @@ def packed_examples(cfg, rows=5):
     return data.examples(data.train, np.arange(rows), np.random.default_rng(0))
 
 
-def random_examples(rng, rows, max_length=126, tokens_per_word=1.5):
-    """[CLS] tokens [SEP] sequences whose words are runs of 1-3 tokens."""
-    from arabert_pipeline.pretrain.data import Example
-
-    examples = []
-    for _ in range(rows):
-        n = int(rng.integers(24, max_length + 1))
-        ids = rng.integers(5, 1000, n + 2)
-        ids[0], ids[-1] = 2, 3
-        special = np.zeros(n + 2, dtype=bool)
-        special[[0, -1]] = True
-        words = rng.random(n + 2) < 1 / tokens_per_word
-        words[special] = True
-        examples.append(Example(ids, words, special))
-    return examples
+def random_examples(rng, rows, max_length=126):
+    """Sequences long enough for 1/K targets, whose words are runs of about 1.5 tokens."""
+    return pretrain_examples(rng, rows, max_length=max_length, word_length=1.5, min_length=24)
 
 
 def collator(**options):

@@ -88,8 +88,9 @@ class Pipeline:
             raise ConfigError(f"decoding must be one of {', '.join(DECODINGS)}, got {decoding!r}")
         if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
             raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
+        self.backend = choose_backend(model, device, backend)
         if quantize is None:
-            quantize = model_prefers_int8(model, device, backend)
+            quantize = model_prefers_int8(model, self.backend)
         if quantize and device != "cpu":
             raise ConfigError(f"quantize=True needs device='cpu' (int8 dynamic quantization runs on CPU), got {device!r}")
         if not isinstance(max_context_chars, int) or isinstance(max_context_chars, bool) or max_context_chars < 1:
@@ -97,7 +98,6 @@ class Pipeline:
         self.batch_size = batch_size
         self.quantized = quantize
         self.max_context_chars = max_context_chars
-        self.backend = choose_backend(model, device, backend)
         if self.backend == "torch":
             torch_device(device)  # a device this machine lacks fails here, not after a model load
         if isinstance(model, QAModel):
@@ -367,18 +367,17 @@ def _resolve(model: str | os.PathLike) -> Path | str:
     return name
 
 
-def model_prefers_int8(model: object, device: str, backend: str) -> bool:
-    """Whether `Pipeline(model, quantize=None)` runs int8: only a local model dir on the ONNX backend whose metadata
-    records `quantize_by_default: true` (the dev decision covers that backend's int8 graph, not torch's)."""
+def model_prefers_int8(model: object, backend: str) -> bool:
+    """Whether `Pipeline(model, quantize=None)` runs int8 on the `backend` chosen for it: only a local model dir on the
+    ONNX backend (always the CPU) whose metadata records `quantize_by_default: true` (the dev decision covers that
+    backend's int8 graph, not torch's)."""
     from importlib.util import find_spec
 
     from ..artifacts import read_metadata
 
-    if not isinstance(model, (str, os.PathLike)) or device != "cpu" or backend == "torch":
+    if not isinstance(model, (str, os.PathLike)) or backend != "onnx":
         return False
     path = _resolve(model)
-    if not isinstance(path, Path) or choose_backend(path, device, backend) != "onnx":
-        return False
     if read_metadata(path, missing_ok=True).get("quantize_by_default") is not True:
         return False
     if find_spec("onnx") is None:  # the quantizer needs it; without it the model still answers, in fp32

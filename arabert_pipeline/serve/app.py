@@ -421,22 +421,22 @@ def create_app(load: Callable[[], "Pipeline"], limits: ServeLimits = ServeLimits
             raise RequestError(503, None, f"busy: {len(pairs)} more pair(s) would overflow the queue of "
                                           f"{limits.max_queue}", {"Retry-After": str(full.retry_after)}) from None
 
-    async def answer(request: Request):
+    async def read_request(request: Request, fields) -> tuple[dict, Options]:
+        """The checked JSON body of an answer request and its options (503 until the model is loaded)."""
         if state.answerer is None:
             raise not_ready()
         body = await read_json_object(request, limits.max_body_bytes)
-        check_fields(body, ANSWER_FIELDS)
-        options = parse_options(body, limits)
+        check_fields(body, fields)
+        return body, parse_options(body, limits)
+
+    async def answer(request: Request):
+        body, options = await read_request(request, ANSWER_FIELDS)
         pair = parse_pair(body, limits)
         found, = await wait_answers(enqueue([pair], options), [""])
         return JSONResponse(answer_json(found))
 
     async def answer_batch(request: Request):
-        if state.answerer is None:
-            raise not_ready()
-        body = await read_json_object(request, limits.max_body_bytes)
-        check_fields(body, BATCH_FIELDS)
-        options = parse_options(body, limits)
+        body, options = await read_request(request, BATCH_FIELDS)
         if "pairs" not in body:
             raise RequestError(422, "pairs", "missing")
         items = body["pairs"]
