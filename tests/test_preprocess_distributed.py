@@ -10,7 +10,7 @@ from arabert_pipeline.cli import main
 from arabert_pipeline.errors import ConfigError, InputError
 from arabert_pipeline.preprocess.corpus import preprocess_corpus
 from arabert_pipeline.preprocess.distributed import PreprocessBatch, preprocess_shards, shard_name
-from tests.test_preprocess_corpus import make_lines, read_text, write_text
+from test_preprocess_corpus import make_lines, read_text, write_text
 
 
 def local_lines(tmp_path, lines, name):
