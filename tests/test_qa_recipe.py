@@ -6,7 +6,8 @@ import json
 import pytest
 
 from arabert_pipeline.errors import ConfigError
-from arabert_pipeline.qa.decoding import SENTENCE_PRIOR_GRID, TEMPERATURE_GRID, decoding_grid, dev_score
+from arabert_pipeline.qa.decoding import (READER_WEIGHT_GRID, SENTENCE_PRIOR_GRID, TEMPERATURE_GRID, decoding_grid,
+                                         dev_score)
 from arabert_pipeline.qa.finetune import FinetuneConfig, run_finetune
 from arabert_pipeline.qa.infer import SENTENCE_IDF_FILE, QAModel
 from test_qa_model import SMALL
@@ -48,12 +49,13 @@ def test_dev_chooses_the_epoch_and_the_prior_and_the_model_keeps_both(tiny_mlm, 
 
 def test_fixed_decoding_settings_are_not_tuned():
     rows = decoding_grid({"sentence_prior": None, "within_sentence": True, "decoding": None})
-    assert len(rows) == (1 + len(TEMPERATURE_GRID)) * len(SENTENCE_PRIOR_GRID)
+    assert len(rows) == (1 + len(TEMPERATURE_GRID)) * len(SENTENCE_PRIOR_GRID) * len(READER_WEIGHT_GRID)
     assert all(row["within_sentence"] for row in rows)
     assert all(row["expected_f1_temperature"] == 1.0 for row in rows if row["decoding"] == "max-score")
     assert decoding_grid({"sentence_prior": 2.0, "within_sentence": False, "decoding": "expected-f1",
-                          "expected_f1_temperature": 0.5}) == [
-        {"sentence_prior": 2.0, "within_sentence": False, "decoding": "expected-f1", "expected_f1_temperature": 0.5}]
+                          "expected_f1_temperature": 0.5, "reader_weight": 0.0}) == [
+        {"sentence_prior": 2.0, "within_sentence": False, "decoding": "expected-f1", "expected_f1_temperature": 0.5,
+         "reader_weight": 0.0}]
     with pytest.raises(ConfigError, match="decoding"):
         FinetuneConfig(model="m", output="o", train=["t"], decoding="mbr").resolved()
 

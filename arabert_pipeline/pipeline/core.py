@@ -120,7 +120,7 @@ class Pipeline:
                 self.qa.model.float()
         if quantize and self.backend == "torch":
             self.qa = QAModel(quantize_dynamic(self.qa.model), self.qa.tokenizer, self.qa.preprocessing.name,
-                              self.qa.settings, sentence_idf=self.qa.sentence_idf)
+                              self.qa.settings, sentence_idf=self.qa.sentence_idf, reader=self.qa.reader)
         self.qa.whole_words = whole_words
         if decoding is not None:
             if self.qa is model:

@@ -24,9 +24,10 @@ import numpy as np
 
 from ..artifacts import METADATA_FILE, model_config, read_metadata
 from ..errors import ConfigError
-from ..qa.export import FINGERPRINT_KEY, ONNX_FILE, OUTPUT_NAMES, weights_fingerprint
+from ..qa.export import FINGERPRINT_KEY, ONNX_FILE, OUTPUT_NAMES, session_threads, weights_fingerprint
 from ..qa.features import Windows
 from ..qa.infer import QAModel, QASettings, _read_sentence_idf
+from ..qa.reader_companion import load_companion
 from ..qa.tokenizer_adapter import TokenizerAdapter
 
 
@@ -65,8 +66,9 @@ class OnnxQAModel(QAModel):
             raise ConfigError(f"{directory}: the tokenizer has {len(tokenizer)} tokens but the model has {rows} token "
                               "embeddings; the tokenizer files do not belong to this model")
         idf = _read_sentence_idf(directory, required=settings.sentence_prior > 0)
+        reader = load_companion(directory, preprocessing, required=settings.reader_weight > 0)
         session = create_session(directory, quantize=quantize)
-        return cls(session, tokenizer, preprocessing, settings, whole_words, idf)
+        return cls(session, tokenizer, preprocessing, settings, whole_words, idf, reader)
 
     def window_logits(self, windows: Windows, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
         """As QAModel.window_logits: windows sorted by length, batches right-padded to their longest window; a batch
@@ -101,13 +103,6 @@ class OnnxQAModel(QAModel):
             start_logits[rows, :length] = start
             end_logits[rows, :length] = end
         return start_logits, end_logits
-
-
-def session_threads() -> int:
-    """ONNX Runtime's intra-op threads: $OMP_NUM_THREADS when set (the limit torch obeys too), else 0 (ONNX Runtime's
-    default, one per physical core)."""
-    value = os.environ.get("OMP_NUM_THREADS", "")
-    return int(value) if value.isdigit() and int(value) > 0 else 0
 
 
 def create_session(directory: str | os.PathLike, *, quantize: bool = False):

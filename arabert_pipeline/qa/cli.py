@@ -106,6 +106,12 @@ def register_tune_decoding(subparsers) -> None:
     p.add_argument("--decoding", choices=["max-score", "expected-f1"], help="keep this decoding")
     p.add_argument("--expected-f1-temperature", type=float, metavar="T",
                    help="keep this temperature of expected-F1 decoding (default: chosen on --dev from 0.5, 1, 2)")
+    p.add_argument("--reader", metavar="READER_DIR",
+                   help="a train-reader output to attach: its word probabilities join the span scores, at a weight "
+                        "chosen on --dev (written into OUTPUT as reader/, run by ONNX Runtime)")
+    p.add_argument("--reader-weight", type=float, metavar="WEIGHT",
+                   help="keep this reader weight (default: chosen on --dev from 0, 2, 4, 8, 16 when there is a "
+                        "reader)")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--overwrite", action="store_true", help="replace an earlier tune-decoding output in OUTPUT")
     p.set_defaults(run=run_tune_decoding)
@@ -116,9 +122,10 @@ def run_tune_decoding(args: argparse.Namespace) -> int:
 
     within = None if args.within_sentence is None else args.within_sentence == "on"
     fixed = {"sentence_prior": args.sentence_prior, "within_sentence": within, "decoding": args.decoding,
-             "expected_f1_temperature": args.expected_f1_temperature}
+             "expected_f1_temperature": args.expected_f1_temperature, "reader_weight": args.reader_weight}
     chosen, rows, no_answer = tune_model_decoding(args.model_dir, args.dev, args.output, fixed=fixed,
-                                                  batch_size=args.batch_size, overwrite=args.overwrite)
+                                                  batch_size=args.batch_size, reader=args.reader,
+                                                  overwrite=args.overwrite)
     for row in rows:
         print(f"{describe_decoding(row)}: dev {DEV_METRIC} {row['score']:.2f}")
     print(describe_no_answer(no_answer))

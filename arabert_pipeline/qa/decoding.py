@@ -22,22 +22,25 @@ from ..artifacts import (
 )
 from ..errors import ConfigError
 from .data import SquadFile, read_squad, unanswerable_examples
-from .infer import DECODINGS, SENTENCE_IDF_FILE, QAModel
+from .infer import DECODINGS, MAX_LOGIT_SETTING, SENTENCE_IDF_FILE, QAModel
+from .reader_companion import COMPANION_DIR, CompanionReader, copy_companion, export_companion
 
 # Sentence-prior weights tried on the dev sets (in logits: a span's score is its start + end logit).
-SENTENCE_PRIOR_GRID = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
+SENTENCE_PRIOR_GRID = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
 # Temperatures of expected-F1 decoding tried (1 = the model's own distribution; lower = shorter, surer answers,
 # higher = longer ones that hedge more).
 TEMPERATURE_GRID = (0.5, 1.0, 2.0)
+# Weights of a companion reader's word log-probabilities (reader_companion.py), tried when the model has one.
+READER_WEIGHT_GRID = (0.0, 2.0, 4.0, 8.0, 16.0)
 DEV_METRIC = "soqal_f1"  # the paper's metric; pooled over the questions of all dev sets
 # The no-answer threshold must keep answering this share of the answerable dev questions. SQuAD 2.0's rule (best
 # overall F1 on dev, with as many unanswerable as answerable questions) made a small model abstain on most real
 # questions: where its answers score F1 ~0.2, abstaining costs an answerable question little and earns 1 on a negative.
 MIN_ANSWERED = 0.8
-DECODING_FIELDS = ("sentence_prior", "within_sentence", "decoding", "expected_f1_temperature")
+DECODING_FIELDS = ("sentence_prior", "within_sentence", "decoding", "expected_f1_temperature", "reader_weight")
 PLAIN_DECODING = {"sentence_prior": 0.0, "within_sentence": False, "decoding": "max-score",
-                  "expected_f1_temperature": 1.0}  # Hugging Face's
-TUNE_OUTPUT = OutputKind("tune-decoding", names=(*MODEL_DIR_FILES, SENTENCE_IDF_FILE), markers=(),
+                  "expected_f1_temperature": 1.0, "reader_weight": 0.0}  # Hugging Face's
+TUNE_OUTPUT = OutputKind("tune-decoding", names=(*MODEL_DIR_FILES, SENTENCE_IDF_FILE, COMPANION_DIR), markers=(),
                          metadata_marker=("decoding_tuned_by", "tune-decoding"))
 
 
@@ -56,7 +59,7 @@ def dev_score(qa: QAModel, dev_files: list[SquadFile], batch_size: int) -> float
 def decoding_grid(fixed: dict[str, Any]) -> list[dict[str, Any]]:
     """The decoding settings to try on dev: every combination of the grids, with the `fixed` (not None) values kept."""
     grids = {"sentence_prior": SENTENCE_PRIOR_GRID, "within_sentence": (False, True), "decoding": DECODINGS,
-             "expected_f1_temperature": TEMPERATURE_GRID}
+             "expected_f1_temperature": TEMPERATURE_GRID, "reader_weight": READER_WEIGHT_GRID}
     rows: list[dict[str, Any]] = [{}]
     for name, grid in grids.items():
         values = grid if fixed.get(name) is None else (fixed[name],)
@@ -68,30 +71,42 @@ def decoding_grid(fixed: dict[str, Any]) -> list[dict[str, Any]]:
 
 def tune_decoding(qa: QAModel, dev_files: list[SquadFile], batch_size: int,
                   fixed: dict[str, Any]) -> list[dict[str, Any]]:
-    """Pooled dev DEV_METRIC of each setting of `decoding_grid(fixed)`, as rows; the model runs once per dev set."""
+    """Pooled dev DEV_METRIC of each setting of `decoding_grid(fixed)`, as rows; the model (and its reader, if it has
+    one; without one the reader weight is 0) runs once per dev set."""
     from .metrics import score_question
 
+    if qa.reader is None:
+        fixed = {**fixed, "reader_weight": 0.0}
     rows = decoding_grid(fixed)
     scores: list[list[float]] = [[] for _ in rows]
     for f in dev_files:
         prepared = [qa._prepare(i, example) for i, example in enumerate(f.examples)]
         windows = qa.windows(prepared)
         start_logits, end_logits = qa.window_logits(windows, batch_size)
+        reader_scores = qa.reader_scores(prepared) if qa.reader is not None else None
         for row, values in zip(rows, scores):
-            settings = dataclasses.replace(qa.settings, **{**row, "sentence_prior": float(row["sentence_prior"])})
-            answers = qa.decode(prepared, windows, start_logits, end_logits, settings=settings)
+            settings = dataclasses.replace(qa.settings, **as_settings(row))
+            answers = qa.decode(prepared, windows, start_logits, end_logits, settings=settings,
+                                reader_scores=reader_scores)
             for example, found in zip(f.examples, answers):
                 best = found[0] if found else None
                 values.append(score_question(example, best and best.text, best and best.start)[DEV_METRIC])
     return [{**row, "score": 100.0 * float(np.mean(values))} for row, values in zip(rows, scores)]
 
 
+def as_settings(row: dict[str, Any]) -> dict[str, Any]:
+    """A grid row's values as QASettings fields (the weights are floats there, a flag may have given an int)."""
+    return {**{name: row[name] for name in DECODING_FIELDS}, "sentence_prior": float(row["sentence_prior"]),
+            "reader_weight": float(row["reader_weight"])}
+
+
 def best_decoding(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The settings of the best dev score; on a tie, the plainer decoder (smaller prior, no sentence limit,
-    max-score)."""
-    best = max(rows, key=lambda row: (row["score"], -row["sentence_prior"], not row["within_sentence"],
-                                      row["decoding"] == "max-score", row["expected_f1_temperature"] == 1.0))
-    return {name: best[name] for name in DECODING_FIELDS}
+    """The settings of the best dev score; on a tie, the plainer decoder (no reader, smaller prior, no sentence
+    limit, max-score)."""
+    best = max(rows, key=lambda row: (row["score"], -row["reader_weight"], -row["sentence_prior"],
+                                      not row["within_sentence"], row["decoding"] == "max-score",
+                                      row["expected_f1_temperature"] == 1.0))
+    return as_settings(best)
 
 
 def tune_null_threshold(qa: QAModel, dev_files: list[SquadFile], batch_size: int) -> dict[str, Any]:
@@ -158,19 +173,25 @@ def describe_decoding(row: dict[str, Any]) -> str:
     within = ", within sentence" if row["within_sentence"] else ""
     temperature = row.get("expected_f1_temperature", 1.0)
     shaped = f" at temperature {temperature:g}" if row["decoding"] == "expected-f1" and temperature != 1.0 else ""
-    return f"prior {row['sentence_prior']:g}{within}, {row['decoding']}{shaped}"
+    reader = f", reader weight {row['reader_weight']:g}" if row.get("reader_weight") else ""
+    return f"prior {row['sentence_prior']:g}{within}, {row['decoding']}{shaped}{reader}"
 
 
 def tune_model_decoding(model_dir: str | Path, dev: list[str], output: str | Path, *,
-                        fixed: dict[str, Any] | None = None, batch_size: int = 32,
+                        fixed: dict[str, Any] | None = None, batch_size: int = 32, reader: str | Path | None = None,
                         overwrite: bool = False) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
     """Choose the decoding settings and the no-answer threshold of the QA model in `model_dir` on `dev`; write the
-    tuned copy to `output`. Returns (chosen settings, dev score of each decoding tried, no-answer dev scores)."""
+    tuned copy to `output`. `reader`: a train-reader output to attach as the model's companion (reader_companion.py;
+    its weight is chosen with the rest); without it, a reader the model dir already has is kept and re-weighed.
+    Returns (chosen settings, dev score of each decoding tried, no-answer dev scores)."""
+    import tempfile
+
     model_dir, output = Path(model_dir), Path(output)
     check_local_source(model_dir)
     fixed = {name: (fixed or {}).get(name) for name in DECODING_FIELDS}
-    if fixed["sentence_prior"] is not None and fixed["sentence_prior"] < 0:
-        raise ConfigError(f"sentence_prior must be ≥ 0, got {fixed['sentence_prior']}")
+    for name in ("sentence_prior", "reader_weight"):
+        if fixed[name] is not None and not 0 <= fixed[name] <= MAX_LOGIT_SETTING:  # also false for NaN
+            raise ConfigError(f"{name} must be between 0 and {MAX_LOGIT_SETTING:g}, got {fixed[name]}")
     temperature = fixed["expected_f1_temperature"]
     if temperature is not None and not 0.01 <= temperature <= 100:  # also false for NaN
         raise ConfigError(f"expected_f1_temperature must be between 0.01 and 100, got {temperature}")
@@ -180,29 +201,45 @@ def tune_model_decoding(model_dir: str | Path, dev: list[str], output: str | Pat
     if metadata.get("task") != "question-answering":
         raise ConfigError(f"{model_dir} is not a QA model dir (its arabert_pipeline.json has no task "
                           "'question-answering'): fine-tune it first with `arabert-pipeline finetune`")
+    if reader is not None:
+        check_local_source(Path(reader))
     trained_on = {entry.get("name") for entry in metadata.get("training_data", [])}
-    with OutputLock(output, "tune-decoding"):
+    with OutputLock(output, "tune-decoding"), tempfile.TemporaryDirectory(prefix="arabert-reader-") as scratch:
         dev_files = [read_squad(source, misaligned="keep") for source in dev]
         overlap = sorted(trained_on & {f.name for f in dev_files})
         if overlap:
             raise ConfigError(f"{model_dir} was trained on {', '.join(overlap)}: tune on sets it has not seen")
-        claim_output_dir(output, TUNE_OUTPUT, inputs=[model_dir, *[s for s in dev if Path(s).exists()]],
-                         overwrite=overwrite)
+        inputs = [model_dir, *([reader] if reader is not None else []), *[s for s in dev if Path(s).exists()]]
+        claim_output_dir(output, TUNE_OUTPUT, inputs=inputs, overwrite=overwrite)
         qa = QAModel.load(model_dir)
+        companion_home = None
+        if reader is not None:
+            companion_home = Path(scratch)
+            export_companion(reader, companion_home / COMPANION_DIR)
+        elif (model_dir / COMPANION_DIR).is_dir():
+            companion_home = model_dir
+        if companion_home is not None:
+            qa.reader = CompanionReader.load(companion_home, qa.preprocessing.name)
+        elif fixed["reader_weight"]:
+            raise ConfigError(f"reader_weight {fixed['reader_weight']:g} needs a reader: give --reader")
         if qa.sentence_idf is None and fixed["sentence_prior"] is None:
             fixed["sentence_prior"] = 0.0  # no IDF table beside the model: no prior to weigh
         rows = tune_decoding(qa, dev_files, batch_size, fixed)
         chosen = best_decoding(rows)
-        qa.settings = dataclasses.replace(qa.settings, **{**chosen, "sentence_prior": float(chosen["sentence_prior"])})
+        qa.settings = dataclasses.replace(qa.settings, **chosen)
         no_answer = tune_null_threshold(qa, dev_files, batch_size)
         with atomic_directory(output) as staging:
             for path in sorted(model_dir.iterdir()):
                 if path.is_file() and TUNE_OUTPUT.owns(path.name) and path.name != "arabert_pipeline.json":
                     shutil.copy2(path, staging / path.name)
+            if companion_home is not None:
+                copy_companion(companion_home, staging)
             write_metadata(staging, **{
-                **metadata, **chosen, "sentence_prior": float(chosen["sentence_prior"]),
+                **metadata, **chosen,
                 "null_score_diff_threshold": no_answer["threshold"], "decoding_tuned_by": "tune-decoding",
                 "decoding_tuning": {"model": portable_path(model_dir), "dev_metric": DEV_METRIC,
+                                    "reader": portable_path(reader) if reader is not None else
+                                    metadata.get("decoding_tuning", {}).get("reader"),
                                     "dev_data": [{"name": f.name, "path": portable_path(f.path),
                                                   "questions": len(f.examples)} for f in dev_files],
                                     "previous": {name: metadata.get(name, PLAIN_DECODING[name])

@@ -76,6 +76,13 @@ def run_export(args: argparse.Namespace) -> int:
 
 # The fingerprint: what model.onnx assumes of the files beside it ---------------------------------------------------
 
+def session_threads() -> int:
+    """ONNX Runtime's intra-op threads: $OMP_NUM_THREADS when set (the limit torch obeys too), else 0 (ONNX Runtime's
+    default, one per physical core)."""
+    value = os.environ.get("OMP_NUM_THREADS", "")
+    return int(value) if value.isdigit() and int(value) > 0 else 0
+
+
 def read_safetensors_header(path: Path) -> tuple[dict, int, bytes]:
     """(tensor entries, offset of the data section, raw header bytes) of a safetensors file."""
     try:

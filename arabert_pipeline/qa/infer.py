@@ -40,6 +40,7 @@ from .align import QAPreprocessing
 from .architectures import prepare_qa_model
 from .features import Windows, build_windows
 from .overlap import KeyIDF, sentence_overlap_scores, sentence_spans
+from .reader_companion import COMPANION_DIR, CompanionReader, load_companion
 from .postprocess import decode_spans, null_margins, rank_by_expected_f1, sentence_numbers, snap_spans_to_words
 
 SENTENCE_IDF_FILE = "sentence_idf.json"
@@ -69,6 +70,9 @@ class QASettings:
     # expected-f1: the candidates' distribution is softmax(score / temperature); below 1, shorter, surer answers.
     expected_f1_temperature: float = 1.0
     null_score_diff_threshold: float = 0.0
+    # The weight of the model's DrQA reader (reader_companion.py, in MODEL_DIR/reader/) in span scores: a span scores
+    # its start + end logit + reader_weight × (log p_reader(start word) + log p_reader(end word)). 0: no reader.
+    reader_weight: float = 0.0
 
     @classmethod
     def from_metadata(cls, metadata: dict[str, Any], source: object = METADATA_FILE,
@@ -109,6 +113,9 @@ class QASettings:
         if not (math.isfinite(self.sentence_prior) and 0 <= self.sentence_prior <= MAX_LOGIT_SETTING):
             raise ConfigError(f"{source}: sentence_prior must be a finite number between 0 and "
                               f"{MAX_LOGIT_SETTING:g}, got {self.sentence_prior}")
+        if not (math.isfinite(self.reader_weight) and 0 <= self.reader_weight <= MAX_LOGIT_SETTING):
+            raise ConfigError(f"{source}: reader_weight must be a finite number between 0 and "
+                              f"{MAX_LOGIT_SETTING:g}, got {self.reader_weight}")
         if not (math.isfinite(self.null_score_diff_threshold)
                 and abs(self.null_score_diff_threshold) <= MAX_LOGIT_SETTING):
             raise ConfigError(f"{source}: null_score_diff_threshold must be a finite number between "
@@ -146,7 +153,7 @@ class QAModel:
     """A question-answering model with its tokenizer, preprocessing and window settings."""
 
     def __init__(self, model, tokenizer, preprocessing: str, settings: QASettings = QASettings(),
-                 whole_words: bool = True, sentence_idf: KeyIDF | None = None):
+                 whole_words: bool = True, sentence_idf: KeyIDF | None = None, reader: CompanionReader | None = None):
         self.model = model
         self.tokenizer = tokenizer
         self.preprocessing = QAPreprocessing(preprocessing)
@@ -155,6 +162,9 @@ class QAModel:
         if settings.sentence_prior > 0 and sentence_idf is None:
             raise ConfigError(f"sentence_prior {settings.sentence_prior} needs the IDF table ({SENTENCE_IDF_FILE})")
         self.sentence_idf = sentence_idf
+        if settings.reader_weight > 0 and reader is None:
+            raise ConfigError(f"reader_weight {settings.reader_weight} needs the model's reader ({COMPANION_DIR}/)")
+        self.reader = reader
 
     @classmethod
     def load(cls, path_or_hub_id: str | Path, *, preprocessing: str | None = None, device: str = "cpu",
@@ -196,7 +206,8 @@ class QAModel:
         check_vocabulary_size(model, tokenizer, path_or_hub_id)
         prepare_qa_model(model, question_overlap=settings.question_overlap, source=path_or_hub_id)
         idf = _read_sentence_idf(path_or_hub_id, required=settings.sentence_prior > 0)
-        return cls(model.to(device).eval(), tokenizer, preprocessing, settings, whole_words, idf)
+        reader = load_companion(path_or_hub_id, preprocessing, required=settings.reader_weight > 0)
+        return cls(model.to(device).eval(), tokenizer, preprocessing, settings, whole_words, idf, reader)
 
     def predict(self, examples: Iterable[dict[str, Any]], batch_size: int = 32, top_k: int = 1,
                 allow_no_answer: bool = False) -> list[list[Answer]]:
@@ -242,11 +253,23 @@ class QAModel:
         )
 
     def decode(self, prepared, windows: Windows, start_logits: np.ndarray, end_logits: np.ndarray, top_k: int = 1,
-               settings: QASettings | None = None) -> list[list[Answer]]:
-        """Window logits → answers in original-context coordinates (`settings` overrides the decoding settings)."""
+               settings: QASettings | None = None, reader_scores=None) -> list[list[Answer]]:
+        """Window logits → answers in original-context coordinates (`settings` overrides the decoding settings;
+        `reader_scores`: `self.reader_scores(prepared)` when the caller decodes the same examples many times)."""
         settings = settings or self.settings
         sentences = [sentence_spans(aligned.text) for _, aligned in prepared] \
             if settings.sentence_prior > 0 or settings.within_sentence else None
+        start_bonus = self.sentence_bonus(prepared, settings.sentence_prior, sentences) \
+            if settings.sentence_prior > 0 else None
+        end_bonus = None
+        if settings.reader_weight > 0:
+            if self.reader is None:
+                raise ConfigError(f"reader_weight {settings.reader_weight} needs the model's reader ({COMPANION_DIR}/)")
+            reader_scores = reader_scores if reader_scores is not None else self.reader_scores(prepared)
+            weight = np.float32(settings.reader_weight)
+            starts = [weight * s for s, _ in reader_scores]
+            start_bonus = starts if start_bonus is None else [a + b for a, b in zip(start_bonus, starts)]
+            end_bonus = [weight * e for _, e in reader_scores]
         # The probabilities are a softmax over `pool` distinct spans, whatever top_k is. Distinct preprocessed spans
         # can map back to one original span (a `+` marker token, a placeholder): decode a few more than needed.
         pool = max(top_k, settings.n_best)
@@ -262,8 +285,8 @@ class QAModel:
             n_best=settings.n_best,
             max_answer_tokens=settings.max_answer_tokens,
             limit=limit,
-            start_bonus=self.sentence_bonus(prepared, settings.sentence_prior, sentences)
-            if settings.sentence_prior > 0 else None,
+            start_bonus=start_bonus,
+            end_bonus=end_bonus,
             sentence_index=[sentence_numbers(aligned.text, found) for (_, aligned), found in zip(prepared, sentences)]
             if settings.within_sentence else None,
         )
@@ -287,6 +310,10 @@ class QAModel:
                 ranked = [ranked[i] for i in order]
             answers.append(with_probabilities(ranked[:pool])[:top_k])
         return answers
+
+    def reader_scores(self, prepared) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per example, the reader's log p(start), log p(end) per preprocessed-context character."""
+        return [self.reader.char_log_probs(question, aligned.text) for question, aligned in prepared]
 
     def sentence_bonus(self, prepared, weight: float, sentences=None) -> list[np.ndarray]:
         """Per example, per preprocessed-context character: `weight` × its sentence's share of the best overlap."""

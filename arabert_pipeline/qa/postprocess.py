@@ -39,12 +39,14 @@ def decode_spans(
     max_answer_tokens: int = 30,
     limit: int = 20,
     start_bonus: list[np.ndarray] | None = None,
+    end_bonus: list[np.ndarray] | None = None,
     sentence_index: list[np.ndarray] | None = None,
 ) -> list[list[tuple[int, int, float]]]:
     """The `limit` best distinct spans per example as (char start, char end, score), best first.
 
     start_logits/end_logits: (windows, tokens); offsets: (windows, ≥tokens, 2) with -1 outside the context.
-    start_bonus: per example, an array over its context's characters added to the score of spans starting there.
+    start_bonus: per example, an array over its context's characters added to the score of spans starting there;
+    end_bonus: the same for spans whose last character is there.
     sentence_index: per example, the sentence number of each of its context's characters: only spans whose first and
     last characters share it are kept (for an example where no candidate does, all are kept).
     """
@@ -77,6 +79,9 @@ def decode_spans(
     if start_bonus is not None:
         first_char = np.cumsum([0] + [len(b) for b in start_bonus])
         score = score + np.concatenate(start_bonus)[first_char[example] + char_start]
+    if end_bonus is not None:
+        first_char = np.cumsum([0] + [len(b) for b in end_bonus])
+        score = score + np.concatenate(end_bonus)[first_char[example] + char_end - 1]
     # Best first within each example; overlapping windows propose the same span again: keep its best score only.
     order = np.lexsort((-score, example))
     keys = np.stack([example[order], char_start[order], char_end[order]], axis=1)

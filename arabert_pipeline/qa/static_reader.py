@@ -177,15 +177,20 @@ def _build_model(vectors: np.ndarray, tuned_rows: np.ndarray, hidden: int, layer
             self.rnns = nn.ModuleList(nn.LSTM(size_in if i == 0 else 2 * hidden, hidden, batch_first=True,
                                               bidirectional=True) for i in range(layers))
 
-        def forward(self, x, lengths):
+        def forward(self, x, lengths=None):
+            """`lengths` None: one unpadded sequence (the graph reader_companion.py exports)."""
             outputs = []
             for rnn in self.rnns:
                 x = nn.functional.dropout(x, dropout, self.training)
-                # Packed, so that the backward direction starts at each sequence's own last word, not at padding:
-                # an answer must not depend on which other questions share its batch.
-                packed = nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
-                x, _ = nn.utils.rnn.pad_packed_sequence(rnn(packed)[0], batch_first=True,
-                                                        total_length=x.shape[1])
+                if lengths is None:
+                    x = rnn(x)[0]
+                else:
+                    # Packed, so that the backward direction starts at each sequence's own last word, not at padding:
+                    # an answer must not depend on which other questions share its batch.
+                    packed = nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True,
+                                                               enforce_sorted=False)
+                    x, _ = nn.utils.rnn.pad_packed_sequence(rnn(packed)[0], batch_first=True,
+                                                            total_length=x.shape[1])
                 outputs.append(x)
             return nn.functional.dropout(torch.cat(outputs, dim=-1), dropout, self.training)
 
@@ -218,19 +223,29 @@ def _build_model(vectors: np.ndarray, tuned_rows: np.ndarray, hidden: int, layer
 
         def forward(self, context, features, question):
             c_mask, q_mask = context != PAD, question != PAD
-            c_emb = nn.functional.dropout(self.embed(context), dropout, self.training)
-            q_emb = nn.functional.dropout(self.embed(question), dropout, self.training)
+            start, end = self.read(self.embed(context), features, self.embed(question), c_mask, q_mask)
+            return start.masked_fill(~c_mask, float("-inf")), end.masked_fill(~c_mask, float("-inf"))
+
+        def read(self, c_emb, features, q_emb, c_mask=None, q_mask=None):
+            """Start and end logits from embedded words; masks None: one question, no padding."""
+            c_emb = nn.functional.dropout(c_emb, dropout, self.training)
+            q_emb = nn.functional.dropout(q_emb, dropout, self.training)
             # Aligned question embedding: each context word gets the question words it resembles, softly.
             c_proj, q_proj = torch.relu(self.align(c_emb)), torch.relu(self.align(q_emb))
-            scores = (c_proj @ q_proj.transpose(1, 2)).masked_fill(~q_mask.unsqueeze(1), float("-inf"))
+            scores = c_proj @ q_proj.transpose(1, 2)
+            if q_mask is not None:
+                scores = scores.masked_fill(~q_mask.unsqueeze(1), float("-inf"))
             aligned = torch.softmax(scores, dim=-1) @ q_emb
-            c_hidden = self.context_rnn(torch.cat([c_emb, aligned, features], dim=-1), c_mask.sum(1))
-            q_hidden = self.question_rnn(q_emb, q_mask.sum(1))
-            weights = self.self_attention(q_hidden).squeeze(-1).masked_fill(~q_mask, float("-inf"))
+            c_hidden = self.context_rnn(torch.cat([c_emb, aligned, features], dim=-1),
+                                        None if c_mask is None else c_mask.sum(1))
+            q_hidden = self.question_rnn(q_emb, None if q_mask is None else q_mask.sum(1))
+            weights = self.self_attention(q_hidden).squeeze(-1)
+            if q_mask is not None:
+                weights = weights.masked_fill(~q_mask, float("-inf"))
             summary = (torch.softmax(weights, dim=-1).unsqueeze(-1) * q_hidden).sum(1)
             start = (c_hidden @ self.start(summary).unsqueeze(-1)).squeeze(-1)
             end = (c_hidden @ self.end(summary).unsqueeze(-1)).squeeze(-1)
-            return start.masked_fill(~c_mask, float("-inf")), end.masked_fill(~c_mask, float("-inf"))
+            return start, end
 
     return Reader()
 

@@ -1,0 +1,227 @@
+"""A DrQA reader beside a transformer QA model: its word probabilities join the transformer's span scores.
+
+    arabert-pipeline tune-decoding runs/qa/deberta --reader runs/reader/w2v --dev arcd-dev mlqa-ar-dev -o runs/qa/both
+
+Measured on the dev sets (docs/experiments/reader-companion.md): the shipped small transformer finds the answer's
+sentence but places the span poorly inside it, and the reader (static_reader.py: BiLSTMs over word2vec, question-word
+features) places spans well but picks sentences slightly worse; a span scored by both (the transformer's start + end
+logits plus `reader_weight` × the reader's log p(start word) + log p(end word)) beats either alone.
+
+`tune-decoding --reader` writes the reader into the tuned model dir as `reader/`, self-contained and run by ONNX
+Runtime (a core dependency), so both of Pipeline's backends use it and neither needs the embeddings directory:
+
+    reader/reader.onnx    the reader from embedded words to start/end logits, for one question at a time (no padding:
+                          the LSTMs read each question and context whole, as the packed training batches did)
+    reader/vectors.npy    the embedding table, float16 (rows: padding, unknown word, then words.txt in order), the
+                          fine-tuned question words' rows already in it; looked up with numpy before the graph runs
+    reader/words.txt      one word per line
+    reader/reader.json    preprocessing, longest answer in words, sizes, and the train-reader metadata it came from
+
+The reader reads the context preprocessed as the QA model reads it (they must share a preprocessing), so its words
+are character spans of the same preprocessed text the transformer's token offsets point into.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from ..artifacts import read_json_file, read_metadata
+from ..errors import ConfigError
+
+COMPANION_DIR = "reader"
+GRAPH_FILE, TABLE_FILE, WORDS_FILE, CONFIG_FILE = "reader.onnx", "vectors.npy", "words.txt", "reader.json"
+COMPANION_FILES = (GRAPH_FILE, TABLE_FILE, WORDS_FILE, CONFIG_FILE)
+# A word the reader all but rules out costs at most this much (nats per end): a log-probability of -60 and one of
+# -20 both mean "not here", and an unbounded penalty would let the reader veto the transformer outright.
+LOG_PROB_FLOOR = -20.0
+OPSET = 17
+
+
+def export_companion(reader_dir: str | os.PathLike, output: str | os.PathLike, *,
+                     embeddings: str | os.PathLike | None = None) -> None:
+    """Write the companion files of the train-reader output `reader_dir` into the new directory `output`."""
+    import torch
+
+    from .static_reader import StaticReader
+
+    reader_dir, output = Path(reader_dir), Path(output)
+    reader = StaticReader.load(reader_dir, embeddings)
+    model = reader.model.eval()
+    with torch.no_grad():
+        rows = torch.arange(model.frozen.shape[0])
+        table = model.embed(rows).numpy()
+    if not np.isfinite(table).all() or np.abs(table).max() > np.finfo(np.float16).max:
+        raise ConfigError(f"{reader_dir}: its word vectors do not fit float16")
+
+    class Graph(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.reader = model
+
+        def forward(self, context, features, question):
+            return self.reader.read(context, features, question)
+
+    words = list(reader.vocabulary.index)
+    dim = table.shape[1]
+    example = (torch.zeros(1, 7, dim), torch.zeros(1, 7, 3), torch.zeros(1, 4, dim))
+    output.mkdir()
+    with warnings.catch_warnings():
+        # Expected from the TorchScript exporter (its deprecation, "batch_size other than 1 with LSTM": the graph only
+        # ever reads one question); _check_against_torch decides whether the graph is right.
+        warnings.simplefilter("ignore")
+        with torch.no_grad():
+            torch.onnx.export(Graph().eval(), example, str(output / GRAPH_FILE), dynamo=False, opset_version=OPSET,
+                              input_names=["context", "features", "question"],
+                              output_names=["start_logits", "end_logits"],
+                              dynamic_axes={"context": {1: "context_words"}, "features": {1: "context_words"},
+                                            "question": {1: "question_words"}, "start_logits": {1: "context_words"},
+                                            "end_logits": {1: "context_words"}})
+    _check_against_torch(Graph().eval(), output / GRAPH_FILE, dim)
+    np.save(output / TABLE_FILE, table.astype(np.float16), allow_pickle=False)
+    # The embeddings' own words.txt (word<TAB>count, the format embeddings/vectors.py reads), checked by the reader's
+    # load against the checksum recorded at training.
+    source = Path(embeddings if embeddings is not None else read_json_file(reader_dir / "reader_config.json")
+                  ["embeddings"])
+    shutil.copyfile(source / WORDS_FILE, output / WORDS_FILE)
+    metadata = read_metadata(reader_dir)
+    config = {
+        "preprocessing": reader.preprocessing.name, "max_span_words": reader.max_span_words, "dim": dim,
+        "words": len(words), "table_sha256": _digest(output / TABLE_FILE),
+        "graph_sha256": _digest(output / GRAPH_FILE),
+        "trained": {key: metadata.get(key) for key in ("embeddings", "train", "dev", "best_epoch", "best_dev_em",
+                                                       "best_dev_f1", "train_questions", "created_by")},
+    }
+    (output / CONFIG_FILE).write_text(json.dumps(config, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+
+
+def _check_against_torch(graph, path: Path, dim: int) -> None:
+    """The exported graph must give torch's logits on lengths other than the traced ones."""
+    import onnxruntime
+    import torch
+
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    generator = torch.Generator().manual_seed(0)
+    for words, question_words in ((31, 9), (2, 1)):
+        inputs = (torch.randn(1, words, dim, generator=generator), torch.rand(1, words, 3, generator=generator),
+                  torch.randn(1, question_words, dim, generator=generator))
+        with torch.no_grad():
+            expected = [t.numpy() for t in graph(*inputs)]
+        found = session.run(None, dict(zip(("context", "features", "question"), (t.numpy() for t in inputs))))
+        if any(not np.allclose(a, b, atol=1e-3, rtol=1e-3) for a, b in zip(expected, found)):
+            raise ConfigError(f"{path}: the exported reader does not reproduce torch's logits (ONNX Runtime "
+                              f"{onnxruntime.__version__}, torch {torch.__version__})")
+
+
+def _digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def copy_companion(source: Path, target: Path) -> None:
+    """Copy a model dir's reader/ into another model dir being written (tune-decoding's copy of a tuned model)."""
+    (target / COMPANION_DIR).mkdir()
+    for name in COMPANION_FILES:
+        shutil.copy2(source / COMPANION_DIR / name, target / COMPANION_DIR / name)
+
+
+def load_companion(model_dir: str | os.PathLike, preprocessing: str, *, required: bool) -> "CompanionReader | None":
+    """The reader of a local model dir when its settings weigh one (`required`), else None."""
+    if not required:
+        return None
+    if not Path(model_dir).is_dir():
+        raise ConfigError(f"{model_dir}: its reader_weight needs the reader files ({COMPANION_DIR}/), which are only "
+                          "read from a local model directory: download the model dir and load it from there")
+    if not (Path(model_dir) / COMPANION_DIR).is_dir():
+        raise ConfigError(f"{Path(model_dir) / COMPANION_DIR} is missing: the model's arabert_pipeline.json weighs a "
+                          "reader (reader_weight) that is not there")
+    return CompanionReader.load(model_dir, preprocessing)
+
+
+class CompanionReader:
+    """The reader of a model dir's reader/: per context character, the log-probability that the answer starts or ends
+    in its word."""
+
+    def __init__(self, session, table: np.ndarray, words: list[str], preprocessing: str, max_span_words: int):
+        from .static_reader import Vocabulary
+
+        self.session, self.table, self.vocabulary = session, table, Vocabulary(words)
+        self.preprocessing, self.max_span_words = preprocessing, max_span_words
+
+    @classmethod
+    def load(cls, model_dir: str | os.PathLike, preprocessing: str) -> "CompanionReader":
+        """The reader in MODEL_DIR/reader/, checked against the QA model's `preprocessing`."""
+        import onnxruntime
+
+        from ..embeddings.vectors import _load_matrix, _read_words
+        from .export import session_threads
+
+        directory = Path(model_dir) / COMPANION_DIR
+        for name in COMPANION_FILES:
+            if not (directory / name).is_file():
+                raise ConfigError(f"{directory / name} is missing or not a regular file: the model's reader is "
+                                  "incomplete (re-run `arabert-pipeline tune-decoding --reader`)")
+        config = read_json_file(directory / CONFIG_FILE)
+        for field in ("dim", "words", "max_span_words"):
+            if type(config.get(field)) is not int or not 1 <= config[field] <= 2**31:
+                raise ConfigError(f"{directory / CONFIG_FILE}: {field} must be a positive integer, not "
+                                  f"{config.get(field)!r}")
+        if config.get("preprocessing") != preprocessing:
+            raise ConfigError(f"{directory / CONFIG_FILE}: the reader reads {config.get('preprocessing')!r} text, the "
+                              f"model {preprocessing!r}: they must read the same preprocessed context")
+        words = _read_words(directory / WORDS_FILE)
+        if len(words) != config["words"]:
+            raise ConfigError(f"{directory / WORDS_FILE} has {len(words)} words, {CONFIG_FILE} says {config['words']}")
+        for name, field in ((TABLE_FILE, "table_sha256"), (GRAPH_FILE, "graph_sha256")):
+            if _digest(directory / name) != config.get(field):
+                raise ConfigError(f"{directory / name} is not the file {CONFIG_FILE} records (its checksum differs)")
+        table = _load_matrix(directory / TABLE_FILE, len(words) + 2, config["dim"])
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = session_threads()
+        options.inter_op_num_threads = 1
+        try:
+            session = onnxruntime.InferenceSession(str(directory / GRAPH_FILE), options,
+                                                   providers=["CPUExecutionProvider"])
+        except Exception as exc:  # ONNX Runtime's own exception types
+            first_line = (str(exc).strip().splitlines() or [""])[0]
+            raise ConfigError(f"{directory / GRAPH_FILE}: ONNX Runtime cannot load it ({first_line})") from exc
+        return cls(session, table, words, preprocessing, config["max_span_words"])
+
+    def word_log_probs(self, question: str, text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(word spans in `text`, log p(start), log p(end)) for a preprocessed question and context."""
+        from .static_reader import _features, _word_spans
+
+        spans = _word_spans(text)
+        context_words = [text[a:b] for a, b in spans]
+        question_words = question.split()
+        if not context_words or not question_words:
+            empty = np.zeros(len(spans), dtype=np.float32)
+            return spans, empty, empty
+        inputs = {"context": self.table[self.vocabulary.ids(context_words)][None],
+                  "features": _features(context_words, question_words)[None],
+                  "question": self.table[self.vocabulary.ids(question_words)][None]}
+        start, end = (logits[0].astype(np.float64) for logits in self.session.run(None, inputs))
+        return spans, _log_softmax(start), _log_softmax(end)
+
+    def char_log_probs(self, question: str, text: str) -> tuple[np.ndarray, np.ndarray]:
+        """Per character of `text` (and one past its end): log p(start), log p(end) of its word, floored at
+        LOG_PROB_FLOOR (the floor too for characters between words)."""
+        spans, start, end = self.word_log_probs(question, text)
+        by_char_start = np.full(len(text) + 1, LOG_PROB_FLOOR, dtype=np.float32)
+        by_char_end = by_char_start.copy()
+        for (a, b), s, e in zip(spans.tolist(), np.maximum(start, LOG_PROB_FLOOR), np.maximum(end, LOG_PROB_FLOOR)):
+            by_char_start[a:b], by_char_end[a:b] = s, e
+        return by_char_start, by_char_end
+
+
+def _log_softmax(x: np.ndarray) -> np.ndarray:
+    shifted = x - x.max()
+    return shifted - np.log(np.exp(shifted).sum())

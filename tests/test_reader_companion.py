@@ -1,0 +1,162 @@
+"""A transformer QA model with a DrQA reader beside it (qa/reader_companion.py): `tune-decoding --reader` writes the
+reader into the model dir and weighs it on dev, both backends answer with it, and damaged reader files are refused.
+
+The toy task of test_static_reader.py (the answer is the name after a marker word): the reader learns it, a random
+transformer does not, so a weight chosen on dev must be above zero and must find the names."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+from test_static_reader import FILLER, MARKER, NAMES, _squad, embeddings_dir, trained  # noqa: E402,F401 (fixtures)
+
+from arabert_pipeline.cli import main  # noqa: E402
+from arabert_pipeline.errors import ConfigError  # noqa: E402
+
+torch = pytest.importorskip("torch")
+
+
+def _random_qa_model(directory):
+    """A random BERT QA model over the toy words, saved as export-onnx wants it."""
+    from transformers import BertConfig, BertForQuestionAnswering
+
+    from arabert_pipeline import Preprocessor
+    from arabert_pipeline.tokenizer.export import save_tokenizer, wordpiece_backend
+
+    words = sorted({w for t in Preprocessor("arabertv02").preprocess_batch(FILLER + NAMES + [MARKER, "ما", "؟"])
+                    for w in t.split()})
+    vocab = list(dict.fromkeys(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *sorted({c for w in words for c in w}),
+                                *words]))
+    save_tokenizer(wordpiece_backend(vocab, "arabertv02"), directory, preprocessing="arabertv02",
+                   task="question-answering", max_seq_length=64, doc_stride=16)
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=64)
+    BertForQuestionAnswering(config).save_pretrained(directory)
+    return directory
+
+
+@pytest.fixture(scope="module")
+def tuned(trained, tmp_path_factory):
+    base, reader_dir, _ = trained
+    home = tmp_path_factory.mktemp("companion")
+    model = _random_qa_model(home / "qa")
+    dev = base / "dev.json"
+    out = home / "tuned"
+    code = main(["tune-decoding", str(model), "--reader", str(reader_dir), "--dev", str(dev), "-o", str(out),
+                 "--within-sentence", "off", "--decoding", "max-score", "--sentence-prior", "0"])
+    assert code == 0
+    return model, out, reader_dir, dev
+
+
+def test_the_companion_graph_gives_the_readers_own_probabilities(trained, tuned):
+    from arabert_pipeline.qa.align import align_examples
+    from arabert_pipeline.qa.reader_companion import CompanionReader
+    from arabert_pipeline.qa.static_reader import StaticReader, _batch, encode_examples
+
+    _, reader_dir, dev = trained
+    _, out, _, _ = tuned
+    companion = CompanionReader.load(out, "arabertv02")
+    reader = StaticReader.load(reader_dir)
+    reader.model.eval()
+    questions = [{**example, "question": f"ما {MARKER} ؟"} for example in dev[:8]]
+    encoded, _ = encode_examples(questions, reader.preprocessing, reader.vocabulary)
+    aligned, _ = align_examples(questions, reader.preprocessing)
+    for item, example in zip(encoded, aligned):
+        with torch.no_grad():
+            start, end = reader.model(*_batch([item]))
+        spans, log_start, log_end = companion.word_log_probs(example["question"], example["aligned"].text)
+        assert (spans == item.word_spans).all()
+        # The table is float16 in the companion: a few thousandths apart at most.
+        np.testing.assert_allclose(log_start, torch.log_softmax(start, -1)[0].numpy(), atol=2e-2)
+        np.testing.assert_allclose(log_end, torch.log_softmax(end, -1)[0].numpy(), atol=2e-2)
+
+
+def test_tune_decoding_weighs_the_reader_on_dev_and_writes_it(tuned):
+    _, out, reader_dir, _ = tuned
+    metadata = json.loads((out / "arabert_pipeline.json").read_text(encoding="utf-8"))
+    scores = {row["reader_weight"]: row["score"] for row in metadata["decoding_tuning"]["scores"]}
+    assert set(scores) == {0.0, 2.0, 4.0, 8.0, 16.0}
+    assert metadata["reader_weight"] > 0
+    assert scores[metadata["reader_weight"]] > scores[0.0] + 20  # the reader knows the task, the transformer not
+    assert metadata["decoding_tuning"]["reader"].endswith(reader_dir.name)
+    assert sorted(p.name for p in (out / "reader").iterdir()) == ["reader.json", "reader.onnx", "vectors.npy",
+                                                                 "words.txt"]
+
+
+def test_pipeline_answers_with_the_reader_on_both_backends(tuned, tmp_path):
+    from arabert_pipeline import Pipeline
+
+    _, out, _, _ = tuned
+    onnx_dir = tmp_path / "onnx"
+    shutil.copytree(out, onnx_dir)
+    assert main(["export-onnx", str(onnx_dir)]) == 0
+    examples = _squad(tmp_path / "fresh.json", 12, seed=7)
+    questions = [f"ما {MARKER} ؟"] * len(examples)
+    contexts = [e["context"] for e in examples]
+    gold = [e["answers"]["text"][0] for e in examples]
+    by_backend = {}
+    for backend, directory in (("torch", out), ("onnx", onnx_dir)):
+        qa = Pipeline(str(directory), backend=backend)
+        assert qa.qa.reader is not None
+        answers = qa.answer(questions, contexts)
+        assert sum(a.text == g for a, g in zip(answers, gold)) >= 10
+        by_backend[backend] = [(a.text, a.start) for a in answers]
+    assert by_backend["torch"] == by_backend["onnx"]
+
+
+def test_retuning_keeps_the_reader_the_model_has(tuned, tmp_path):
+    _, out, _, dev = tuned
+    again = tmp_path / "again"
+    assert main(["tune-decoding", str(out), "--dev", str(dev), "-o", str(again), "--within-sentence", "off",
+                 "--decoding", "max-score", "--sentence-prior", "0", "--reader-weight", "4"]) == 0
+    metadata = json.loads((again / "arabert_pipeline.json").read_text(encoding="utf-8"))
+    assert metadata["reader_weight"] == 4.0
+    assert (again / "reader" / "reader.onnx").read_bytes() == (out / "reader" / "reader.onnx").read_bytes()
+
+
+def test_a_reader_weight_without_a_reader_is_refused(tuned, tmp_path, capsys):
+    model, _, _, dev = tuned
+    code = main(["tune-decoding", str(model), "--dev", str(dev), "-o", str(tmp_path / "x"), "--reader-weight", "2"])
+    assert code != 0
+    assert "needs a reader" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
+
+
+def _damaged(out, tmp_path, name: str):
+    copy = tmp_path / name.replace("/", "-")
+    shutil.copytree(out, copy)
+    return copy
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda d: shutil.rmtree(d / "reader"), "reader is missing: the model's arabert_pipeline.json weighs a reader"),
+    (lambda d: (d / "reader" / "vectors.npy").write_bytes(
+        (d / "reader" / "vectors.npy").read_bytes()[:-2] + b"\x00\x3c"), "checksum differs"),
+    (lambda d: (d / "reader" / "words.txt").write_text("كلمة\t3\n", encoding="utf-8"), "has 1 words"),
+    (lambda d: _edit_json(d / "reader" / "reader.json", preprocessing="none"), "must read the same"),
+    (lambda d: _edit_json(d / "reader" / "reader.json", dim="16"), "dim must be a positive integer"),
+    (lambda d: _edit_json(d / "arabert_pipeline.json", reader_weight=float("nan")), "reader_weight must be"),
+    (lambda d: _edit_json(d / "arabert_pipeline.json", reader_weight=-1.0), "reader_weight must be"),
+])
+def test_damaged_reader_files_are_refused_by_name(tuned, tmp_path, damage, message):
+    from arabert_pipeline import Pipeline
+
+    _, out, _, _ = tuned
+    copy = tmp_path / "damaged"
+    shutil.copytree(out, copy)
+    damage(copy)
+    with pytest.raises(ConfigError, match=message):
+        Pipeline(str(copy), backend="torch")
+
+
+def _edit_json(path, **fields):
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data.update(fields)
+    path.write_text(json.dumps(data), encoding="utf-8")
