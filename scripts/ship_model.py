@@ -1,6 +1,6 @@
-"""Copy a fine-tuned QA model dir into the package as the shipped default: the Hugging Face files and the sentence
-prior's IDF table (no checkpoints, no eval/), weights in fp16, metadata with portable paths. Run
-`arabert-pipeline export-onnx TARGET` afterwards.
+"""Copy a fine-tuned QA model dir into the package as the shipped default: the Hugging Face files, the sentence
+prior's IDF table and the reader/ that `tune-decoding --reader` attached (no checkpoints, no eval/), weights in fp16,
+metadata with portable paths. Run `arabert-pipeline export-onnx TARGET` afterwards.
 
     python scripts/ship_model.py runs/qa/arabert-mini arabert_pipeline/models/arabert-mini
 """
@@ -14,6 +14,7 @@ from pathlib import Path
 from safetensors.torch import load_file, save_file
 
 from arabert_pipeline.artifacts import portable_path
+from arabert_pipeline.qa.reader_companion import COMPANION_DIR, copy_companion
 
 WEIGHTS, METADATA = "model.safetensors", "arabert_pipeline.json"
 # What a model dir may hold that is rebuilt for the target (export-onnx writes model.onnx again).
@@ -36,6 +37,9 @@ def ship(source: Path, target: Path) -> None:
     for path in sorted(source.iterdir()):
         if path.is_file() and path.name not in NOT_COPIED and not path.name.startswith("."):
             shutil.copy2(path, target / path.name)
+    if (source / COMPANION_DIR).is_dir():  # the DrQA reader `tune-decoding --reader` attached
+        shutil.rmtree(target / COMPANION_DIR, ignore_errors=True)
+        copy_companion(source, target)
     metadata = json.loads((source / METADATA).read_text(encoding="utf-8"))
     (target / METADATA).write_text(json.dumps(portable(metadata), ensure_ascii=False, indent=2, sort_keys=True) + "\n",
                                    encoding="utf-8")

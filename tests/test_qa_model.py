@@ -14,7 +14,7 @@ from arabert_pipeline.qa.data import read_squad
 from arabert_pipeline.qa.features import build_windows
 from arabert_pipeline.qa.finetune import FinetuneConfig, run_finetune
 from arabert_pipeline.qa.infer import QAModel, predict_dataset
-from arabert_pipeline.qa.postprocess import decode_spans, snap_to_words
+from arabert_pipeline.qa.postprocess import decode_spans, is_word_character, snap_to_words, trim_spans
 from data_slices import write_first_articles
 
 torch = pytest.importorskip("torch")
@@ -168,6 +168,17 @@ def test_answers_come_from_the_original_context_through_preprocessing(tiny_qa, p
     for answer in answers:
         assert answer.text == context[answer.start : answer.end] and answer.text == answer.text.strip()
         assert snap_to_words(context, answer.start, answer.end) == (answer.start, answer.end), "a word was cut"
+        assert is_word_character(answer.text[0]) and is_word_character(answer.text[-1]), answer.text
+
+
+def test_trimmed_spans_lose_edge_punctuation_only():
+    text = "في جنوب الأردن، «مصرع كليوباترا» ، 3.5 ."
+    cases = {"جنوب الأردن،": "جنوب الأردن", "«مصرع كليوباترا» ": "مصرع كليوباترا", "3.5 .": "3.5",
+             " ، ": " ، ", "الأردن، «مصرع": "الأردن، «مصرع"}
+    starts = np.asarray([text.index(k) for k in cases])
+    ends = starts + np.asarray([len(k) for k in cases])
+    new_starts, new_ends = trim_spans(text, starts, ends)
+    assert [text[a:b] for a, b in zip(new_starts, new_ends)] == list(cases.values())
 
 
 def test_snap_to_words_widens_cut_words_only():

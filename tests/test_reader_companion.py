@@ -14,7 +14,7 @@ import pytest
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from test_static_reader import FILLER, MARKER, NAMES, _squad, embeddings_dir, trained  # noqa: E402,F401 (fixtures)
+from test_static_reader import FILLER, MARKER, NAMES, _squad, embeddings_dir, trained  # noqa: E402,F401,F811 (fixtures)
 
 from arabert_pipeline.cli import main  # noqa: E402
 from arabert_pipeline.errors import ConfigError  # noqa: E402

@@ -40,8 +40,9 @@ from .align import QAPreprocessing
 from .architectures import prepare_qa_model
 from .features import Windows, build_windows
 from .overlap import KeyIDF, sentence_overlap_scores, sentence_spans
+from .postprocess import (decode_spans, is_word_character, null_margins, rank_by_expected_f1, sentence_numbers,
+                          snap_spans_to_words, trim_spans)
 from .reader_companion import COMPANION_DIR, CompanionReader, load_companion
-from .postprocess import decode_spans, null_margins, rank_by_expected_f1, sentence_numbers, snap_spans_to_words
 
 SENTENCE_IDF_FILE = "sentence_idf.json"
 DECODINGS = ("max-score", "expected-f1")
@@ -296,10 +297,12 @@ class QAModel:
             bounds = np.asarray([c[:2] for c in candidates], dtype=np.int64).reshape(-1, 2)
             first, last = aligned.to_original_many(bounds[:, 0], bounds[:, 1])
             if self.whole_words:
-                first, last = snap_spans_to_words(aligned.original, first, last)
+                first, last = trim_spans(aligned.original, *snap_spans_to_words(aligned.original, first, last))
             found: dict[tuple[int, int], Answer] = {}
             for start, end, (_, _, score) in zip(first.tolist(), last.tolist(), candidates):
-                if end > start and (start, end) not in found:
+                # A span of punctuation alone ("«") answers nothing, whatever its score.
+                if end > start and (start, end) not in found and (
+                        not self.whole_words or any(map(is_word_character, aligned.original[start:end]))):
                     found[start, end] = Answer(aligned.original[start:end], start, end, score)
                     if len(found) == pool and settings.decoding == "max-score":
                         break
