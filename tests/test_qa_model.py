@@ -14,7 +14,8 @@ from arabert_pipeline.qa.data import read_squad
 from arabert_pipeline.qa.features import build_windows
 from arabert_pipeline.qa.finetune import FinetuneConfig, run_finetune
 from arabert_pipeline.qa.infer import QAModel, predict_dataset
-from arabert_pipeline.qa.postprocess import decode_spans, is_word_character, snap_to_words, trim_spans
+from arabert_pipeline.qa.postprocess import (TRIMMED_PUNCTUATION, decode_spans, is_word_character, snap_to_words,
+                                             trim_spans)
 from data_slices import write_first_articles
 
 torch = pytest.importorskip("torch")
@@ -164,17 +165,19 @@ def test_answers_come_from_the_original_context_through_preprocessing(tiny_qa, p
     context = ("وُلِدَ نجيبُ محفوظ في القاهرة عامَ ١٩١١ (انظر http://example.org/naguib)، وحصلَ على جائزةِ نوبل "
                "للآدابِ عام 1988… وكتبَ «الثلاثية» والكرنك ") * 6
     answers = model.predict([{"question": "متى وُلِد نجيب محفوظ؟", "context": context}], top_k=20)[0]
-    assert len(answers) == 20
+    # Up to 20: candidates that differ only by punctuation at their ends are one answer.
+    assert 10 <= len(answers) <= 20 and len({(a.start, a.end) for a in answers}) == len(answers)
     for answer in answers:
         assert answer.text == context[answer.start : answer.end] and answer.text == answer.text.strip()
         assert snap_to_words(context, answer.start, answer.end) == (answer.start, answer.end), "a word was cut"
-        assert is_word_character(answer.text[0]) and is_word_character(answer.text[-1]), answer.text
+        assert answer.text[0] not in TRIMMED_PUNCTUATION and answer.text[-1] not in TRIMMED_PUNCTUATION, answer.text
+        assert any(map(is_word_character, answer.text)), answer.text
 
 
 def test_trimmed_spans_lose_edge_punctuation_only():
-    text = "في جنوب الأردن، «مصرع كليوباترا» ، 3.5 ."
-    cases = {"جنوب الأردن،": "جنوب الأردن", "«مصرع كليوباترا» ": "مصرع كليوباترا", "3.5 .": "3.5",
-             " ، ": " ، ", "الأردن، «مصرع": "الأردن، «مصرع"}
+    text = "في جنوب الأردن، «مصرع كليوباترا» ، 3.5 . بلغت 13%؛ عام 1037م (429 هـ)."
+    cases = {"جنوب الأردن،": "جنوب الأردن", "«مصرع كليوباترا» ": "«مصرع كليوباترا»", "3.5 .": "3.5",
+             " ، ": " ، ", "الأردن، «مصرع": "الأردن، «مصرع", "13%؛": "13%", "(429 هـ).": "(429 هـ)"}
     starts = np.asarray([text.index(k) for k in cases])
     ends = starts + np.asarray([len(k) for k in cases])
     new_starts, new_ends = trim_spans(text, starts, ends)

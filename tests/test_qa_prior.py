@@ -85,11 +85,13 @@ def test_sentence_prior_moves_the_answer_to_the_sentence_holding_the_question_wo
     example = {"question": "متى تأسست الرياض؟", "context": context}
     idf = KeyIDF.from_texts([context, "المدينة كبيرة. المدينة قديمة."])
     with_prior = QAModel(model.model, model.tokenizer, "arabertv02",
-                         dataclasses.replace(model.settings, sentence_prior=100.0), sentence_idf=idf)
+                         dataclasses.replace(model.settings, sentence_prior=100.0), sentence_idf=idf,
+                         reader=model.reader)
     answer = with_prior.predict([example])[0][0]
     assert answer.start >= context.index("تأسست")
     with pytest.raises(ConfigError, match="IDF"):
-        QAModel(model.model, model.tokenizer, "arabertv02", dataclasses.replace(model.settings, sentence_prior=1.0))
+        QAModel(model.model, model.tokenizer, "arabertv02", dataclasses.replace(model.settings, sentence_prior=1.0),
+                reader=model.reader)
 
 
 def test_null_margin_is_the_lowest_cls_score_minus_the_best_span_of_any_window():
@@ -136,7 +138,7 @@ def test_allow_no_answer_abstains_where_the_margin_is_above_the_threshold():
     for threshold, answered in ((margin - 1.0, False), (margin + 1.0, True)):
         qa = QAModel(model.model, model.tokenizer, "arabertv02",
                      dataclasses.replace(model.settings, null_score_diff_threshold=float(threshold)),
-                     sentence_idf=model.sentence_idf)
+                     sentence_idf=model.sentence_idf, reader=model.reader)
         assert bool(qa.predict([example], allow_no_answer=True)[0]) is answered
         assert qa.predict([example])[0]  # without allow_no_answer there is always an answer
         pipeline = Pipeline(qa)

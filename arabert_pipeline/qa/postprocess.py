@@ -190,21 +190,25 @@ def snap_spans_to_words(text: str, starts: np.ndarray, ends: np.ndarray) -> tupl
     return before[starts], after[ends]
 
 
+# What a span may lose at its ends: sentence and clause punctuation (Latin and Arabic) and spaces. Not brackets,
+# quotes or signs such as %: cutting one off "(429 هـ)" or "13%" would change or unbalance the answer.
+TRIMMED_PUNCTUATION = frozenset(" \t\n\r\u00a0,.;:!?،؛؟…")
+
+
 def trim_spans(text: str, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Spans [start, end) of `text` without the punctuation and spaces at their ends ("الأردن،" → "الأردن"); a span
-    with no word character at all is left as it is. Gold answers do not end in a comma and the metrics ignore it,
-    but a user reads it: a span whose last word is the preprocessor's split-off comma still maps back to it."""
-    word = np.fromiter((is_word_character(c) for c in text), dtype=bool, count=len(text))
+    """Spans [start, end) of `text` without TRIMMED_PUNCTUATION at their ends ("جنوب الأردن،" → "جنوب الأردن"); a
+    span made of it alone is left as it is. Gold answers do not end in a comma and the metrics ignore it, but a user
+    reads it: a span whose last word is the preprocessor's split-off comma still maps back to it."""
+    keep = np.fromiter((c not in TRIMMED_PUNCTUATION for c in text), dtype=bool, count=len(text))
     n = len(text)
     index = np.arange(n)
-    # next_word[p]: the first word character at or after p (n if none); last_word_end[p]: one past the last word
+    # next_kept[p]: the first kept character at or after p (n if none); last_kept_end[p]: one past the last kept
     # character before p (0 if none).
-    next_word = np.minimum.accumulate(np.where(word, index, n)[::-1])[::-1]
-    next_word = np.append(next_word, n)
-    last_word_end = np.concatenate([[0], np.maximum.accumulate(np.where(word, index + 1, 0))])
-    new_starts, new_ends = next_word[starts], last_word_end[ends]
-    keep = new_ends > new_starts
-    return np.where(keep, new_starts, starts), np.where(keep, new_ends, ends)
+    next_kept = np.append(np.minimum.accumulate(np.where(keep, index, n)[::-1])[::-1], n)
+    last_kept_end = np.concatenate([[0], np.maximum.accumulate(np.where(keep, index + 1, 0))])
+    new_starts, new_ends = next_kept[starts], last_kept_end[ends]
+    inside = new_ends > new_starts
+    return np.where(inside, new_starts, starts), np.where(inside, new_ends, ends)
 
 
 def snap_to_words(text: str, start: int, end: int) -> tuple[int, int]:
