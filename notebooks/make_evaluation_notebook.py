@@ -206,9 +206,9 @@ show_run(RESULTS / "default-model")"""),
 ## The choice of the shipped default, on dev
 
 The dev report the current default was chosen on (`notebooks/results/default-model-dev/`): the DeBERTa encoder
-pretrained on the CPU and fine-tuned without AQAD, before and after the same-article negatives, against the previous
-default (BERT, GPU-pretrained, fine-tuned with AQAD), on arcd-dev + MLQA-ar dev; the pooled table with F1 inside the
-right sentence is in its `pooled.md`."""),
+pretrained on the CPU with the DrQA reader beside it (`tune-decoding --reader`), against the same DeBERTa alone (the
+previous default) and the reader alone, on arcd-dev + MLQA-ar dev; the pooled table with F1 inside the right sentence
+is in its `pooled.md` (docs/experiments/reader-companion.md)."""),
     ("code", """\
 show_run(RESULTS / "default-model-dev", plotted="arcd-dev")
 if (RESULTS / "default-model-dev" / "pooled.md").exists():

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Reproduces the shipped default QA model (arabert_pipeline/models/arabert-mini) from scratch with this package's own
-# stages: preprocess → train-tokenizer → pretrain (DeBERTa MLM) → finetune (chosen on dev) → evaluate → ship.
+# stages: preprocess → train-tokenizer → pretrain (DeBERTa MLM) → finetune (chosen on dev) → train-embeddings +
+# train-reader → tune-decoding --reader (weighed on dev) → evaluate → ship.
 # Usage: ARABERT_PIPELINE_DATA=../shared/data bash scripts/train_default_model.sh [RUNS_DIR]
 # The test report goes to $REPORT (default notebooks/results/default-model, the committed one), the dev report that
 # the choice rests on to $REPORT-dev; COMPARE="LABEL=DIR ..." adds other models to both (the committed reports compare
@@ -56,6 +57,21 @@ qa_null=$runs/qa/deberta-mini-negatives
     --train arcd-train-rest xquad-ar --negatives --dev arcd-dev mlqa-ar-dev --hold-out arcd-test tydiqa-goldp-ar-dev \
     --question-overlap --epochs 2 --patience 1 --lr 1e-4 --batch-size 32 --max-seq-length 256 --doc-stride 128 \
     --skip-misaligned --drop-leaking-train --seed 0 $(resume_flag "$qa_null")
+# 4c. The reader beside the transformer (issue 25): word2vec on the same corpus and a DrQA reader on the same QA data
+#     (train-reader, best dev epoch kept), attached by tune-decoding, which weighs its word probabilities in the span
+#     scores on dev together with the sentence prior and the expected-F1 temperature (answers inside one sentence,
+#     expected-F1 decoding, as 4b chose), and re-chooses the no-answer threshold.
+vectors=$runs/emb/w2v-sg100
+[ -f "$vectors/vectors.npy" ] || arabert-pipeline train-embeddings "$text" -o "$vectors" --model word2vec --sg \
+    --dim 100 --window 5 --min-count 5 --epochs 5 --workers 2
+reader=$runs/reader/w2v
+[ -f "$reader/reader.safetensors" ] || arabert-pipeline train-reader --embeddings "$vectors" \
+    --train arcd-train-rest xquad-ar --dev arcd-dev mlqa-ar-dev --hold-out arcd-test tydiqa-goldp-ar-dev \
+    -o "$reader" --epochs 10
+qa_null_reader=$runs/qa/deberta-mini-reader
+[ -f "$qa_null_reader/arabert_pipeline.json" ] || arabert-pipeline tune-decoding "$qa_null" --reader "$reader" \
+    --dev arcd-dev mlqa-ar-dev -o "$qa_null_reader" --within-sentence on --decoding expected-f1
+qa_null=$qa_null_reader
 # 5. The choice, on dev: the new model against the models named in $COMPARE ("LABEL=DIR ...": the committed report
 #    compares the previous default) and the lexical baselines, pooled with paired CIs; then, once, the test sets.
 compare=() labels=()
@@ -69,7 +85,8 @@ arabert-pipeline evaluate --model "$qa_null" --label "arabert-mini (shipped)" "$
     --data arcd-test --data tydiqa-goldp-ar-dev --no-answer --pretraining-log \
     "arabert-mini (shipped)=$pretrained/log.jsonl" -o "$report" --overwrite
 python scripts/pooled_table.py "$report" "arabert-mini (shipped)" "${labels[@]}" > "$report/pooled.md"
-# 6. Ship: the Hugging Face files and the prior's IDF table (no checkpoints), weights in fp16, then the ONNX graph.
+# 6. Ship: the Hugging Face files, the prior's IDF table and reader/ (no checkpoints), weights in fp16, then the ONNX
+#    graph.
 python scripts/ship_model.py "$qa_null" "$ship"
 arabert-pipeline export-onnx "$ship"
 # 7. int8 by default only if dev says it costs nothing (paired ΔF1 CI includes 0, ≥ 95% of answers unchanged).

@@ -64,7 +64,10 @@ def register(subparsers) -> None:
 
 
 # What `evaluate` writes into OUTDIR (evaluate/report.py's write_report).
-REPORT_OUTPUT_NAMES = ("results.json", "table.md", "table.csv", "per_question", "predictions", "plots", "pretraining")
+# pooled.md: scripts/pooled_table.py's summary, which the experiment scripts write into the report it summarises (a
+# re-run with --overwrite replaces it with the report, instead of refusing the directory as someone else's).
+REPORT_OUTPUT_NAMES = ("results.json", "table.md", "table.csv", "per_question", "predictions", "plots", "pretraining",
+                       "pooled.md")
 
 
 def run(args: argparse.Namespace) -> int:

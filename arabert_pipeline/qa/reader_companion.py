@@ -13,7 +13,8 @@ Runtime (a core dependency), so both of Pipeline's backends use it and neither n
     reader/reader.onnx    the reader from embedded words to start/end logits, for one question at a time (no padding:
                           the LSTMs read each question and context whole, as the packed training batches did)
     reader/vectors.npy    the embedding table, float16 (rows: padding, unknown word, then words.txt in order), the
-                          fine-tuned question words' rows already in it; looked up with numpy before the graph runs
+                          fine-tuned question words' rows already in it; memory-mapped, looked up with numpy before
+                          the graph runs
     reader/words.txt      one word per line
     reader/reader.json    preprocessing, longest answer in words, sizes, and the train-reader metadata it came from
 
@@ -161,7 +162,7 @@ class CompanionReader:
         """The reader in MODEL_DIR/reader/, checked against the QA model's `preprocessing`."""
         import onnxruntime
 
-        from ..embeddings.vectors import _load_matrix, _read_words
+        from ..embeddings.vectors import _read_words
         from .export import session_threads
 
         directory = Path(model_dir) / COMPANION_DIR
@@ -183,7 +184,16 @@ class CompanionReader:
         for name, field in ((TABLE_FILE, "table_sha256"), (GRAPH_FILE, "graph_sha256")):
             if _digest(directory / name) != config.get(field):
                 raise ConfigError(f"{directory / name} is not the file {CONFIG_FILE} records (its checksum differs)")
-        table = _load_matrix(directory / TABLE_FILE, len(words) + 2, config["dim"])
+        # Memory-mapped and left in float16: rows are read (and widened) only for the words of a question, so a load
+        # neither reads nor doubles the 25 MB table. The checksum above vouches that it is the finite table written
+        # by export_companion.
+        try:
+            table = np.load(directory / TABLE_FILE, mmap_mode="r", allow_pickle=False)
+        except (ValueError, OSError) as exc:
+            raise ConfigError(f"{directory / TABLE_FILE}: not a numeric .npy array ({exc})") from None
+        if table.dtype != np.float16 or table.shape != (len(words) + 2, config["dim"]):
+            raise ConfigError(f"{directory / TABLE_FILE}: expected ({len(words) + 2}, {config['dim']}) float16, "
+                              f"found {table.shape} {table.dtype}")
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = session_threads()
         options.inter_op_num_threads = 1
@@ -205,9 +215,9 @@ class CompanionReader:
         if not context_words or not question_words:
             empty = np.zeros(len(spans), dtype=np.float32)
             return spans, empty, empty
-        inputs = {"context": self.table[self.vocabulary.ids(context_words)][None],
+        inputs = {"context": self.table[self.vocabulary.ids(context_words)].astype(np.float32)[None],
                   "features": _features(context_words, question_words)[None],
-                  "question": self.table[self.vocabulary.ids(question_words)][None]}
+                  "question": self.table[self.vocabulary.ids(question_words)].astype(np.float32)[None]}
         start, end = (logits[0].astype(np.float64) for logits in self.session.run(None, inputs))
         return spans, _log_softmax(start), _log_softmax(end)
 
