@@ -1,79 +1,126 @@
 #!/usr/bin/env bash
-# The AraBERT-vs-mBERT comparison (the paper's Table 6) at small scale: three L4/H256 MLM models with the same
-# architecture, objective and CPU budget, differing only in preprocessing + tokenizer:
-#   seg-unigram   AraBERTv1-style: Farasa-segmented text (arabertv2), SentencePiece unigram 32k
-#   noseg-unigram AraBERTv0.1-style: normalized unsegmented text (arabertv02), SentencePiece unigram 32k
-#   mbert-vocab   mBERT's cased WordPiece vocabulary (119,547 entries) on raw text (preprocessing none)
-# Each is fine-tuned with the `offline` QA protocol and all three are evaluated side by side with the shipped model
-# (paired tests against the first model); docs/experiments/table6.md's table is this report. "Same compute" means the same
-# wall-clock budget on an equal share of the machine (--time-budget, the three runs in parallel, one thread each): a
-# bigger vocabulary or more tokens per word costs steps, as it would in the paper's setting.
+# The AraBERT-vs-mBERT comparison (the paper's Table 6) at small scale and equal compute (issue 29): five encoders that
+# differ only in preprocessing + tokenizer, everything else the shipped default's recipe:
+#   arabertv1-style    seg-unigram      Farasa-segmented text (arabertv2), SentencePiece unigram 32k
+#   arabertv0.1-style  noseg-unigram    normalized unsegmented text (arabertv02), SentencePiece unigram 32k
+#   arabertv0.2-style  noseg-wordpiece  normalized unsegmented text (arabertv02), WordPiece 32k
+#   arabertv2-style    seg-wordpiece    Farasa-segmented text (arabertv2), WordPiece 32k
+#   mbert-vocab        mbert-vocab      mBERT's cased WordPiece vocabulary (119,547 entries) on raw text (offline
+#                                       stand-in for bert-base-multilingual-cased, same architecture and compute)
+# Each: DeBERTa-v2 + EMD L4/H256, whole-word MLM, sequences of 256, pretrained one after the other for BUDGET_MIN
+# wall-clock minutes on THREADS threads (core-minutes = BUDGET_MIN × THREADS; the logs give tokens), then fine-tuned
+# with the shipped model's recipe (without its negatives step) once per seed in SEEDS, the decoder chosen on dev per
+# model (tune-decoding: sentence prior and temperature, answers inside one sentence, expected-F1 decoding). Reports:
+# $REPORT/dev (the choice of each decoder is already made; this shows the dev picture) and $REPORT/test (ARCD-test +
+# TyDiQA-GoldP-ar dev, read once), each with pooled.md (pooled, paired against arabertv1-style) and seeds.md (the seed
+# spread next to the bootstrap CIs).
 # Usage: ARABERT_PIPELINE_DATA=../shared/data bash scripts/reproduce_table6.sh [RUNS_DIR]
-# The report goes to $REPORT (default notebooks/results/table6, the committed one; rerun the notebook after).
-# BUDGET_MIN (default 75, what the runs in docs/experiments/table6.md used) = pretraining minutes per model. Rerun the script after an
-# interruption: finished stages are skipped and an interrupted pretraining resumes from its last checkpoint.
+# BUDGET_MIN (default 30) and THREADS (default 2): pretraining per model; SEEDS (default "0 1"); SYSTEMS (default all
+# five); QA_FLAGS the fine-tuning data and recipe; MBERT_MODEL a hub id (or local dir) of the real mBERT to add as a
+# reference row; READER="LABEL=PREDICTIONS_DEV.json,PREDICTIONS_TEST.json" adds the
+# static-embedding reader's rows. Rerun after an interruption: finished stages are skipped, an interrupted
+# pretraining or fine-tuning resumes from its last checkpoint (a budget counts the minutes already spent).
 set -euo pipefail
 : "${ARABERT_PIPELINE_DATA:?point ARABERT_PIPELINE_DATA at the data root (corpus/, qa/, vocab/)}"
 runs=${1:-runs}
-budget=${BUDGET_MIN:-75}
+budget=${BUDGET_MIN:-30}
+threads=${THREADS:-2}
+seeds=(${SEEDS:-0 1})
+systems=(${SYSTEMS:-seg-unigram noseg-unigram noseg-wordpiece seg-wordpiece mbert-vocab})
+qa_flags=${QA_FLAGS:---train arcd-train-rest xquad-ar --dev arcd-dev mlqa-ar-dev --hold-out arcd-test \
+tydiqa-goldp-ar-dev --question-overlap --epochs 4 --patience 1 --lr 3e-4 --max-seq-length 256 --doc-stride 128 \
+--skip-misaligned --drop-leaking-train}
+dev_sets=${DEV_SETS:-arcd-dev mlqa-ar-dev}
+test_sets=${TEST_SETS:-arcd-test tydiqa-goldp-ar-dev}
+report=${REPORT:-notebooks/results/table6}
 corpus=$ARABERT_PIPELINE_DATA/corpus
-export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1
-shards=$(ls "$corpus"/*.txt.xz | sort | grep -v ant-multisource-006)  # 006 is held out (tokenizer report)
-models="seg-unigram noseg-unigram mbert-vocab"
+shards=${SHARDS:-$(ls "$corpus"/*.txt.xz | sort | grep -v ant-multisource-006)}  # 006 is held out (tokenizer report)
+export OMP_NUM_THREADS=$threads MKL_NUM_THREADS=$threads
 
-# `wait` alone forgets a failed background job (e.g. one stopped by the OOM killer): wait for each and stop on failure.
-wait_all() {  # stage name, then the PIDs
-    local stage=$1 pid; shift
-    for pid in "$@"; do
-        wait "$pid" || { echo "a $stage run failed: see $runs/$stage-*.log; rerun this script to resume" >&2; exit 1; }
-    done
+preprocessing_of() { case $1 in seg-*) echo arabertv2 ;; noseg-*) echo arabertv02 ;; *) echo none ;; esac; }
+label_of() {
+    case $1 in seg-unigram) echo arabertv1-style ;; noseg-unigram) echo arabertv0.1-style ;;
+        noseg-wordpiece) echo arabertv0.2-style ;; seg-wordpiece) echo arabertv2-style ;; *) echo "$1" ;; esac
 }
-preprocessing_of() { case $1 in seg-unigram) echo arabertv2 ;; noseg-unigram) echo arabertv02 ;; *) echo none ;; esac; }
+resume_flag() { [ -d "$1/checkpoints" ] && echo --resume || true; }
 
-for model in $models; do
-    config=$(preprocessing_of "$model")
+for system in "${systems[@]}"; do
+    config=$(preprocessing_of "$system")
     text=$runs/corpus/train.$config.txt
+    # shellcheck disable=SC2086  # the shard list
     [ -f "$text" ] || arabert-pipeline preprocess $shards -o "$text" --preprocessing "$config" --workers 2 --no-progress
-    tokenizer=$runs/tokenizers/$model
-    if [ ! -f "$tokenizer/tokenizer.json" ]; then
-        if [ "$model" = mbert-vocab ]; then
-            arabert-pipeline train-tokenizer --from-vocab "$ARABERT_PIPELINE_DATA/vocab/mbert-cased-vocab.txt" \
-                --preprocessing none -o "$tokenizer"
-        else
-            arabert-pipeline train-tokenizer "$text" -o "$tokenizer" --model-type unigram --vocab-size 32000 \
-                --no-progress
-        fi
-    fi
+    tokenizer=$runs/tokenizers/$system
+    [ -f "$tokenizer/tokenizer.json" ] && continue
+    case $system in
+        mbert-vocab) arabert-pipeline train-tokenizer --from-vocab "$ARABERT_PIPELINE_DATA/vocab/mbert-cased-vocab.txt" \
+            --preprocessing none -o "$tokenizer" ;;
+        *-unigram) arabert-pipeline train-tokenizer "$text" -o "$tokenizer" --model-type unigram --vocab-size 32000 \
+            --no-progress ;;
+        *-wordpiece) arabert-pipeline train-tokenizer "$text" -o "$tokenizer" --model-type wordpiece --vocab-size 32000 \
+            --no-progress ;;
+    esac
 done
 
-pids=()
-for model in $models; do
-    out=$runs/pretrain/mini-$model
+# One pretraining at a time: two on two cores run 5-20x slower each than one after the other.
+for system in "${systems[@]}"; do
+    out=$runs/pretrain/t6-$system
     [ -f "$out/model.safetensors" ] && continue
-    resume=(); [ -d "$out/checkpoints" ] && resume=(--resume)
-    arabert-pipeline pretrain --tokenizer "$runs/tokenizers/$model" \
-        --corpus "$runs/corpus/train.$(preprocessing_of "$model").txt" -o "$out" --objective mlm --model-size mini \
-        --max-seq-length 256 --whole-word-masking --time-budget "$budget" --batch-size 32 --lr 8e-4 --warmup 0.06 \
-        --seed 0 --save-every 50 --eval-every 200 --log-every 10 --no-progress "${resume[@]}" \
-        > "$runs/pretrain-$model.log" 2>&1 &
-    pids+=($!)
+    arabert-pipeline pretrain --tokenizer "$runs/tokenizers/$system" \
+        --corpus "$runs/corpus/train.$(preprocessing_of "$system").txt" -o "$out" --objective mlm \
+        --architecture deberta-v2 --enhanced-mask-decoder --model-size mini --max-seq-length 256 --whole-word-masking \
+        --time-budget "$budget" --batch-size 32 --lr 8e-4 --warmup 0.06 --dropout 0 --seed 0 --save-every 50 \
+        --eval-every 200 --log-every 10 --no-progress $(resume_flag "$out")
 done
-wait_all pretrain "${pids[@]}"
 
-pids=()
-for model in $models; do
-    [ -f "$runs/qa/mini-$model/model.safetensors" ] && continue
-    arabert-pipeline finetune --model "$runs/pretrain/mini-$model" --protocol offline -o "$runs/qa/mini-$model" \
-        --max-seq-length 256 --doc-stride 128 --epochs 2 --lr 3e-4 --batch-size 32 --skip-misaligned \
-        --drop-leaking-train --seed 0 --no-progress > "$runs/finetune-$model.log" 2>&1 &
-    pids+=($!)
+models_dev=() models_test=() names=()
+for system in "${systems[@]}"; do
+    for seed in "${seeds[@]}"; do
+        qa=$runs/qa/t6-$system-s$seed
+        # shellcheck disable=SC2086  # QA_FLAGS is a list of flags
+        [ -f "$qa/model.safetensors" ] || arabert-pipeline finetune --model "$runs/pretrain/t6-$system" -o "$qa" \
+            $qa_flags --batch-size 32 --seed "$seed" --no-progress $(resume_flag "$qa")
+        # shellcheck disable=SC2086
+        [ -f "$qa-decoded/arabert_pipeline.json" ] || arabert-pipeline tune-decoding "$qa" --dev $dev_sets \
+            -o "$qa-decoded" --within-sentence on --decoding expected-f1 | tail -1
+        label="$(label_of "$system")-s$seed"
+        names+=("$label")
+        models_dev+=(--model "$qa-decoded" --label "$label")
+    done
 done
-wait_all finetune "${pids[@]}"
-
-arabert-pipeline evaluate --model "$runs/qa/mini-seg-unigram" --model "$runs/qa/mini-noseg-unigram" \
-    --model "$runs/qa/mini-mbert-vocab" --model arabert_pipeline/models/arabert-mini \
-    --label arabertv1-style --label arabertv0.1-style --label mbert-vocab --label arabert-mini \
-    --data arcd-test --data tydiqa-goldp-ar-dev \
-    --pretraining-log "arabertv1-style=$runs/pretrain/mini-seg-unigram/log.jsonl" \
-    --pretraining-log "arabertv0.1-style=$runs/pretrain/mini-noseg-unigram/log.jsonl" \
-    --pretraining-log "mbert-vocab=$runs/pretrain/mini-mbert-vocab/log.jsonl" -o "${REPORT:-notebooks/results/table6}" --overwrite
+# The real mBERT where the hub is reachable (MBERT_MODEL=bert-base-multilingual-cased): fine-tuned and decoded the same
+# way, on raw text; base-size, so not at equal compute (a reference row, not a system of the comparison).
+if [ -n "${MBERT_MODEL:-}" ]; then
+    for seed in "${seeds[@]}"; do
+        qa=$runs/qa/t6-mbert-hub-s$seed
+        # shellcheck disable=SC2086
+        [ -f "$qa/model.safetensors" ] || arabert-pipeline finetune --model "$MBERT_MODEL" --preprocessing none \
+            -o "$qa" $qa_flags --batch-size 32 --seed "$seed" --no-progress $(resume_flag "$qa")
+        # shellcheck disable=SC2086
+        [ -f "$qa-decoded/arabert_pipeline.json" ] || arabert-pipeline tune-decoding "$qa" --dev $dev_sets \
+            -o "$qa-decoded" --within-sentence on --decoding expected-f1 | tail -1
+        names+=("mbert-s$seed")
+        models_dev+=(--model "$qa-decoded" --label "mbert-s$seed")
+    done
+fi
+models_test=("${models_dev[@]}")
+logs=()
+for system in "${systems[@]}"; do
+    logs+=(--pretraining-log "$(label_of "$system")-s${seeds[0]}=$runs/pretrain/t6-$system/log.jsonl")
+done
+if [ -n "${READER:-}" ]; then
+    reader_label=${READER%%=*} reader_files=${READER#*=}
+    models_dev+=(--predictions "${reader_files%%,*}" --label "$reader_label")
+    models_test+=(--predictions "${reader_files#*,}" --label "$reader_label")
+    names+=("$reader_label")
+fi
+data() { for name in "$@"; do echo --data "$name"; done; }
+mkdir -p "$report"
+# shellcheck disable=SC2046  # one --data flag per set
+arabert-pipeline evaluate "${models_dev[@]}" $(data $dev_sets) "${logs[@]}" -o "$report/dev" --overwrite
+# shellcheck disable=SC2046
+arabert-pipeline evaluate "${models_test[@]}" $(data $test_sets) "${logs[@]}" -o "$report/test" --overwrite
+for split in dev test; do
+    python scripts/pooled_table.py "$report/$split" "${names[@]}" > "$report/$split/pooled.md"
+    python scripts/seed_spread.py "$report/$split" > "$report/$split/seeds.md"
+done
+echo "reports: $report/dev, $report/test (pooled.md, seeds.md); core-minutes per model: $((budget * threads))"
