@@ -16,7 +16,7 @@
 # spread next to the bootstrap CIs).
 # Usage: ARABERT_PIPELINE_DATA=../shared/data bash scripts/reproduce_table6.sh [RUNS_DIR]
 # BUDGET_MIN (default 30) and THREADS (default 2): pretraining per model; SEEDS (default "0 1"); SYSTEMS (default all
-# five); QA_FLAGS the fine-tuning data and recipe; MBERT_MODEL a hub id (or local dir) of the real mBERT to add as a
+# five); VOCAB_SIZE (default 32000); QA_FLAGS the fine-tuning data and recipe; MBERT_MODEL a hub id (or local dir) of the real mBERT to add as a
 # reference row; READER="LABEL=PREDICTIONS_DEV.json,PREDICTIONS_TEST.json" adds the
 # static-embedding reader's rows. Rerun after an interruption: finished stages are skipped, an interrupted
 # pretraining or fine-tuning resumes from its last checkpoint (a budget counts the minutes already spent).
@@ -24,6 +24,7 @@ set -euo pipefail
 : "${ARABERT_PIPELINE_DATA:?point ARABERT_PIPELINE_DATA at the data root (corpus/, qa/, vocab/)}"
 runs=${1:-runs}
 budget=${BUDGET_MIN:-30}
+vocab_size=${VOCAB_SIZE:-32000}
 threads=${THREADS:-2}
 seeds=(${SEEDS:-0 1})
 systems=(${SYSTEMS:-seg-unigram noseg-unigram noseg-wordpiece seg-wordpiece mbert-vocab})
@@ -54,10 +55,10 @@ for system in "${systems[@]}"; do
     case $system in
         mbert-vocab) arabert-pipeline train-tokenizer --from-vocab "$ARABERT_PIPELINE_DATA/vocab/mbert-cased-vocab.txt" \
             --preprocessing none -o "$tokenizer" ;;
-        *-unigram) arabert-pipeline train-tokenizer "$text" -o "$tokenizer" --model-type unigram --vocab-size 32000 \
-            --no-progress ;;
-        *-wordpiece) arabert-pipeline train-tokenizer "$text" -o "$tokenizer" --model-type wordpiece --vocab-size 32000 \
-            --no-progress ;;
+        *-unigram) arabert-pipeline train-tokenizer "$text" -o "$tokenizer" --model-type unigram \
+            --vocab-size "$vocab_size" --no-progress ;;
+        *-wordpiece) arabert-pipeline train-tokenizer "$text" -o "$tokenizer" --model-type wordpiece \
+            --vocab-size "$vocab_size" --no-progress ;;
     esac
 done
 
@@ -123,4 +124,4 @@ for split in dev test; do
     python scripts/pooled_table.py "$report/$split" "${names[@]}" > "$report/$split/pooled.md"
     python scripts/seed_spread.py "$report/$split" > "$report/$split/seeds.md"
 done
-echo "reports: $report/dev, $report/test (pooled.md, seeds.md); core-minutes per model: $((budget * threads))"
+echo "reports: $report/dev, $report/test (pooled.md, seeds.md); core-minutes per model: $(awk "BEGIN {print $budget * $threads}")"
