@@ -88,6 +88,9 @@ def register(subparsers) -> None:
                    help="start again in an OUT that holds an earlier run (its files are deleted; a directory holding "
                    "anything else is never touched)")
     p.add_argument("--init-from", metavar="CKPT", help="start from these weights (a model dir or a checkpoint dir)")
+    p.add_argument("--init-embeddings", metavar="DIR",
+                   help="start the token embeddings from the static vectors of a train-embeddings directory (same "
+                        "preprocessing as the tokenizer; projected to the hidden size and rescaled to the init scale)")
     p.add_argument("--cache-dir", metavar="DIR", help="token cache (default ~/.cache/arabert_pipeline/pretrain-tokens)")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
     p.set_defaults(run=run)

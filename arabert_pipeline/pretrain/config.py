@@ -98,6 +98,8 @@ class PretrainConfig:
     resume: str | None = None  # "latest" or a checkpoint directory
     overwrite: bool = False  # replace an earlier run's output directory
     init_from: str | None = None
+    # A train-embeddings directory whose static vectors start the token embeddings (objectives.init_token_embeddings).
+    init_embeddings: str | None = None
     cache_dir: str | None = None
     progress: bool = True
 
@@ -105,6 +107,9 @@ class PretrainConfig:
         """Reject option combinations that cannot work, before anything is loaded."""
         if self.model_size is None and self.init_from is None:
             raise ConfigError("--model-size is required unless --init-from gives the architecture")
+        if self.init_embeddings is not None and self.init_from is not None:
+            raise ConfigError("--init-embeddings starts new token embeddings from static vectors; --init-from continues "
+                              "trained ones: give one of them")
         if self.model_size is not None and self.model_size not in MODEL_SIZES:
             raise ConfigError(f"--model-size {self.model_size!r}: choose one of {', '.join(MODEL_SIZES)}")
         if self.objective not in OBJECTIVES:

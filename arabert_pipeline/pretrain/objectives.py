@@ -30,6 +30,7 @@ xlnet.py).
 from __future__ import annotations
 
 import importlib
+import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,16 +38,86 @@ from ..errors import ConfigError
 from .config import OBJECTIVES, PretrainConfig
 
 if TYPE_CHECKING:
+    import numpy as np
     import torch
 
+log = logging.getLogger(__name__)
 
-def build_objective(config: "PretrainConfig", tokenizer) -> "torch.nn.Module":
+
+def build_objective(config: "PretrainConfig", tokenizer, preprocessing: str | None = None) -> "torch.nn.Module":
     module = importlib.import_module(OBJECTIVES[config.objective])
     objective = module.build(config, tokenizer)
     for name in ("collator", "export"):
         if not hasattr(objective, name):
             raise TypeError(f"objective {config.objective!r} has no {name!r}")
+    if config.init_embeddings is not None:
+        coverage = init_token_embeddings(objective, tokenizer, config.init_embeddings, preprocessing, config.seed)
+        log.info("--init-embeddings: %d of %d tokens (%.1f%%) start from a static vector", coverage["tokens"],
+                 coverage["vocabulary"], 100 * coverage["share"])
     return objective
+
+
+def static_vector_rows(tokenizer, embeddings) -> dict[int, "np.ndarray"]:
+    """Token id → the static vector of the word it is: whole-word tokens ("▁word" in SentencePiece, "word" but not
+    "##piece" in WordPiece) found among the vectors' words; with fastText, every token's text gets a vector from its
+    character n-grams (pieces inside words included, as fastText embeds any string). Special tokens get none."""
+    special = set(tokenizer.all_special_ids)
+    rows = {}
+    for token, index in tokenizer.get_vocab().items():
+        if index in special:
+            continue
+        word_start = token.startswith("▁") or not token.startswith("##")
+        text = token.lstrip("▁") if token.startswith("▁") else token.removeprefix("##")
+        if not text:
+            continue
+        if text in embeddings:
+            if word_start or embeddings.ngrams is not None:
+                rows[index] = embeddings.vectors[embeddings.index[text]]
+        elif embeddings.ngrams is not None:
+            rows[index] = embeddings.vector(text)
+    return rows
+
+
+def init_token_embeddings(objective, tokenizer, directory: str, preprocessing: str | None, seed: int) -> dict:
+    """Start every input embedding table of the objective's models from the static vectors of `directory`.
+
+    The vectors (d dimensions) go to the hidden size H through a fixed random matrix with orthonormal columns (inner
+    products and norms kept: a word's neighbours stay its neighbours), centred and scaled so that their entries have
+    the model's initialisation standard deviation (`initializer_range`, 0.02 for BERT and DeBERTa), the scale the rest
+    of the network starts from. Tokens without a vector keep their random start. Returns the coverage."""
+    import numpy as np
+    import torch
+    from transformers import PreTrainedModel
+
+    from ..embeddings import Embeddings
+
+    embeddings = Embeddings.load(directory)
+    if preprocessing is not None and embeddings.preprocessing != preprocessing:
+        raise ConfigError(f"--init-embeddings {directory}: its vectors were trained on {embeddings.preprocessing!r} "
+                          f"text, the corpus and tokenizer are {preprocessing!r}: their words would not match")
+    rows = static_vector_rows(tokenizer, embeddings)
+    if not rows:
+        raise ConfigError(f"--init-embeddings {directory}: none of the tokenizer's tokens is a word of these vectors")
+    models = [m for m in objective.modules() if isinstance(m, PreTrainedModel)]
+    tables = {id(m.get_input_embeddings()): (m.get_input_embeddings(), m.config) for m in models
+              if m.get_input_embeddings() is not None}
+    ids = np.fromiter(rows, dtype=np.int64)
+    static = np.stack([rows[i] for i in ids]).astype(np.float64)
+    for table, model_config in tables.values():
+        hidden = table.weight.shape[1]
+        rng = np.random.default_rng(seed)
+        if static.shape[1] <= hidden:
+            projection, _ = np.linalg.qr(rng.standard_normal((hidden, static.shape[1])))  # orthonormal columns
+        else:  # more dimensions than the model: keep the H directions of largest variance
+            centred = static - static.mean(0)
+            projection = np.linalg.svd(centred, full_matrices=False)[2][:hidden].T
+        projected = (static - static.mean(0)) @ projection.T
+        std = float(getattr(model_config, "initializer_range", 0.02))
+        projected *= std / max(float(projected.std()), 1e-12)
+        with torch.no_grad():
+            table.weight[torch.from_numpy(ids)] = torch.from_numpy(projected).to(table.weight.dtype)
+    vocabulary = len(tokenizer.get_vocab())
+    return {"tokens": len(rows), "vocabulary": vocabulary, "share": len(rows) / vocabulary}
 
 
 def init_model_dir(path: str) -> Path:

@@ -155,7 +155,7 @@ class Trainer(Engine):
         """The objective's modules; with --init-from, any failure to read that model names it."""
         config = self.config
         if config.init_from is None:
-            return build_objective(config, self.tokenizer)
+            return build_objective(config, self.tokenizer, self.preprocessing)
         config_file = init_model_dir(config.init_from) / "config.json"
         read_json_file(config_file)
         try:
