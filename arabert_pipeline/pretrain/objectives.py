@@ -62,12 +62,15 @@ def static_vector_rows(tokenizer, embeddings) -> dict[int, "np.ndarray"]:
     "##piece" in WordPiece) found among the vectors' words; with fastText, every token's text gets a vector from its
     character n-grams (pieces inside words included, as fastText embeds any string). Special tokens get none."""
     special = set(tokenizer.all_special_ids)
+    vocabulary = tokenizer.get_vocab()
+    # SentencePiece marks the pieces that start a word ("▁"), WordPiece those that continue one ("##").
+    sentencepiece = any(token.startswith("▁") for token in vocabulary)
     rows = {}
-    for token, index in tokenizer.get_vocab().items():
+    for token, index in vocabulary.items():
         if index in special:
             continue
-        word_start = token.startswith("▁") or not token.startswith("##")
-        text = token.lstrip("▁") if token.startswith("▁") else token.removeprefix("##")
+        word_start = token.startswith("▁") if sentencepiece else not token.startswith("##")
+        text = token.lstrip("▁") if sentencepiece else token.removeprefix("##")
         if not text:
             continue
         if text in embeddings:
