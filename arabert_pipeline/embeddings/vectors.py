@@ -79,7 +79,7 @@ class Embeddings:
             raise ConfigError(f"{meta_path}: preprocessing must be one of {', '.join(PREPROCESSING_NAMES)}, not "
                               f"{preprocessing!r}")
         dim = _positive_int(metadata, "dim", meta_path)
-        words = _read_words(directory / WORDS_FILE)
+        words = read_words(directory / WORDS_FILE)
         vectors = _load_matrix(directory / VECTORS_FILE, len(words), dim)
         ngrams, min_n, max_n = None, 3, 6
         if metadata.get("model") == "fasttext":
@@ -177,7 +177,7 @@ def _unit(vector):
 _WORDS_FILE = re.compile(r"[^\s]+\t\d+(?:\n[^\s]+\t\d+)*\n?")
 
 
-def _read_words(path: Path) -> list[str]:
+def read_words(path: Path) -> list[str]:
     """words.txt: `word<TAB>count` lines. Words are whitespace-free by construction (they are split on it)."""
     try:
         text = path.read_bytes().decode("utf-8")

@@ -15,8 +15,8 @@ Runtime (a core dependency), so both of Pipeline's backends use it and neither n
     reader/vectors.npy    the embedding table, float16 (rows: padding, unknown word, then words.txt in order), the
                           fine-tuned question words' rows already in it; memory-mapped, looked up with numpy before
                           the graph runs
-    reader/words.txt      one word per line
-    reader/reader.json    preprocessing, longest answer in words, sizes, and the train-reader metadata it came from
+    reader/words.txt      the embeddings' words.txt (word<TAB>count), whose order the table's rows follow
+    reader/reader.json    preprocessing, sizes, the two files' checksums, and the train-reader metadata it came from
 
 The reader reads the context preprocessed as the QA model reads it (they must share a preprocessing), so its words
 are character spans of the same preprocessed text the transformer's token offsets point into.
@@ -92,7 +92,7 @@ def export_companion(reader_dir: str | os.PathLike, output: str | os.PathLike, *
     shutil.copyfile(source / WORDS_FILE, output / WORDS_FILE)
     metadata = read_metadata(reader_dir)
     config = {
-        "preprocessing": reader.preprocessing.name, "max_span_words": reader.max_span_words, "dim": dim,
+        "preprocessing": reader.preprocessing.name, "dim": dim,
         "words": len(words), "table_sha256": _digest(output / TABLE_FILE),
         "graph_sha256": _digest(output / GRAPH_FILE),
         "trained": {key: metadata.get(key) for key in ("embeddings", "train", "dev", "best_epoch", "best_dev_em",
@@ -151,18 +151,18 @@ class CompanionReader:
     """The reader of a model dir's reader/: per context character, the log-probability that the answer starts or ends
     in its word."""
 
-    def __init__(self, session, table: np.ndarray, words: list[str], preprocessing: str, max_span_words: int):
+    def __init__(self, session, table: np.ndarray, words: list[str], preprocessing: str):
         from .static_reader import Vocabulary
 
         self.session, self.table, self.vocabulary = session, table, Vocabulary(words)
-        self.preprocessing, self.max_span_words = preprocessing, max_span_words
+        self.preprocessing = preprocessing
 
     @classmethod
     def load(cls, model_dir: str | os.PathLike, preprocessing: str) -> "CompanionReader":
         """The reader in MODEL_DIR/reader/, checked against the QA model's `preprocessing`."""
         import onnxruntime
 
-        from ..embeddings.vectors import _read_words
+        from ..embeddings.vectors import read_words
         from .export import session_threads
 
         directory = Path(model_dir) / COMPANION_DIR
@@ -171,14 +171,14 @@ class CompanionReader:
                 raise ConfigError(f"{directory / name} is missing or not a regular file: the model's reader is "
                                   "incomplete (re-run `arabert-pipeline tune-decoding --reader`)")
         config = read_json_file(directory / CONFIG_FILE)
-        for field in ("dim", "words", "max_span_words"):
+        for field in ("dim", "words"):
             if type(config.get(field)) is not int or not 1 <= config[field] <= 2**31:
                 raise ConfigError(f"{directory / CONFIG_FILE}: {field} must be a positive integer, not "
                                   f"{config.get(field)!r}")
         if config.get("preprocessing") != preprocessing:
             raise ConfigError(f"{directory / CONFIG_FILE}: the reader reads {config.get('preprocessing')!r} text, the "
                               f"model {preprocessing!r}: they must read the same preprocessed context")
-        words = _read_words(directory / WORDS_FILE)
+        words = read_words(directory / WORDS_FILE)
         if len(words) != config["words"]:
             raise ConfigError(f"{directory / WORDS_FILE} has {len(words)} words, {CONFIG_FILE} says {config['words']}")
         for name, field in ((TABLE_FILE, "table_sha256"), (GRAPH_FILE, "graph_sha256")):
@@ -203,7 +203,7 @@ class CompanionReader:
         except Exception as exc:  # ONNX Runtime's own exception types
             first_line = (str(exc).strip().splitlines() or [""])[0]
             raise ConfigError(f"{directory / GRAPH_FILE}: ONNX Runtime cannot load it ({first_line})") from exc
-        return cls(session, table, words, preprocessing, config["max_span_words"])
+        return cls(session, table, words, preprocessing)
 
     def word_log_probs(self, question: str, text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(word spans in `text`, log p(start), log p(end)) for a preprocessed question and context."""
