@@ -174,6 +174,22 @@ def test_answers_come_from_the_original_context_through_preprocessing(tiny_qa, p
         assert any(map(is_word_character, answer.text)), answer.text
 
 
+def test_trimmed_answers_merge_their_probabilities_and_keep_the_decoders_order():
+    from arabert_pipeline.qa.infer import Answer, trimmed
+
+    context = "تقع البتراء في جنوب الأردن، وهي مدينة أثرية. «»"
+    south = context.index("جنوب")
+    comma = context.index("،") + 1
+    answers = [Answer(context[south:comma], south, comma, 0.3),  # "جنوب الأردن،"
+               Answer("وهي مدينة", context.index("وهي"), context.index("وهي") + 9, 0.4),
+               Answer(context[south:comma - 1], south, comma - 1, 0.2),  # "جنوب الأردن": the first one trimmed
+               Answer("«»", len(context) - 2, len(context), 0.1)]  # punctuation alone: dropped
+    by_rank = trimmed(context, answers, by_score=False)
+    assert [(a.text, round(a.score, 6)) for a in by_rank] == [("جنوب الأردن", 0.5), ("وهي مدينة", 0.4)]
+    assert [a.text for a in trimmed(context, answers, by_score=True)] == ["جنوب الأردن", "وهي مدينة"]
+    assert all(a.text == context[a.start:a.end] for a in by_rank)
+
+
 def test_trimmed_spans_lose_edge_punctuation_only():
     text = "في جنوب الأردن، «مصرع كليوباترا» ، 3.5 . بلغت 13%؛ عام 1037م (429 هـ)."
     cases = {"جنوب الأردن،": "جنوب الأردن", "«مصرع كليوباترا» ": "«مصرع كليوباترا»", "3.5 .": "3.5",
