@@ -152,6 +152,18 @@ def test_int8_onnx_model_answers_spans(tiny_onnx):
     assert answers and all(a.text == CONTEXT[a.start : a.end] for a in answers)
 
 
+def test_int8_answers_do_not_depend_on_the_questions_asked_with_them(tiny_onnx):
+    """Dynamic int8 scales activations per tensor: windows batched together would change each other's logits."""
+    from arabert_pipeline import Pipeline
+
+    examples = DEMO + [{"question": QUESTION, "context": CONTEXT * 3}]  # several windows of different lengths
+    qa = Pipeline(tiny_onnx, quantize=True)
+    together = qa.answer([e["question"] for e in examples], [e["context"] for e in examples], top_k=3)
+    alone = [qa.answer(e["question"], e["context"], top_k=3) for e in examples]
+    assert _spans(together) == [_spans([found])[0] for found in alone]
+    assert [[a.score for a in found] for found in together] == [[a.score for a in found] for found in alone]
+
+
 def test_the_int8_graph_is_quantized_once_and_then_read_from_the_cache(tiny_onnx, tmp_path, monkeypatch):
     from arabert_pipeline import Pipeline
     from arabert_pipeline.pipeline import onnx_backend

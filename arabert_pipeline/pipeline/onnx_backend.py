@@ -68,7 +68,14 @@ class OnnxQAModel(QAModel):
         idf = _read_sentence_idf(directory, required=settings.sentence_prior > 0)
         reader = load_companion(directory, preprocessing, required=settings.reader_weight > 0)
         session = create_session(directory, quantize=quantize)
-        return cls(session, tokenizer, preprocessing, settings, whole_words, idf, reader)
+        model = cls(session, tokenizer, preprocessing, settings, whole_words, idf, reader)
+        # int8: dynamic quantization scales each activation tensor by its own range, and windows run together share
+        # one tensor, so a window's logits would depend on the windows batched with it (and on their padding). One
+        # window per run keeps every answer the one the question gets alone (serve's dynamic batching, answer lists).
+        model.windows_per_run = 1 if quantize else None
+        return model
+
+    windows_per_run: int | None = None  # None: up to batch_size windows and TOKENS_PER_RUN tokens
 
     def window_logits(self, windows: Windows, batch_size: int) -> tuple[np.ndarray, np.ndarray]:
         """As QAModel.window_logits: windows sorted by length, batches right-padded to their longest window; a batch
@@ -80,11 +87,12 @@ class OnnxQAModel(QAModel):
         order = np.argsort(lengths, kind="stable")
         inputs = {i.name for i in self.model.get_inputs()}
         pad = self.tokenizer.pad_token_id or 0
+        most = self.windows_per_run or batch_size
         i = 0
         while i < n:
             # Sorted ascending: the batch's last window is its longest.
             size = 1
-            while (size < batch_size and i + size < n
+            while (size < most and i + size < n
                    and (size + 1) * lengths[order[i + size]] <= TOKENS_PER_RUN):
                 size += 1
             rows = order[i : i + size]
