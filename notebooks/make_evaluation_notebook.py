@@ -248,6 +248,29 @@ the first system, BERT-MLM."""),
 show_run(RESULTS / "architectures" / "dev", plotted="arcd-dev")"""),
     ("code", """\
 show_run(RESULTS / "architectures" / "test")"""),
+    ("md", """\
+## The seeds' other objectives: SpanBERT and XLNet at equal CPU budget
+
+`scripts/compare_architectures.sh` with `NAMES="bert-mlm bert-span bert-span-sbo xlnet-plm"`
+(`notebooks/results/seed-objectives/`): BERT with MLM (the reference), BERT with SpanBERT's span masking without and
+with its span boundary objective, and XLNet with permutation language modelling, pretrained one after the other for
+the same wall-clock minutes on one core each, fine-tuned and decoded as above (XLNet without the question-overlap
+token type, which its segment embeddings cannot take). Dev first, then the test sets; paired differences against
+BERT-MLM (docs/experiments/seed-objectives.md)."""),
+    ("code", """\
+show_run(RESULTS / "seed-objectives" / "dev", plotted="arcd-dev")"""),
+    ("code", """\
+show_run(RESULTS / "seed-objectives" / "test")"""),
+    ("md", """\
+## Static vectors as a transformer's first token embeddings (dev only)
+
+`pretrain --init-embeddings` (`notebooks/results/static-init/dev/`): two DeBERTa mini encoders pretrained 400 steps
+each, one from random token embeddings, one from the word2vec vectors of the shipped reader (projected and rescaled),
+fine-tuned and decoded the same way; dev only, a lever for the next default (docs/experiments/static-init.md)."""),
+    ("code", """\
+show_run(RESULTS / "static-init" / "dev", plotted="arcd-dev")
+if (RESULTS / "static-init" / "dev" / "pooled.md").exists():
+    display(Markdown((RESULTS / "static-init" / "dev" / "pooled.md").read_text(encoding="utf-8")))"""),
 ]
 
 
