@@ -15,6 +15,7 @@ import contextlib
 import dataclasses
 import fnmatch
 import gzip
+import hashlib
 import json
 import lzma
 import os
@@ -50,6 +51,15 @@ def data_root() -> Path:
         return Path(env).expanduser()
     cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(cache) / "arabert_pipeline" / "data"
+
+
+def file_digest(path: str | os.PathLike) -> str:
+    """SHA-256 of a file's bytes, read in blocks (corpus shards and model files are large)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def portable_path(path: str | os.PathLike) -> str:

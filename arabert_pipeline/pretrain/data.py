@@ -33,8 +33,8 @@ from typing import Iterator
 
 import numpy as np
 
-from ..artifacts import (CORPUS_READ_ERRORS, METADATA_FILE, check_input_file, decompressed, naming_io_errors,
-                         read_json_file, read_metadata, sidecar_path)
+from ..artifacts import (CORPUS_READ_ERRORS, METADATA_FILE, check_input_file, decompressed, file_digest,
+                         naming_io_errors, read_json_file, read_metadata, sidecar_path)
 from ..errors import ConfigError, InputError
 
 CACHE_FORMAT = 1
@@ -93,14 +93,6 @@ def read_lines(paths: list[str], progress) -> Iterator[str | None]:
             except CORPUS_READ_ERRORS as exc:
                 raise InputError(f"cannot read: {exc}", path=path, line=number + 1) from exc
             progress.update(path.stat().st_size - done)
-
-
-def file_digest(path: str) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def cache_key(corpus: list[str], tokenizer) -> str:

@@ -23,7 +23,6 @@ are character spans of the same preprocessed text the transformer's token offset
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -32,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..artifacts import read_json_file, read_metadata
+from ..artifacts import file_digest, read_json_file, read_metadata
 from ..errors import ConfigError
 
 COMPANION_DIR = "reader"
@@ -93,8 +92,8 @@ def export_companion(reader_dir: str | os.PathLike, output: str | os.PathLike, *
     metadata = read_metadata(reader_dir)
     config = {
         "preprocessing": reader.preprocessing.name, "dim": dim,
-        "words": len(words), "table_sha256": _digest(output / TABLE_FILE),
-        "graph_sha256": _digest(output / GRAPH_FILE),
+        "words": len(words), "table_sha256": file_digest(output / TABLE_FILE),
+        "graph_sha256": file_digest(output / GRAPH_FILE),
         "trained": {key: metadata.get(key) for key in ("embeddings", "train", "dev", "best_epoch", "best_dev_em",
                                                        "best_dev_f1", "train_questions", "created_by")},
     }
@@ -117,14 +116,6 @@ def _check_against_torch(graph, path: Path, dim: int) -> None:
         if any(not np.allclose(a, b, atol=1e-3, rtol=1e-3) for a, b in zip(expected, found)):
             raise ConfigError(f"{path}: the exported reader does not reproduce torch's logits (ONNX Runtime "
                               f"{onnxruntime.__version__}, torch {torch.__version__})")
-
-
-def _digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def copy_companion(source: Path, target: Path) -> None:
@@ -182,7 +173,7 @@ class CompanionReader:
         if len(words) != config["words"]:
             raise ConfigError(f"{directory / WORDS_FILE} has {len(words)} words, {CONFIG_FILE} says {config['words']}")
         for name, field in ((TABLE_FILE, "table_sha256"), (GRAPH_FILE, "graph_sha256")):
-            if _digest(directory / name) != config.get(field):
+            if file_digest(directory / name) != config.get(field):
                 raise ConfigError(f"{directory / name} is not the file {CONFIG_FILE} records (its checksum differs)")
         # Memory-mapped and left in float16: rows are read (and widened) only for the words of a question, so a load
         # neither reads nor doubles the 25 MB table. The checksum above vouches that it is the finite table written
