@@ -121,11 +121,17 @@ def test_retuning_keeps_the_reader_the_model_has(tuned, tmp_path):
     assert (again / "reader" / "reader.onnx").read_bytes() == (out / "reader" / "reader.onnx").read_bytes()
 
 
-def test_a_reader_weight_without_a_reader_is_refused(tuned, tmp_path, capsys):
+def test_a_reader_weight_without_a_reader_and_a_missing_reader_are_refused(tuned, tmp_path, capsys):
     model, _, _, dev = tuned
     code = main(["tune-decoding", str(model), "--dev", str(dev), "-o", str(tmp_path / "x"), "--reader-weight", "2"])
     assert code != 0
     assert "needs a reader" in capsys.readouterr().err
+    code = main(["tune-decoding", str(model), "--dev", str(dev), "-o", str(tmp_path / "x"), "--reader", "nowhere"])
+    assert code != 0
+    assert "--reader nowhere: no such directory" in capsys.readouterr().err
+    code = main(["tune-decoding", str(model), "--dev", str(dev), "-o", str(tmp_path / "x"), "--reader", str(model)])
+    assert code != 0
+    assert "not written by `arabert-pipeline train-reader`" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
 
 

@@ -201,8 +201,8 @@ def tune_model_decoding(model_dir: str | Path, dev: list[str], output: str | Pat
     if metadata.get("task") != "question-answering":
         raise ConfigError(f"{model_dir} is not a QA model dir (its arabert_pipeline.json has no task "
                           "'question-answering'): fine-tune it first with `arabert-pipeline finetune`")
-    if reader is not None:
-        check_local_source(Path(reader))
+    if reader is not None and not Path(reader).is_dir():
+        raise ConfigError(f"--reader {reader}: no such directory (expected a train-reader output)")
     trained_on = {entry.get("name") for entry in metadata.get("training_data", [])}
     with OutputLock(output, "tune-decoding"), tempfile.TemporaryDirectory(prefix="arabert-reader-") as scratch:
         dev_files = [read_squad(source, misaligned="keep") for source in dev]
