@@ -10,14 +10,17 @@ together (sorted by length to limit padding) and run under torch.inference_mode.
 the span (plus the sentence prior below), comparable between the answers of one example; answers come best score
 first, or with expected-F1 decoding (below) highest expected F1 first.
 
-Two inputs that a plain Hugging Face QA pipeline does not compute, each recorded in the model's settings:
+Three inputs that a plain Hugging Face QA pipeline does not compute, each recorded in the model's settings:
 - `question_overlap`: context tokens of words the question shares get token type 2 (features.py, overlap.py); a model
   fine-tuned with it expects them.
 - `sentence_prior` λ > 0: each candidate span gains λ × (the IDF-weighted question overlap of its sentence / the best
   sentence's), a lexical prior on which sentence holds the answer. The IDF is counted on the fine-tuning contexts and
   stored beside the model (`SENTENCE_IDF_FILE`).
+- `reader_weight` w > 0: each candidate span gains w × (log p(start word) + log p(end word)) under the DrQA reader
+  stored beside the model (`reader/`, reader_companion.py).
 And two decoding choices (postprocess.py): `within_sentence` keeps only spans inside one sentence, and `decoding`
 "expected-f1" answers with the candidate of highest expected F1 instead of the highest score ("max-score").
+Answers are whole words of the original context without sentence punctuation at their ends (`trimmed`).
 `predict(..., allow_no_answer=True)` answers nothing (an empty list) where the no-answer score beats the best span
 by more than `null_score_diff_threshold` (SQuAD 2.0's rule and Hugging Face's name; chosen on dev).
 """
@@ -133,10 +136,10 @@ class Answer:
     text: str  # == context[start:end] of the original context
     start: int
     end: int
-    # A probability: the softmax of the start + end logits (+ the sentence prior's bonus) over the question's
-    # candidate spans, its max(n_best, top_k) best distinct ones over all of its windows. In (0, 1]; the top-k of one
-    # question sum to at most 1; comparable across questions (Hugging Face's p_start · p_end within one window is not
-    # comparable across the windows of a long context).
+    # A probability: the softmax of the start + end logits (+ the sentence prior's and the reader's bonuses) over the
+    # question's candidate spans, its max(n_best, top_k) best distinct ones over all of its windows. In (0, 1]; the
+    # top-k of one question sum to at most 1; comparable across questions (Hugging Face's p_start · p_end within one
+    # window is not comparable across the windows of a long context).
     score: float
 
 
@@ -152,8 +155,9 @@ def with_probabilities(answers: list[Answer]) -> list[Answer]:
 
 def trimmed(context: str, answers: list[Answer], by_score: bool) -> list[Answer]:
     """The ranked answers without sentence punctuation at their ends ("جنوب الأردن،" → "جنوب الأردن", postprocess's
-    TRIMMED_PUNCTUATION); those that become one answer are merged (their probabilities summed), a span of punctuation alone is dropped. `by_score`: ranked by
-    probability again (max-score decoding); else each keeps the first place of its parts (expected-F1's order).
+    TRIMMED_PUNCTUATION); those that become one answer are merged (their probabilities summed), a span of punctuation
+    alone is dropped. `by_score`: ranked by probability again (max-score decoding); else each keeps the first place of
+    its parts (expected-F1's order).
 
     After decoding, not before it: the candidates' distribution, and so the decoder the dev sets chose, stay as they
     were (trimming the candidates first merged them and cost the previous default 1.2 dev F1)."""
