@@ -218,9 +218,9 @@ def tune_model_decoding(model_dir: str | Path, dev: list[str], output: str | Pat
             export_companion(reader, companion_home / COMPANION_DIR)
         elif (model_dir / COMPANION_DIR).is_dir():
             companion_home = model_dir
-        if companion_home is not None:
+        if companion_home is not None and (reader is not None or qa.reader is None):  # a weighed reader is loaded
             qa.reader = CompanionReader.load(companion_home, qa.preprocessing.name)
-        elif fixed["reader_weight"]:
+        if qa.reader is None and fixed["reader_weight"]:
             raise ConfigError(f"reader_weight {fixed['reader_weight']:g} needs a reader: give --reader")
         if qa.sentence_idf is None and fixed["sentence_prior"] is None:
             fixed["sentence_prior"] = 0.0  # no IDF table beside the model: no prior to weigh

@@ -198,16 +198,16 @@ class CompanionReader:
 
     def word_log_probs(self, question: str, text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(word spans in `text`, log p(start), log p(end)) for a preprocessed question and context."""
-        from .static_reader import _features, _word_spans
+        from .static_reader import word_features, word_spans
 
-        spans = _word_spans(text)
+        spans = word_spans(text)
         context_words = [text[a:b] for a, b in spans]
         question_words = question.split()
         if not context_words or not question_words:
             empty = np.zeros(len(spans), dtype=np.float32)
             return spans, empty, empty
         inputs = {"context": self.table[self.vocabulary.ids(context_words)].astype(np.float32)[None],
-                  "features": _features(context_words, question_words)[None],
+                  "features": word_features(context_words, question_words)[None],
                   "question": self.table[self.vocabulary.ids(question_words)].astype(np.float32)[None]}
         start, end = (logits[0].astype(np.float64) for logits in self.session.run(None, inputs))
         return spans, _log_softmax(start), _log_softmax(end)

@@ -101,12 +101,12 @@ class Encoded:
     gold: tuple[int, int] | None  # first aligned answer as (first word, last word)
 
 
-def _word_spans(text: str) -> np.ndarray:
+def word_spans(text: str) -> np.ndarray:
     spans = [(m.start(), m.end()) for m in _WORD.finditer(text)]
     return np.asarray(spans, dtype=np.int64).reshape(len(spans), 2)
 
 
-def _features(context_words: list[str], question_words: list[str]) -> np.ndarray:
+def word_features(context_words: list[str], question_words: list[str]) -> np.ndarray:
     from .overlap import match_keys
 
     surface = set(question_words)
@@ -144,7 +144,7 @@ def encode_examples(examples: list[dict], preprocessing, vocabulary: Vocabulary)
     out, unaligned = [], []
     for example, item in zip(examples, aligned_examples):
         aligned = item["aligned"]
-        spans = _word_spans(aligned.text)
+        spans = word_spans(aligned.text)
         context_words = [aligned.text[a:b] for a, b in spans]
         question_words = item["question"].split()
         gold = None
@@ -157,7 +157,7 @@ def encode_examples(examples: list[dict], preprocessing, vocabulary: Vocabulary)
         if not context_words or not question_words:
             raise InputError("context or question is empty once preprocessed", field=f"question {item['id']}")
         out.append(Encoded(item["id"], example["context"], aligned, spans, vocabulary.ids(context_words),
-                           _features(context_words, question_words), vocabulary.ids(question_words), gold))
+                           word_features(context_words, question_words), vocabulary.ids(question_words), gold))
     return out, unaligned
 
 
