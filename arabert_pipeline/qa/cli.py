@@ -85,6 +85,7 @@ def register(subparsers) -> None:
     p.add_argument("--no-progress", dest="progress", action="store_false")
     p.set_defaults(run=run)
     register_tune_decoding(subparsers)
+    register_export_contexts(subparsers)
 
 
 def register_tune_decoding(subparsers) -> None:
@@ -130,6 +131,32 @@ def run_tune_decoding(args: argparse.Namespace) -> int:
         print(f"{describe_decoding(row)}: dev {DEV_METRIC} {row['score']:.2f}")
     print(describe_no_answer(no_answer))
     print(f"chose {describe_decoding(chosen)}; wrote {args.output}")
+    return 0
+
+
+def register_export_contexts(subparsers) -> None:
+    p = subparsers.add_parser(
+        "export-contexts",
+        help="write the paragraphs of QA training sets as a pretraining corpus (task-adaptive pretraining)",
+        description="Write the contexts of the --train sets, each once, one paragraph per line and a blank line "
+        "between articles (the corpus format preprocess and pretrain read), for MLM on the task's own text before "
+        "fine-tuning. Questions and answers are not written; a paragraph the leakage guard finds in a --hold-out set "
+        "is left out.",
+    )
+    p.add_argument("--train", nargs="+", required=True, metavar="FILE_OR_NAME", help="training sets (files or names)")
+    p.add_argument("--hold-out", nargs="+", default=[], metavar="FILE_OR_NAME",
+                   help="sets whose paragraphs must not be written (dev and test sets)")
+    p.add_argument("-o", "--output", required=True, metavar="FILE.txt", help="the corpus file to write")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing file")
+    p.set_defaults(run=run_export_contexts)
+
+
+def run_export_contexts(args: argparse.Namespace) -> int:
+    from .contexts import export_contexts
+
+    report = export_contexts(args.train, args.hold_out, args.output, overwrite=args.overwrite)
+    print(f"{args.output}: {report.paragraphs} paragraphs of {report.articles} articles, {report.words} words; "
+          f"{report.held_out} paragraphs left out (in a --hold-out set)")
     return 0
 
 
