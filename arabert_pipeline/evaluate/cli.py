@@ -64,10 +64,11 @@ def register(subparsers) -> None:
 
 
 # What `evaluate` writes into OUTDIR (evaluate/report.py's write_report).
-# pooled.md: scripts/pooled_table.py's summary, which the experiment scripts write into the report it summarises (a
-# re-run with --overwrite replaces it with the report, instead of refusing the directory as someone else's).
+# pooled.md, seeds.md, tokenization.md: the summaries scripts/pooled_table.py, seed_spread.py and
+# tokenization_profile.py print, which the experiment scripts write into the report they summarise (a re-run with
+# --overwrite replaces them with the report, instead of refusing the directory as someone else's).
 REPORT_OUTPUT_NAMES = ("results.json", "table.md", "table.csv", "per_question", "predictions", "plots", "pretraining",
-                       "pooled.md")
+                       "pooled.md", "seeds.md", "tokenization.md")
 
 
 def run(args: argparse.Namespace) -> int:
