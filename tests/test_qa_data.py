@@ -137,6 +137,14 @@ def test_near_duplicate_context_is_a_leak_and_unrelated_is_clean():
     assert find_leakage([("train", train)], [("test", [example("e1", other, "من أسسها؟", "الإسكندر")])]).clean
 
 
+def test_an_identical_context_does_not_hide_an_extension_of_it():
+    """ARCD annotated some articles twice: a test paragraph can be in training verbatim and inside a longer one."""
+    extended = CONTEXT + " وتوفي في القاهرة عام 2006 بعد حياة طويلة في الكتابة"
+    train = [example("t1", CONTEXT, "متى ولد نجيب محفوظ؟", "1911"), example("t2", extended, "متى توفي؟", "2006")]
+    report = find_leakage([("train", train)], [("test", [example("e1", CONTEXT, "ما أشهر رواياته؟", "الثلاثية")])])
+    assert report.train_ids() == {("train", "t1"), ("train", "t2")}
+
+
 def test_shared_question_leaks_only_with_the_same_answer():
     other = "تقع مدينة الإسكندرية على ساحل البحر المتوسط وأسسها الإسكندر الأكبر وكانت عاصمة مصر لقرون طويلة"
     train = [example("t1", CONTEXT, "متى ولد نجيب محفوظ؟", "في عام 1911")]

@@ -170,12 +170,11 @@ class _ShingleIndex:
         self.examples[i].append(example)
 
     def matches(self, normalized: str, threshold: float) -> list[tuple[list[dict], float]]:
-        """Indexed texts sharing at least `threshold` of the smaller n-gram set with `normalized`."""
+        """Indexed texts sharing at least `threshold` of the smaller n-gram set with `normalized` (an identical text
+        shares all of them; an exact match does not end the search, since an extension of the text may be indexed
+        too)."""
         if not normalized:
             return []
-        exact = self.texts.get(normalized)
-        if exact is not None:
-            return [(self.examples[exact], 1.0)]
         grams = shingles(normalized, self.n)
         shared = collections.Counter(i for gram in grams for i in self.postings.get(gram, ()))
         found = []
