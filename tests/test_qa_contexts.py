@@ -78,3 +78,27 @@ def test_a_training_set_that_is_all_held_out_and_a_bad_file_are_named(sets, tmp_
     assert main(["export-contexts", "--train", str(broken), "-o", str(tmp_path / "y.txt")]) != 0
     assert "broken.json" in capsys.readouterr().err
     assert not (tmp_path / "x.txt").exists() and not (tmp_path / "y.txt").exists()
+
+
+def test_ids_are_per_file_copies_are_written_once_and_a_new_title_starts_an_article(tmp_path):
+    first, second, test = tmp_path / "a.json", tmp_path / "b.json", tmp_path / "test.json"
+    # Both files number their questions from the same ids; only a.json's paragraph is held out.
+    _write(first, {"بغداد": [SHARED]}, "same")
+    _write(second, {"بغداد": ["دمشق من أقدم المدن المأهولة في العالم",
+                              "دِمَشْق  من أقدم المدن المأهولة في العالم"],  # the same paragraph, vocalized
+                    "القاهرة": ["القاهرة مدينة كبيرة على ضفاف النيل"]}, "same")
+    _write(test, {"x": [SHARED]}, "test")
+    out = tmp_path / "contexts.txt"
+    assert main(["export-contexts", "--train", str(first), str(second), "--hold-out", str(test), "-o", str(out)]) == 0
+    assert out.read_text(encoding="utf-8") == ("دمشق من أقدم المدن المأهولة في العالم\n\n"
+                                               "القاهرة مدينة كبيرة على ضفاف النيل\n")
+
+
+def test_a_paragraph_inside_a_longer_training_paragraph_takes_both_out(sets, tmp_path):
+    train, test = sets
+    _write(train, {"بغداد": [SHARED, SHARED + " وفيها بيت الحكمة الذي جمع العلماء من كل مكان"],
+                   "دمشق": ["دمشق من أقدم المدن المأهولة في العالم"]}, "train")
+    _write(test, {"بغداد": [SHARED]}, "test")
+    out = tmp_path / "contexts.txt"
+    assert main(["export-contexts", "--train", str(train), "--hold-out", str(test), "-o", str(out)]) == 0
+    assert out.read_text(encoding="utf-8") == "دمشق من أقدم المدن المأهولة في العالم\n"
