@@ -13,8 +13,8 @@
 # model (tune-decoding: sentence prior and temperature, answers inside one sentence, expected-F1 decoding). Reports:
 # $REPORT/dev (the choice of each decoder is already made; this shows the dev picture) and $REPORT/test (ARCD-test +
 # TyDiQA-GoldP-ar dev, read once), each with pooled.md (pooled, paired against arabertv1-style) and seeds.md (the seed
-# spread next to the bootstrap CIs); $REPORT/test/tokenization.md (tokens per word, contexts fitting one window,
-# answers exact in tokens, per tokenizer).
+# spread next to the bootstrap CIs); $REPORT/test/tokenization.md (per tokenizer: tokens per word, questions fitting
+# one window, answers exact in tokens, answers starting inside a word).
 # Usage: ARABERT_PIPELINE_DATA=../shared/data bash scripts/reproduce_table6.sh [RUNS_DIR]
 # BUDGET_MIN (default 30) and THREADS (default 2): pretraining per model; SEEDS (default "0 1"); SYSTEMS (default all
 # five); VOCAB_SIZE (default 32000); QA_FLAGS the fine-tuning data and recipe; MBERT_MODEL a hub id (or local dir) of the real mBERT to add as a
@@ -125,9 +125,10 @@ for split in dev test; do
     python scripts/pooled_table.py "$report/$split" "${names[@]}" > "$report/$split/pooled.md"
     python scripts/seed_spread.py "$report/$split" > "$report/$split/seeds.md"
 done
-# What each tokenizer does to the test questions: tokens per word, contexts fitting one window, answers exact in tokens.
+# What each tokenizer does to the test questions: tokens per word, questions in one window, answers exact in tokens.
+window=$(grep -oE -- '--max-seq-length [0-9]+' <<< "$qa_flags" | awk '{print $2}' || true)
 tokenizers=()
 for system in "${systems[@]}"; do tokenizers+=(--tokenizer "$(label_of "$system")=$runs/tokenizers/$system"); done
 # shellcheck disable=SC2086
-python scripts/tokenization_profile.py "${tokenizers[@]}" --data $test_sets > "$report/test/tokenization.md"
-echo "reports: $report/dev, $report/test (pooled.md, seeds.md); core-minutes per model: $(awk "BEGIN {print $budget * $threads}")"
+python scripts/tokenization_profile.py "${tokenizers[@]}" --data $test_sets --max-seq-length "${window:-384}" \
+    -o "$report/test/tokenization.md"
