@@ -102,3 +102,14 @@ def test_a_paragraph_inside_a_longer_training_paragraph_takes_both_out(sets, tmp
     out = tmp_path / "contexts.txt"
     assert main(["export-contexts", "--train", str(train), "--hold-out", str(test), "-o", str(out)]) == 0
     assert out.read_text(encoding="utf-8") == "دمشق من أقدم المدن المأهولة في العالم\n"
+
+
+def test_a_training_set_given_by_name_is_never_the_output(sets, tmp_path, monkeypatch, capsys):
+    train, _ = sets
+    (tmp_path / "root" / "qa").mkdir(parents=True)
+    registered = tmp_path / "root" / "qa" / "xquad.ar.json"
+    registered.write_bytes(train.read_bytes())
+    monkeypatch.setenv("ARABERT_PIPELINE_DATA", str(tmp_path / "root"))
+    assert main(["export-contexts", "--train", "xquad-ar", "-o", str(registered), "--overwrite"]) != 0
+    assert "input" in capsys.readouterr().err
+    assert registered.read_bytes() == train.read_bytes()

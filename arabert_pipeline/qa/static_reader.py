@@ -517,8 +517,10 @@ class StaticReader:
 def predict_file(directory: str, data: list[str], output: str, *, embeddings: str | None = None,
                  overwrite: bool = False) -> int:
     from ..artifacts import claim_output_file
+    from .data import resolve
 
-    claim_output_file(output, verb="reader-predict", inputs=[directory, *[d for d in data if Path(d).exists()]],
+    # Names resolved too: `--data xquad-ar -o $DATA/qa/xquad.ar.json --overwrite` must not replace the data it reads.
+    claim_output_file(output, verb="reader-predict", inputs=[directory, *[resolve(d) for d in data]],
                       overwrite=overwrite)
     reader = StaticReader.load(directory, embeddings)
     answers = {}
