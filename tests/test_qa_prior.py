@@ -143,3 +143,23 @@ def test_allow_no_answer_abstains_where_the_margin_is_above_the_threshold():
         assert qa.predict([example])[0]  # without allow_no_answer there is always an answer
         pipeline = Pipeline(qa)
         assert (pipeline.answer(example["question"], example["context"], allow_no_answer=True) is not None) is answered
+
+
+def test_decode_answers_with_one_of_the_candidates_it_is_given():
+    """`candidates` is what decode chooses from: the max-score answer is the best candidate, the expected-F1 answer
+    one of the candidates (end punctuation aside), and every_candidate widens max-score's few to expected-F1's many."""
+    model = QAModel.load(SHIPPED)
+    context = "يبلغ عدد سكان المدينة مليون نسمة. تأسست مدينة الرياض عام 1746 على يد دهام بن دواس، في نجد."
+    prepared = [model._prepare(0, {"question": "متى تأسست الرياض؟", "context": context})]
+    windows = model.windows(prepared)
+    logits = model.window_logits(windows, 8)
+    max_score = dataclasses.replace(model.settings, decoding="max-score")
+    few = model.candidates(prepared, windows, *logits, settings=max_score)[0]
+    many = model.candidates(prepared, windows, *logits, settings=max_score, every_candidate=True)[0]
+    assert len(few) == max_score.n_best < len(many)
+    assert [a.score for a in many] == sorted((a.score for a in many), reverse=True)
+    assert [(a.start, a.end) for a in few] == [(a.start, a.end) for a in many[: len(few)]]
+    best = model.decode(prepared, windows, *logits, settings=max_score)[0][0]
+    assert context[few[0].start:few[0].end].strip(" ،.") == best.text
+    chosen = model.decode(prepared, windows, *logits)[0][0]
+    assert any(context[a.start:a.end].strip(" ،.") == chosen.text for a in many)

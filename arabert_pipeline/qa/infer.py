@@ -284,6 +284,28 @@ class QAModel:
         """Window logits → answers in original-context coordinates (`settings` overrides the decoding settings;
         `reader_scores`: `self.reader_scores(prepared)` when the caller decodes the same examples many times)."""
         settings = settings or self.settings
+        pool = max(top_k, settings.n_best)
+        answers = []
+        for (_, aligned), ranked in zip(prepared, self.candidates(prepared, windows, start_logits, end_logits, top_k,
+                                                                  settings, reader_scores)):
+            if settings.decoding == "expected-f1" and ranked:
+                order, _ = rank_by_expected_f1(aligned.original, [(a.start, a.end) for a in ranked],
+                                               [a.score for a in ranked], settings.expected_f1_temperature)
+                ranked = [ranked[i] for i in order]
+            ranked = with_probabilities(ranked[:pool])
+            if self.whole_words:
+                ranked = trimmed(aligned.original, ranked, by_score=settings.decoding == "max-score")
+            answers.append(ranked[:top_k])
+        return answers
+
+    def candidates(self, prepared, windows: Windows, start_logits: np.ndarray, end_logits: np.ndarray,
+                   top_k: int = 1, settings: QASettings | None = None, reader_scores=None,
+                   every_candidate: bool = False) -> list[list[Answer]]:
+        """Per example, its distinct candidate spans of the original context, best score first, with the score the
+        settings give them (start + end logit, sentence prior, reader), before the expected-F1 order: what `decode`
+        chooses from. Max-score decoding keeps only the best few, unless `every_candidate` (as expected-F1 weighs
+        them: up to EXPECTED_F1_CANDIDATES)."""
+        settings = settings or self.settings
         sentences = [sentence_spans(aligned.text) for _, aligned in prepared] \
             if settings.sentence_prior > 0 or settings.within_sentence else None
         start_bonus = self.sentence_bonus(prepared, settings.sentence_prior, sentences) \
@@ -301,7 +323,7 @@ class QAModel:
         # can map back to one original span (a `+` marker token, a placeholder): decode a few more than needed.
         pool = max(top_k, settings.n_best)
         limit = 4 * pool
-        if settings.decoding == "expected-f1":
+        if settings.decoding == "expected-f1" or every_candidate:
             limit = max(limit, EXPECTED_F1_CANDIDATES)
         spans = decode_spans(
             start_logits,
@@ -317,29 +339,21 @@ class QAModel:
             sentence_index=[sentence_numbers(aligned.text, found) for (_, aligned), found in zip(prepared, sentences)]
             if settings.within_sentence else None,
         )
-        answers = []
-        for (_, aligned), candidates in zip(prepared, spans):
-            candidates = [c for c in candidates if c[1] > c[0]]  # an empty span maps to nothing
-            bounds = np.asarray([c[:2] for c in candidates], dtype=np.int64).reshape(-1, 2)
+        candidates = []
+        for (_, aligned), found_spans in zip(prepared, spans):
+            found_spans = [c for c in found_spans if c[1] > c[0]]  # an empty span maps to nothing
+            bounds = np.asarray([c[:2] for c in found_spans], dtype=np.int64).reshape(-1, 2)
             first, last = aligned.to_original_many(bounds[:, 0], bounds[:, 1])
             if self.whole_words:
                 first, last = snap_spans_to_words(aligned.original, first, last)
             found: dict[tuple[int, int], Answer] = {}
-            for start, end, (_, _, score) in zip(first.tolist(), last.tolist(), candidates):
+            for start, end, (_, _, score) in zip(first.tolist(), last.tolist(), found_spans):
                 if end > start and (start, end) not in found:
                     found[start, end] = Answer(aligned.original[start:end], start, end, score)
-                    if len(found) == pool and settings.decoding == "max-score":
+                    if len(found) == pool and settings.decoding == "max-score" and not every_candidate:
                         break
-            ranked = list(found.values())
-            if settings.decoding == "expected-f1" and ranked:
-                order, _ = rank_by_expected_f1(aligned.original, list(found), [a.score for a in ranked],
-                                               settings.expected_f1_temperature)
-                ranked = [ranked[i] for i in order]
-            ranked = with_probabilities(ranked[:pool])
-            if self.whole_words:
-                ranked = trimmed(aligned.original, ranked, by_score=settings.decoding == "max-score")
-            answers.append(ranked[:top_k])
-        return answers
+            candidates.append(list(found.values()))
+        return candidates
 
     def reader_scores(self, prepared) -> list[tuple[np.ndarray, np.ndarray]]:
         """Per example, the reader's log p(start), log p(end) per preprocessed-context character."""
