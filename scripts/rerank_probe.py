@@ -55,10 +55,11 @@ _ASKS_NUMBER = frozenset(normalize_word(w) for w in "عدد نسبة مساحة 
 _LENGTH_BUCKETS = ((1, 1), (2, 2), (3, 3), (4, 5), (6, 8), (9, 10_000))
 _BOUNDARY_PUNCTUATION = frozenset(",.;:!?،؛؟…()[]«»\"'-–—")
 _ANSWER_TYPES = ("digit", "date_word", "number_word", "log_words")
+_LENGTH_NAMES = tuple(f"words_{low}" if low == high else f"words_{low}_{min(high, 99)}" for low, high in _LENGTH_BUCKETS)
 
 FEATURES: tuple[str, ...] = (
     "score",
-    *(f"words_{low}" if low == high else f"words_{low}_{min(high, 99)}" for low, high in _LENGTH_BUCKETS),
+    *_LENGTH_NAMES,
     "question_word_share", "starts_with_function_word", "ends_with_function_word",
     "after_boundary", "before_boundary", "log_distance_to_question_word", "no_question_word_in_sentence",
     "asks_date_x_digit", "asks_date_x_date_word", "asks_number_x_digit", "asks_number_x_number_word",
@@ -102,9 +103,9 @@ def span_features(question: str, context: str, spans: Sequence[tuple[int, int]],
         first = int(np.searchsorted(word_ends, start, side="right"))
         stop = max(int(np.searchsorted(word_starts, end, side="left")), first + 1)
         n = stop - first
-        for low, high in _LENGTH_BUCKETS:
+        for (low, high), name in zip(_LENGTH_BUCKETS, _LENGTH_NAMES):
             if low <= n <= high:
-                x[row, _INDEX[f"words_{low}" if low == high else f"words_{low}_{min(high, 99)}"]] = 1.0
+                x[row, _INDEX[name]] = 1.0
         content = ~function_word[first:stop]
         if content.any():
             x[row, _INDEX["question_word_share"]] = matches[first:stop][content].mean()
@@ -186,8 +187,8 @@ def decoded_f1(question: Question, scores: np.ndarray, temperature: float) -> fl
     return float(question.f1[order[0]])
 
 
-def expected_f1_loss(weights: np.ndarray, questions: list[Question], l2: float, prior: np.ndarray, power: float):
-    """−(mean expected F1 under softmax(features @ weights)) + l2 × ||weights − prior||², with its gradient."""
+def expected_f1_loss(weights: np.ndarray, questions: list[Question], power: float):
+    """−(mean expected F1 under softmax(features @ weights)), with its gradient (`power` unused)."""
     value, gradient = 0.0, np.zeros_like(weights)
     for q in questions:
         logits = q.features @ weights
@@ -196,14 +197,13 @@ def expected_f1_loss(weights: np.ndarray, questions: list[Question], l2: float, 
         expected = float(p @ q.f1)
         value -= expected
         gradient -= q.features.T @ (p * (q.f1 - expected))  # d E_p[f1] / d logit_i = p_i (f1_i − E)
-    difference = weights - prior
     n = max(len(questions), 1)
-    return value / n + l2 * float(difference @ difference), gradient / n + 2 * l2 * difference
+    return value / n, gradient / n
 
 
-def cross_entropy_loss(weights: np.ndarray, questions: list[Question], l2: float, prior: np.ndarray, power: float):
-    """Mean cross-entropy of softmax(features @ weights) against each question's F1^power (normalized), + the same
-    penalty; convex in the weights."""
+def cross_entropy_loss(weights: np.ndarray, questions: list[Question], power: float):
+    """Mean cross-entropy of softmax(features @ weights) against each question's F1^power (normalized), with its
+    gradient; convex in the weights."""
     value, gradient = 0.0, np.zeros_like(weights)
     for q in questions:
         logits = q.features @ weights
@@ -213,21 +213,25 @@ def cross_entropy_loss(weights: np.ndarray, questions: list[Question], l2: float
         target /= target.sum()
         value -= float(target @ log_p)
         gradient -= q.features.T @ (target - np.exp(log_p))
-    difference = weights - prior
     n = max(len(questions), 1)
-    return value / n + l2 * float(difference @ difference), gradient / n + 2 * l2 * difference
+    return value / n, gradient / n
 
 
 def fit_listwise(loss, questions: list[Question], *, l2: float, temperature: float, power: float = 1.0) -> np.ndarray:
-    """Weights minimizing `loss`, started from (and shrunk towards) the decoder as it is: the score at
+    """Weights minimizing `loss` + l2 × ||weights − prior||², started from (and shrunk towards) the decoder as it is: the score at
     1 / `temperature`, every other feature at 0. Questions where no candidate scores teach nothing and are left out."""
     from scipy.optimize import minimize
 
     prior = np.zeros(len(FEATURES))
     prior[_INDEX["score"]] = 1.0 / temperature
     usable = [q for q in questions if len(q.f1) and q.f1.max() > 0]
-    return minimize(loss, prior.copy(), args=(usable, l2, prior, power), jac=True, method="L-BFGS-B",
-                    options={"maxiter": 1000}).x
+
+    def penalized(weights: np.ndarray):
+        value, gradient = loss(weights, usable, power)
+        difference = weights - prior
+        return value + l2 * float(difference @ difference), gradient + 2 * l2 * difference
+
+    return minimize(penalized, prior.copy(), jac=True, method="L-BFGS-B", options={"maxiter": 1000}).x
 
 
 def pointwise_features(question: Question, temperature_grid: Sequence[float]) -> np.ndarray:
