@@ -152,6 +152,27 @@ def test_int8_onnx_model_answers_spans(tiny_onnx):
     assert answers and all(a.text == CONTEXT[a.start : a.end] for a in answers)
 
 
+def test_an_fp32_model_dir_quantizes_too(tiny_onnx, tmp_path, monkeypatch):
+    """Weights used without a Cast stay references into model.safetensors after ONNX Runtime's folding; in an fp32
+    dir that is all of them, and the quantizer once failed looking for them beside its temporary copy."""
+    from safetensors.torch import load_file, save_file
+
+    from arabert_pipeline import Pipeline
+    from arabert_pipeline.qa.export import export_onnx
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    fp32 = tmp_path / "fp32"
+    shutil.copytree(tiny_onnx, fp32)
+    weights = load_file(fp32 / "model.safetensors")
+    save_file({k: v.float() for k, v in weights.items()}, fp32 / "model.safetensors", metadata={"format": "pt"})
+    export_onnx(fp32)
+    exact = Pipeline(fp32, quantize=False).answer(QUESTION, CONTEXT, top_k=3)
+    int8 = Pipeline(fp32, quantize=True)
+    assert int8.quantized
+    answers = int8.answer(QUESTION, CONTEXT, top_k=3)
+    assert answers and len(answers) == len(exact) and all(a.text == CONTEXT[a.start : a.end] for a in answers)
+
+
 def test_int8_answers_do_not_depend_on_the_questions_asked_with_them(tiny_onnx):
     """Dynamic int8 scales activations per tensor: windows batched together would change each other's logits."""
     from arabert_pipeline import Pipeline

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -109,6 +110,35 @@ def test_pipeline_answers_with_the_reader_on_both_backends(tuned, tmp_path):
         assert sum(a.text == g for a, g in zip(answers, gold)) >= 10
         by_backend[backend] = [(a.text, a.start) for a in answers]
     assert by_backend["torch"] == by_backend["onnx"]
+
+
+def test_int8_quantizes_the_reader_with_the_transformer(tuned, tmp_path, monkeypatch):
+    """quantize=True runs int8 copies of both graphs (the reader's LSTMs were a third of an answer's time), cached."""
+    import onnx
+
+    from arabert_pipeline import Pipeline
+    from arabert_pipeline.pipeline import onnx_backend
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    _, out, _, _ = tuned
+    onnx_dir = tmp_path / "onnx"
+    shutil.copytree(out, onnx_dir)
+    assert main(["export-onnx", str(onnx_dir)]) == 0
+    quantized = []
+    quantize = onnx_backend.int8_model
+    monkeypatch.setattr(onnx_backend, "int8_model", lambda path: quantized.append(Path(path).name) or quantize(path))
+    examples = _squad(tmp_path / "fresh.json", 12, seed=7)
+    questions = [f"ما {MARKER} ؟"] * len(examples)
+    contexts = [e["context"] for e in examples]
+    gold = [e["answers"]["text"][0] for e in examples]
+    qa = Pipeline(str(onnx_dir), quantize=True)
+    assert sorted(quantized) == ["model.onnx", "reader.onnx"]
+    ops = {node.op_type for node in onnx.load_from_string(quantize(onnx_dir / "reader" / "reader.onnx")).graph.node}
+    assert "DynamicQuantizeLSTM" in ops and "LSTM" not in ops
+    answers = qa.answer(questions, contexts)
+    assert sum(a.text == g for a, g in zip(answers, gold)) >= 10
+    Pipeline(str(onnx_dir), quantize=True)  # the second load reads both graphs from the cache
+    assert len(quantized) == 2 and len(list((tmp_path / "cache" / "arabert_pipeline" / "int8").glob("*.onnx"))) == 2
 
 
 def test_retuning_keeps_the_reader_the_model_has(tuned, tmp_path):

@@ -23,6 +23,7 @@ are character spans of the same preprocessed text the transformer's token offset
 """
 from __future__ import annotations
 
+import copy
 import json
 import os
 import shutil
@@ -195,6 +196,19 @@ class CompanionReader:
             first_line = (str(exc).strip().splitlines() or [""])[0]
             raise ConfigError(f"{directory / GRAPH_FILE}: ONNX Runtime cannot load it ({first_line})") from exc
         return cls(session, table, words, preprocessing)
+
+    def with_graph(self, graph: bytes) -> "CompanionReader":
+        """The same reader running another serialization of its graph (the int8 copy the ONNX backend makes)."""
+        import onnxruntime
+
+        from .export import session_threads
+
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = session_threads()
+        options.inter_op_num_threads = 1
+        clone = copy.copy(self)  # the table and the vocabulary are shared, not rebuilt
+        clone.session = onnxruntime.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
+        return clone
 
     def word_log_probs(self, question: str, text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(word spans in `text`, log p(start), log p(end)) for a preprocessed question and context."""
