@@ -58,17 +58,18 @@ qa_null=$runs/qa/deberta-mini-negatives
     --question-overlap --epochs 2 --patience 1 --lr 1e-4 --batch-size 32 --max-seq-length 256 --doc-stride 128 \
     --skip-misaligned --drop-leaking-train --seed 0 $(resume_flag "$qa_null")
 # 4c. The reader beside the transformer (issue 25): word2vec on the same corpus and a DrQA reader on the same QA data
-#     (train-reader, best dev epoch kept), attached by tune-decoding, which weighs its word probabilities in the span
-#     scores on dev together with the sentence prior and the expected-F1 temperature (answers inside one sentence,
-#     expected-F1 decoding, as 4b chose), and re-chooses the no-answer threshold.
+#     (train-reader, 20 epochs, best dev epoch kept: 20 beat 10 on dev by +2.2 F1 beside the same transformer),
+#     attached by tune-decoding, which weighs its word probabilities in the span scores on dev together with the
+#     sentence prior and the expected-F1 temperature (answers inside one sentence, expected-F1 decoding, as 4b chose),
+#     and re-chooses the no-answer threshold.
 vectors=$runs/emb/w2v-sg100
 [ -f "$vectors/vectors.npy" ] || arabert-pipeline train-embeddings "$text" -o "$vectors" --model word2vec --sg \
     --dim 100 --window 5 --min-count 5 --epochs 5 --workers 2
-reader=$runs/reader/w2v
+reader=$runs/reader/w2v-e20
 [ -f "$reader/reader.safetensors" ] || arabert-pipeline train-reader --embeddings "$vectors" \
     --train arcd-train-rest xquad-ar --dev arcd-dev mlqa-ar-dev --hold-out arcd-test tydiqa-goldp-ar-dev \
-    -o "$reader" --epochs 10
-qa_null_reader=$runs/qa/deberta-mini-reader
+    -o "$reader" --epochs 20
+qa_null_reader=$runs/qa/deberta-mini-reader-e20
 [ -f "$qa_null_reader/arabert_pipeline.json" ] || arabert-pipeline tune-decoding "$qa_null" --reader "$reader" \
     --dev arcd-dev mlqa-ar-dev -o "$qa_null_reader" --within-sentence on --decoding expected-f1
 qa_null=$qa_null_reader
