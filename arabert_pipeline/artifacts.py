@@ -63,11 +63,15 @@ def file_digest(path: str | os.PathLike) -> str:
 
 
 def portable_path(path: str | os.PathLike) -> str:
-    """A path as recorded in artifacts that leave this machine: under the data root, `$ARABERT_PIPELINE_DATA/...`;
-    under the working directory, relative to it; another absolute path, its last component; a relative path, a hub
-    id or a name, unchanged."""
+    """A path as recorded in artifacts that leave this machine: under the data root, `$ARABERT_PIPELINE_DATA/...`
+    (also when given relative, as with ARABERT_PIPELINE_DATA=../shared/data); under the working directory, relative to
+    it; another absolute path, its last component; another relative path, a hub id or a name, unchanged."""
     text = str(path)
     if not os.path.isabs(text):
+        if os.path.exists(text):  # a name or a hub id is not a file here
+            resolved, root = Path(text).resolve(), data_root().resolve()
+            if root in resolved.parents:
+                return str(Path(f"${DATA_ROOT_ENV}") / resolved.relative_to(root))
         return text
     resolved = Path(text).resolve()
     for root, name in ((data_root().resolve(), f"${DATA_ROOT_ENV}"), (Path.cwd().resolve(), ".")):

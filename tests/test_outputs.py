@@ -383,6 +383,11 @@ def test_portable_path_keeps_no_machine_path(tmp_path, monkeypatch):
     assert portable_path("/elsewhere/runs/qa-model") == "qa-model"
     assert portable_path("runs/qa") == "runs/qa" and portable_path("aubmindlab/bert-base-arabertv02") == \
         "aubmindlab/bert-base-arabertv02"
+    # A data root given relative (ARABERT_PIPELINE_DATA=../shared/data) records its files as under the data root too.
+    (tmp_path / "data" / "qa").mkdir(parents=True)
+    (tmp_path / "data" / "qa" / "arcd-dev.json").write_text("{}", encoding="utf-8")
+    monkeypatch.setenv("ARABERT_PIPELINE_DATA", f"{tmp_path.name}/data")
+    assert portable_path(f"{tmp_path.name}/data/qa/arcd-dev.json") == "$ARABERT_PIPELINE_DATA/qa/arcd-dev.json"
 
 
 def test_old_flag_names_still_work_with_a_deprecation_warning(tmp_path, text, capsys):

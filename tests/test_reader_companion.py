@@ -135,6 +135,16 @@ def test_int8_quantizes_the_reader_with_the_transformer(tuned, tmp_path, monkeyp
     assert sorted(quantized) == ["model.onnx", "reader.onnx"]
     ops = {node.op_type for node in onnx.load_from_string(quantize(onnx_dir / "reader" / "reader.onnx")).graph.node}
     assert "DynamicQuantizeLSTM" in ops and "LSTM" not in ops
+    # The loaded reader runs the int8 graph: near the fp32 reader's logits, not equal to them.
+    exact = Pipeline(str(onnx_dir), quantize=False).qa.reader
+    rng = np.random.default_rng(0)
+    dim = exact.table.shape[1]
+    feeds = {"context": rng.standard_normal((1, 11, dim), dtype=np.float32),
+             "features": rng.random((1, 11, 3), dtype=np.float32),
+             "question": rng.standard_normal((1, 4, dim), dtype=np.float32)}
+    int8_logits, fp32_logits = qa.qa.reader.session.run(None, feeds), exact.session.run(None, feeds)
+    assert not all(np.array_equal(a, b) for a, b in zip(int8_logits, fp32_logits))
+    assert all(np.allclose(a, b, atol=0.5) for a, b in zip(int8_logits, fp32_logits))
     answers = qa.answer(questions, contexts)
     assert sum(a.text == g for a, g in zip(answers, gold)) >= 10
     Pipeline(str(onnx_dir), quantize=True)  # the second load reads both graphs from the cache

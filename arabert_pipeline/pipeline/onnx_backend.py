@@ -10,9 +10,8 @@ Preprocessing, question-overlap token types, the sentence prior and n-best decod
 
 `quantize=True` runs an int8 copy of the graph (and of the reader's graph, when the model weighs one), made at load
 with ONNX Runtime's dynamic quantization (weights int8 per output channel, activations quantized per batch) and cached:
-faster, and less exact (benchmarks/bench_pipeline.py prints its
-F1 next to fp32's; on the shipped model and ARCD-test, 96.4% of the answers stay the same and F1 moves by < 0.3, a
-per-tensor or uint8 variant measured no better). It needs the `onnx` package (the `export` extra).
+faster, and less exact (benchmarks/bench_pipeline.py prints its F1 next to fp32's; on the shipped model and ARCD-test,
+97–98% of the answers stay the same and F1 moves by < 0.3; a per-tensor or uint8 variant measured no better). It needs the `onnx` package (the `export` extra).
 """
 from __future__ import annotations
 
@@ -68,11 +67,11 @@ class OnnxQAModel(QAModel):
                               "embeddings; the tokenizer files do not belong to this model")
         idf = _read_sentence_idf(directory, required=settings.sentence_prior > 0)
         reader = load_companion(directory, preprocessing, required=settings.reader_weight > 0)
+        session = create_session(directory, quantize=quantize)  # first: it refuses a stale model.onnx
         if reader is not None and quantize:
             # The reader's LSTMs ran 5.1 ms a question in fp32 and 3.3 in int8 (one thread, an ARCD-sized context):
             # at batch 1 a third of the answer's time. The int8 decision on dev measures both graphs together.
             reader = reader.with_graph(cached_int8_model(directory / COMPANION_DIR / COMPANION_GRAPH))
-        session = create_session(directory, quantize=quantize)
         model = cls(session, tokenizer, preprocessing, settings, whole_words, idf, reader)
         # int8: dynamic quantization scales each activation tensor by its own range, and windows run together share
         # one tensor, so a window's logits would depend on the windows batched with it (and on their padding). One
@@ -171,7 +170,7 @@ def cached_int8_model(graph_path: Path, *weights: Path) -> bytes:
 
         with atomic_write(cached, "wb") as f:
             f.write(graph)
-    except OSError as exc:  # a read-only home: still answer, just quantize again next time
+    except (OSError, ConfigError) as exc:  # a read-only home, a cache entry that is not a file: quantize next time
         logging.getLogger(__name__).debug(f"int8 graph not cached in {cached}: {exc}")
     return graph
 
@@ -194,8 +193,8 @@ def int8_model(path: Path) -> bytes:
         options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_BASIC
         options.optimized_model_filepath = str(folded)
         onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-        # Weights used without a Cast (all of them in an fp32 model dir, the embedding tables in any) stay references
-        # into the model dir's model.safetensors, which the quantizer would look for beside the folded copy.
+        # Weights used without a Cast (all of them in an fp32 model dir) stay references into the model dir's
+        # model.safetensors, which the quantizer would look for beside the folded copy.
         graph = onnx.load(str(folded), load_external_data=False)
         onnx.external_data_helper.load_external_data_for_model(graph, str(path.parent))
         onnx.save(graph, str(folded))
