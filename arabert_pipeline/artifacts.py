@@ -67,17 +67,14 @@ def portable_path(path: str | os.PathLike) -> str:
     (also when given relative, as with ARABERT_PIPELINE_DATA=../shared/data); under the working directory, relative to
     it; another absolute path, its last component; another relative path, a hub id or a name, unchanged."""
     text = str(path)
-    if not os.path.isabs(text):
-        if os.path.exists(text):  # a name or a hub id is not a file here
-            resolved, root = Path(text).resolve(), data_root().resolve()
-            if root in resolved.parents:
-                return str(Path(f"${DATA_ROOT_ENV}") / resolved.relative_to(root))
+    relative = not os.path.isabs(text)
+    if relative and not os.path.exists(text):  # a name or a hub id
         return text
     resolved = Path(text).resolve()
     for root, name in ((data_root().resolve(), f"${DATA_ROOT_ENV}"), (Path.cwd().resolve(), ".")):
         if resolved == root or root in resolved.parents:
             return str(Path(name) / resolved.relative_to(root))
-    return resolved.name
+    return text if relative else resolved.name
 
 
 def data_file(relative: str) -> Path:

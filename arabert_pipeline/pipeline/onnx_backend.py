@@ -11,7 +11,8 @@ Preprocessing, question-overlap token types, the sentence prior and n-best decod
 `quantize=True` runs an int8 copy of the graph (and of the reader's graph, when the model weighs one), made at load
 with ONNX Runtime's dynamic quantization (weights int8 per output channel, activations quantized per batch) and cached:
 faster, and less exact (benchmarks/bench_pipeline.py prints its F1 next to fp32's; on the shipped model and ARCD-test,
-97–98% of the answers stay the same and F1 moves by < 0.3; a per-tensor or uint8 variant measured no better). It needs the `onnx` package (the `export` extra).
+97–98% of the answers stay the same and F1 moves by < 0.3; a per-tensor or uint8 variant measured no better). It
+needs the `onnx` package (the `export` extra).
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from ..errors import ConfigError
 from ..qa.export import FINGERPRINT_KEY, ONNX_FILE, OUTPUT_NAMES, session_threads, weights_fingerprint
 from ..qa.features import Windows
 from ..qa.infer import QAModel, QASettings, _read_sentence_idf
-from ..qa.reader_companion import COMPANION_DIR, GRAPH_FILE as COMPANION_GRAPH, load_companion
+from ..qa.reader_companion import load_companion
 from ..qa.tokenizer_adapter import TokenizerAdapter
 
 
@@ -66,12 +67,11 @@ class OnnxQAModel(QAModel):
             raise ConfigError(f"{directory}: the tokenizer has {len(tokenizer)} tokens but the model has {rows} token "
                               "embeddings; the tokenizer files do not belong to this model")
         idf = _read_sentence_idf(directory, required=settings.sentence_prior > 0)
-        reader = load_companion(directory, preprocessing, required=settings.reader_weight > 0)
         session = create_session(directory, quantize=quantize)  # first: it refuses a stale model.onnx
-        if reader is not None and quantize:
-            # The reader's LSTMs ran 5.1 ms a question in fp32 and 3.3 in int8 (one thread, an ARCD-sized context):
-            # at batch 1 a third of the answer's time. The int8 decision on dev measures both graphs together.
-            reader = reader.with_graph(cached_int8_model(directory / COMPANION_DIR / COMPANION_GRAPH))
+        # The reader's LSTMs ran 5.1 ms a question in fp32 and 3.3 in int8 (one thread, an ARCD-sized context): at
+        # batch 1 a third of the answer's time. The int8 decision on dev measures both graphs together.
+        reader = load_companion(directory, preprocessing, required=settings.reader_weight > 0,
+                                graph=cached_int8_model if quantize else None)
         model = cls(session, tokenizer, preprocessing, settings, whole_words, idf, reader)
         # int8: dynamic quantization scales each activation tensor by its own range, and windows run together share
         # one tensor, so a window's logits would depend on the windows batched with it (and on their padding). One

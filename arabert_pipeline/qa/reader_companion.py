@@ -23,12 +23,12 @@ are character spans of the same preprocessed text the transformer's token offset
 """
 from __future__ import annotations
 
-import copy
 import json
 import os
 import shutil
 import warnings
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -126,8 +126,10 @@ def copy_companion(source: Path, target: Path) -> None:
         shutil.copy2(source / COMPANION_DIR / name, target / COMPANION_DIR / name)
 
 
-def load_companion(model_dir: str | os.PathLike, preprocessing: str, *, required: bool) -> "CompanionReader | None":
-    """The reader of a local model dir when its settings weigh one (`required`), else None."""
+def load_companion(model_dir: str | os.PathLike, preprocessing: str, *, required: bool,
+                   graph: Callable[[Path], bytes] | None = None) -> "CompanionReader | None":
+    """The reader of a local model dir when its settings weigh one (`required`), else None; `graph` as in
+    CompanionReader.load."""
     if not required:
         return None
     if not Path(model_dir).is_dir():
@@ -136,7 +138,7 @@ def load_companion(model_dir: str | os.PathLike, preprocessing: str, *, required
     if not (Path(model_dir) / COMPANION_DIR).is_dir():
         raise ConfigError(f"{Path(model_dir) / COMPANION_DIR} is missing: the model's arabert_pipeline.json weighs a "
                           "reader (reader_weight) that is not there")
-    return CompanionReader.load(model_dir, preprocessing)
+    return CompanionReader.load(model_dir, preprocessing, graph=graph)
 
 
 class CompanionReader:
@@ -150,8 +152,10 @@ class CompanionReader:
         self.preprocessing = preprocessing
 
     @classmethod
-    def load(cls, model_dir: str | os.PathLike, preprocessing: str) -> "CompanionReader":
-        """The reader in MODEL_DIR/reader/, checked against the QA model's `preprocessing`."""
+    def load(cls, model_dir: str | os.PathLike, preprocessing: str, *,
+             graph: Callable[[Path], bytes] | None = None) -> "CompanionReader":
+        """The reader in MODEL_DIR/reader/, checked against the QA model's `preprocessing`; `graph`, given the checked
+        reader.onnx, returns the serialized graph to run instead (the ONNX backend's int8 copy)."""
         import onnxruntime
 
         from ..embeddings.vectors import read_words
@@ -190,25 +194,12 @@ class CompanionReader:
         options.intra_op_num_threads = session_threads()
         options.inter_op_num_threads = 1
         try:
-            session = onnxruntime.InferenceSession(str(directory / GRAPH_FILE), options,
-                                                   providers=["CPUExecutionProvider"])
+            source = graph(directory / GRAPH_FILE) if graph is not None else str(directory / GRAPH_FILE)
+            session = onnxruntime.InferenceSession(source, options, providers=["CPUExecutionProvider"])
         except Exception as exc:  # ONNX Runtime's own exception types
             first_line = (str(exc).strip().splitlines() or [""])[0]
             raise ConfigError(f"{directory / GRAPH_FILE}: ONNX Runtime cannot load it ({first_line})") from exc
         return cls(session, table, words, preprocessing)
-
-    def with_graph(self, graph: bytes) -> "CompanionReader":
-        """The same reader running another serialization of its graph (the int8 copy the ONNX backend makes)."""
-        import onnxruntime
-
-        from .export import session_threads
-
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = session_threads()
-        options.inter_op_num_threads = 1
-        clone = copy.copy(self)  # the table and the vocabulary are shared, not rebuilt
-        clone.session = onnxruntime.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
-        return clone
 
     def word_log_probs(self, question: str, text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(word spans in `text`, log p(start), log p(end)) for a preprocessed question and context."""
