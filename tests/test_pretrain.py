@@ -611,3 +611,14 @@ def test_cli_help_lists_the_flags(capsys):
     for flag in ("--model-size", "--whole-word-masking", "--nsp", "--time-budget", "--grad-accum", "--resume",
                  "--init-from", "--bf16"):
         assert flag in text
+
+
+def test_model_size_takes_presets_and_layer_width_sizes():
+    from arabert_pipeline.pretrain.config import bert_config_kwargs, model_dims
+
+    assert model_dims("mini") == (4, 256, 4)
+    assert model_dims("L6-H384") == (6, 384, 6)
+    assert bert_config_kwargs("L6-H384")["intermediate_size"] == 1536
+    for bad in ("L6-H380", "L0-H384", "huge", "L6H384", "l6-h384"):
+        with pytest.raises(ConfigError, match="--model-size"):
+            model_dims(bad)

@@ -26,9 +26,10 @@ def register(subparsers) -> None:
                    help="preprocessed corpus files (.txt/.txt.gz/.txt.xz, blank line between documents)")
     p.add_argument("-o", "--output", required=True, metavar="OUT",
                    help="run directory: log.jsonl, checkpoints/, and at the end the Hugging Face model")
-    p.add_argument("--model-size", choices=list(MODEL_SIZES),
-                   help="architecture preset: "
-                   + ", ".join(f"{k} L{l}/H{h}/A{a}" for k, (l, h, a) in MODEL_SIZES.items()))
+    p.add_argument("--model-size", metavar="SIZE",
+                   help="architecture preset ("
+                   + ", ".join(f"{k} L{l}/H{h}/A{a}" for k, (l, h, a) in MODEL_SIZES.items())
+                   + ") or L<layers>-H<hidden>, e.g. L6-H384 (heads of 64, feed-forward 4 × hidden)")
     p.add_argument("--objective", default="mlm", choices=list(OBJECTIVES),
                    help="mlm (BERT), electra (replaced-token detection), span-selection, or plm (XLNet's permutation "
                    "language modelling, with --architecture xlnet; default %(default)s)")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +27,26 @@ MODEL_SIZES: dict[str, tuple[int, int, int]] = {
     "base": (12, 768, 12),
     "large": (24, 1024, 16),
 }
+
+# Any other depth and width as "L<layers>-H<hidden>" (e.g. L6-H384), with heads of 64 dimensions as in BERT: the
+# sizes between the presets that a short GPU run or a QA model's CPU budget call for.
+CUSTOM_SIZE = re.compile(r"L(\d+)-H(\d+)")
+
+
+def model_dims(model_size: str) -> tuple[int, int, int]:
+    """(layers, hidden, heads) of a preset name or an "L<layers>-H<hidden>" size."""
+    if model_size in MODEL_SIZES:
+        return MODEL_SIZES[model_size]
+    match = CUSTOM_SIZE.fullmatch(model_size)
+    if match is None:
+        raise ConfigError(f"--model-size {model_size!r}: choose one of {', '.join(MODEL_SIZES)} or give "
+                          "L<layers>-H<hidden> (e.g. L6-H384)")
+    layers, hidden = int(match[1]), int(match[2])
+    if not (1 <= layers <= 48 and 64 <= hidden <= 4096 and hidden % 64 == 0):
+        raise ConfigError(f"--model-size {model_size}: layers must be 1-48 and the hidden size a multiple of 64 "
+                          "(heads of 64) between 64 and 4096")
+    return layers, hidden, hidden // 64
+
 
 # BERT's position table is 512 long whatever the pretraining length, so QA can fine-tune at 384 later.
 MAX_POSITIONS = 512
@@ -110,8 +131,8 @@ class PretrainConfig:
         if self.init_embeddings is not None and self.init_from is not None:
             raise ConfigError("--init-embeddings starts new token embeddings from static vectors; --init-from continues "
                               "trained ones: give one of them")
-        if self.model_size is not None and self.model_size not in MODEL_SIZES:
-            raise ConfigError(f"--model-size {self.model_size!r}: choose one of {', '.join(MODEL_SIZES)}")
+        if self.model_size is not None:
+            model_dims(self.model_size)
         if self.objective not in OBJECTIVES:
             raise ConfigError(f"--objective {self.objective!r}: choose one of {', '.join(OBJECTIVES)}")
         if self.architecture not in ARCHITECTURES:
@@ -179,7 +200,7 @@ class PretrainConfig:
 
 
 def bert_config_kwargs(model_size: str) -> dict[str, int]:
-    layers, hidden, heads = MODEL_SIZES[model_size]
+    layers, hidden, heads = model_dims(model_size)
     return {
         "num_hidden_layers": layers,
         "hidden_size": hidden,
@@ -193,7 +214,7 @@ def bert_config_kwargs(model_size: str) -> dict[str, int]:
 def xlnet_config_kwargs(model_size: str) -> dict[str, int]:
     """The BERT preset's sizes under XLNet's names: no position or token-type table (positions are relative,
     segments compared), so nothing else is sized."""
-    layers, hidden, heads = MODEL_SIZES[model_size]
+    layers, hidden, heads = model_dims(model_size)
     return {"n_layer": layers, "d_model": hidden, "n_head": heads, "d_inner": 4 * hidden}
 
 

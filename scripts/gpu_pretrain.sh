@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Issue 39, lever 3: one lent GPU call pretrains a larger DeBERTa than the 2-core CPU can, and brings it back.
+#
+# A lent GPU machine is bare and offline, runs one command of at most 10 minutes, takes a working tree of at most
+# 64 MiB and returns at most 8 files of 16 MiB. So the work is split in three, each a mode of this script:
+#
+#   prepare DIR        here, on the CPU: the AraBERTv0.2-normalized corpus (xz) and the shipped model's tokenizer
+#                      into DIR, which the GPU call carries. ant-multisource-006 stays held out, as for the tokenizer.
+#   run DIR OUT        on the GPU: pretrain (DeBERTa-v2 + enhanced mask decoder, MLM, whole-word masking) for
+#                      $MINUTES of wall clock, then the exported model, its weights in fp16, as a tar cut into
+#                      15 MiB pieces in OUT, with the run's log. Uses the package from this checkout (PYTHONPATH),
+#                      and the machine's own torch / transformers / tokenizers.
+#   unpack OUT MODEL   here again: the pieces joined into the model directory MODEL, weights back in fp32, ready for
+#                      `arabert-pipeline finetune --model MODEL`.
+#
+# The model is the same DeBERTa recipe as the shipped encoder (scripts/train_default_model.sh step 3), deeper and
+# wider ($SIZE, default L6-H384: ~23 M parameters, 44 MiB in fp16), with GPU-sized batches. CPU test at tiny size:
+# tests/test_gpu_pretrain_script.py. Variables: ARABERT_PIPELINE_DATA (prepare), SIZE, MINUTES, BATCH, LR, SEQ.
+set -euo pipefail
+
+mode=${1:?usage: gpu_pretrain.sh prepare DIR | run DIR OUT | unpack OUT MODEL}
+here=$(cd "$(dirname "$0")/.." && pwd)
+python=${PYTHON:-python3}
+ship=$here/arabert_pipeline/models/arabert-mini
+
+case "$mode" in
+prepare)
+    dir=${2:?prepare DIR}
+    : "${ARABERT_PIPELINE_DATA:?point ARABERT_PIPELINE_DATA at the data root (corpus/)}"
+    mkdir -p "$dir/tokenizer"
+    if [ ! -f "$dir/corpus.txt.xz" ]; then
+        shards=$(ls "$ARABERT_PIPELINE_DATA"/corpus/*.txt.xz | sort | grep -v ant-multisource-006)
+        arabert-pipeline preprocess $shards -o "$dir/corpus.txt.xz" --preprocessing arabertv02 \
+            --workers "${WORKERS:-2}"
+    fi
+    # The shipped model's tokenizer, so the new encoder slots into the same QA pipeline and the same token cache.
+    cp "$ship/tokenizer.json" "$ship/tokenizer_config.json" "$dir/tokenizer/"
+    "$python" - "$ship" "$dir/tokenizer" <<'EOF'
+import sys
+from arabert_pipeline.artifacts import read_metadata, write_metadata
+write_metadata(sys.argv[2], preprocessing=read_metadata(sys.argv[1])["preprocessing"])
+EOF
+    du -sh "$dir"/*
+    ;;
+run)
+    dir=${2:?run DIR OUT} out=${3:?run DIR OUT}
+    mkdir -p "$out"
+    work=${WORK:-/tmp/gpu-pretrain}
+    run=$work/deberta-${SIZE:-L6-H384}
+    exec > >(tee -a "$out/run.log") 2>&1
+    nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
+    export PYTHONPATH=$here${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+    "$python" -c "import torch, transformers; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), 'transformers', transformers.__version__)"
+    began=$(date +%s)
+    # SIGINT at the safety limit: the engine finishes its step and saves a checkpoint, which is packed instead.
+    status=0
+    timeout -s INT "${HARD_LIMIT:-510}" "$python" -m arabert_pipeline.cli pretrain --tokenizer "$dir/tokenizer" \
+        --corpus "$dir/corpus.txt.xz" -o "$run" --objective mlm --architecture deberta-v2 --enhanced-mask-decoder \
+        --model-size "${SIZE:-L6-H384}" --max-seq-length "${SEQ:-256}" --whole-word-masking \
+        --time-budget "${MINUTES:-7}" --batch-size "${BATCH:-256}" --lr "${LR:-1e-3}" --warmup 0.06 --dropout 0 \
+        --seed 0 --save-every 1000 --eval-every 500 --log-every 20 --bf16 auto --cache-dir "$work/cache" \
+        --no-progress || status=$?
+    echo "pretrain exit $status after $(( $(date +%s) - began )) s"
+    "$python" - "$run" "$work/pack" <<'EOF'
+import json, shutil, sys
+from pathlib import Path
+from safetensors.torch import load_file, save_file
+
+run, pack = Path(sys.argv[1]), Path(sys.argv[2])
+if (run / "model.safetensors").exists():
+    source = run
+else:  # stopped at the safety limit: the newest checkpoint's exported model
+    source = max((run / "checkpoints").glob("step-*"), key=lambda p: int(p.name.split("-")[-1])) / "model"
+    print(f"no final export; packing {source}")
+shutil.rmtree(pack, ignore_errors=True)
+pack.mkdir(parents=True)
+for name in ("config.json", "arabert_pipeline.json", "tokenizer.json", "tokenizer_config.json"):
+    if (source / name).exists():
+        shutil.copy(source / name, pack / name)
+weights = load_file(source / "model.safetensors")
+save_file({k: v.half() if v.is_floating_point() else v for k, v in weights.items()}, pack / "model.safetensors",
+          metadata={"format": "pt"})
+for name in ("log.jsonl",):
+    if (run / name).exists():
+        shutil.copy(run / name, pack / name)
+print(json.dumps({"packed": str(source), "tensors": len(weights)}))
+EOF
+    tar -C "$work/pack" -cf - . | split -b 15M -d - "$out/model.tar.part-"
+    ls -l "$out"
+    ;;
+unpack)
+    out=${2:?unpack OUT MODEL} model=${3:?unpack OUT MODEL}
+    if [ -e "$model" ]; then echo "$model exists: give a new directory" >&2; exit 2; fi
+    mkdir -p "$model.tmp"
+    cat "$out"/model.tar.part-* | tar -C "$model.tmp" -xf -
+    "$python" - "$model.tmp" <<'EOF'
+import sys
+from pathlib import Path
+from safetensors.torch import load_file, save_file
+
+path = Path(sys.argv[1]) / "model.safetensors"
+weights = load_file(path)
+save_file({k: v.float() if v.is_floating_point() else v for k, v in weights.items()}, path, metadata={"format": "pt"})
+EOF
+    mv "$model.tmp" "$model"
+    echo "unpacked into $model"
+    ;;
+*)
+    echo "unknown mode $mode: prepare, run or unpack" >&2
+    exit 2
+    ;;
+esac

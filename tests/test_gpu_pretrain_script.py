@@ -1,0 +1,59 @@
+"""scripts/gpu_pretrain.sh at tiny size on the CPU: what a lent GPU runs in its one call (run), and what turns the
+pieces it returns into a model directory here (unpack), so that the call works the first time a GPU is lent."""
+from __future__ import annotations
+
+import lzma
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, SHARED_DATA
+from data_slices import write_first_documents
+
+SHARD = SHARED_DATA / "corpus" / "ant-jawharafm-000.txt.xz"
+SCRIPT = REPO / "scripts" / "gpu_pretrain.sh"
+
+
+def script(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(SCRIPT), *args], env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+def test_run_packs_pieces_that_unpack_into_a_loadable_model(tmp_path):
+    if not SHARD.exists():
+        pytest.skip(f"needs the shared corpus at {SHARD}")
+    from arabert_pipeline.tokenizer import train_tokenizer
+
+    carried = tmp_path / "carried"
+    carried.mkdir()
+    write_first_documents(SHARD, tmp_path / "corpus.txt", 120)
+    (carried / "corpus.txt.xz").write_bytes(lzma.compress((tmp_path / "corpus.txt").read_bytes()))
+    train_tokenizer([str(tmp_path / "corpus.txt")], carried / "tokenizer", model_type="unigram", vocab_size=800,
+                    preprocess="none", threads=1, progress=False)
+    env = dict(os.environ, PYTHON=sys.executable, WORK=str(tmp_path / "work"), SIZE="L2-H64", MINUTES="0.15",
+               BATCH="8", SEQ="32", LR="1e-3", OMP_NUM_THREADS="1")
+    out = tmp_path / "out"
+    ran = script("run", str(carried), str(out), env=env)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "pretrain exit 0" in (out / "run.log").read_text()
+    pieces = sorted(out.glob("model.tar.part-*"))
+    assert pieces and all(p.stat().st_size <= 15 * 2**20 for p in pieces)
+
+    model = tmp_path / "model"
+    unpacked = script("unpack", str(out), str(model), env=env)
+    assert unpacked.returncode == 0, unpacked.stdout + unpacked.stderr
+    from safetensors.torch import load_file
+    from transformers import AutoConfig, AutoModel
+
+    config = AutoConfig.from_pretrained(model)
+    assert (config.model_type, config.num_hidden_layers, config.hidden_size) == ("deberta-v2", 2, 64)
+    assert {str(t.dtype) for t in load_file(model / "model.safetensors").values() if t.is_floating_point()} == {
+        "torch.float32"}
+    AutoModel.from_pretrained(model)
+    assert (model / "log.jsonl").exists() and (model / "tokenizer.json").exists()
+    # unpack never replaces a directory it did not create
+    again = script("unpack", str(out), str(model), env=env)
+    assert again.returncode == 2 and "exists" in again.stderr
