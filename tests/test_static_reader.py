@@ -122,7 +122,7 @@ def test_predictions_load_in_evaluate(trained, tmp_path):
     (dataset,) = results["datasets"].values() if isinstance(results["datasets"], dict) else results["datasets"]
     summary = dataset["systems"]["reader"]
     assert summary["questions"] == len(dev) and summary["missing"] == 0
-    assert summary["scores"]["arabic_em"]["mean"] >= 0.9
+    assert summary["scores"]["arabic_em"]["mean"] >= 90  # a percentage: 0.9 would pass with 1 answer right in 30
 
 
 def test_an_answer_does_not_depend_on_its_batch(trained):
