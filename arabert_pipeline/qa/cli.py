@@ -86,6 +86,7 @@ def register(subparsers) -> None:
     p.set_defaults(run=run)
     register_tune_decoding(subparsers)
     register_export_contexts(subparsers)
+    register_synthetic(subparsers)
 
 
 def register_tune_decoding(subparsers) -> None:
@@ -149,6 +150,56 @@ def register_export_contexts(subparsers) -> None:
     p.add_argument("-o", "--output", required=True, metavar="FILE.txt", help="the corpus file to write")
     p.add_argument("--overwrite", action="store_true", help="replace an existing file")
     p.set_defaults(run=run_export_contexts)
+
+
+def register_synthetic(subparsers) -> None:
+    from .synthetic import ANSWER_TYPES, SyntheticConfig
+
+    p = subparsers.add_parser(
+        "make-synthetic-qa",
+        help="typed synthetic QA from an unlabelled corpus (متى / كم / من / أين / أي questions answered in another "
+        "paragraph of the same document)",
+        description="Write SQuAD JSON of cloze questions made from one paragraph of each corpus document and answered "
+        "in another paragraph of it; answers are typed (dates, numbers with units, people, places, organisations, "
+        "from gazetteers read off the corpus), the blank replaced by the question word of its type. Documents the "
+        "leakage guard finds in a --hold-out set give no question. See qa/synthetic.py.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    defaults = SyntheticConfig(corpus=[], output="", hold_out=[])
+    p.add_argument("corpus", nargs="+", metavar="CORPUS",
+                   help="corpus files (.txt/.gz/.xz, a paragraph a line, a blank line between documents), raw text")
+    p.add_argument("-o", "--output", required=True, metavar="FILE.json", help="the SQuAD JSON to write")
+    p.add_argument("--hold-out", nargs="+", required=True, metavar="FILE_OR_NAME",
+                   help="QA sets whose documents must not be used (the dev and test sets)")
+    p.add_argument("--types", nargs="+", default=list(ANSWER_TYPES), choices=ANSWER_TYPES, help="answer types")
+    p.add_argument("--max-per-document", type=int, default=defaults.max_per_document)
+    p.add_argument("--min-count", type=int, default=defaults.min_count,
+                   help="occurrences after a title / place noun / organisation noun that enter a gazetteer")
+    p.add_argument("--clause-words", type=int, default=defaults.clause_words,
+                   help="words kept on each side of the answer in a question")
+    p.add_argument("--min-context-words", type=int, default=defaults.min_context_words)
+    p.add_argument("--max-context-words", type=int, default=defaults.max_context_words)
+    p.add_argument("--limit", type=int, help="at most this many questions (a seeded sample of whole documents)")
+    p.add_argument("--seed", type=int, default=defaults.seed)
+    p.add_argument("--overwrite", action="store_true", help="replace an existing output (or unfinished run)")
+    p.add_argument("--resume", action="store_true", help="continue an interrupted run (finished inputs are kept)")
+    p.add_argument("--no-progress", dest="progress", action="store_false")
+    p.set_defaults(run=run_synthetic)
+
+
+def run_synthetic(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from .synthetic import SyntheticConfig, make_synthetic_qa
+
+    fields = {f.name for f in dataclasses.fields(SyntheticConfig)}
+    config = SyntheticConfig(**{k: (tuple(v) if k == "types" else v) for k, v in vars(args).items() if k in fields})
+    report = make_synthetic_qa(config)
+    types = ", ".join(f"{t} {n}" for t, n in report.per_type.items())
+    print(f"{args.output}: {report.questions} questions from {report.documents} documents ({types}); "
+          f"{report.held_out_documents} documents left out by the leakage guard; gazetteers: "
+          + ", ".join(f"{k} {v}" for k, v in report.gazetteer.items()))
+    return 0
 
 
 def run_export_contexts(args: argparse.Namespace) -> int:

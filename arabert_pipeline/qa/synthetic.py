@@ -1,0 +1,622 @@
+"""Typed synthetic QA from an unlabelled corpus (`arabert-pipeline make-synthetic-qa`): what ~1,800 labelled questions
+cannot teach a reader — which *kind* of span answers متى, كم, من, أين or أي.
+
+The recipe follows what mattered in the semi-supervised QA ablations:
+- Dhingra, Pruthi & Rajagopal 2018 ("Simple and Effective Semi-Supervised Question Answering"): a cloze question made
+  from one passage of a document (they used the introduction) and answered in *another* passage of the same
+  document, so the reader must match meaning rather than copy the string around the blank.
+- Lewis, Denoyer & Riedel 2019 ("Unsupervised Question Answering by Cloze Translation"): answers typed by a named-
+  entity category, the blank replaced by the question word of that category and moved to the front, and the cloze cut
+  to the clause around the answer rather than the whole sentence (shorter questions trained better readers).
+
+Answers are typed spans found with the corpus's own statistics (no tagger is needed, none is shipped):
+- date (متى): years (1500-2049) after عام / سنة / منذ ..., and day + month (+ year) in the Gregorian, Levantine and
+  Hijri month names;
+- number (كم): a number with its scale and unit (7 ملايين زائر, 330 مترا, 15%);
+- person (من): a gazetteer of two- and three-word names read off the words after titles (الرئيس، الوزير، اللاعب
+  ...), kept when seen at least `min_count` times and when their first word is rarely written with the article ال
+  (a name: بشار, ديفيد; not a noun: مجلس, which is common as المجلس);
+- place (أين): a gazetteer of the words after place nouns (مدينة، محافظة، العاصمة ...), asked only where the text puts
+  the place after a locative preposition (في / إلى / من ...);
+- organisation (أي + its head noun): a gazetteer of the phrases after organisation nouns (وزارة الصحة, جامعة الملك سعود).
+
+Each question: the clause around one answer in its sentence, with the answer (and the preposition or trigger word
+that belongs to it) taken out, the question word in front, discourse openers (و, كما, وقد ...) dropped, ending in ؟.
+Its context: another paragraph of the same document (never the question's own) in which the answer occurs as whole
+words, extended by the following paragraphs to at least `min_context_words` words; a question whose words still occur
+verbatim in the context, or whose answer occurs in the question, is not written.
+
+The leakage guard applies at document level: a document any of whose paragraphs the guard (qa/leakage.py) finds in a
+--hold-out set, or one of whose questions it finds there with the same answer, gives no question at all.
+Output: SQuAD v1.1 JSON, one article per document, each question with an extra `answer_type` field; written
+atomically under a lock; per-input parts under OUTPUT.parts/ let `--resume` skip finished inputs.
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator
+
+from ..artifacts import OutputLock, atomic_write, check_input_file, claim_output_file
+from ..errors import ConfigError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+ANSWER_TYPES = ("date", "number", "person", "place", "organisation")
+QUESTION_WORDS = {"date": "متى", "number": "كم", "person": "من", "place": "أين", "organisation": "أي"}
+FORMAT = "arabert-pipeline synthetic-qa 1"  # bump when the generator's output changes for the same input
+
+_DIGITS = r"[0-9٠-٩]"
+_NUMBER = rf"{_DIGITS}+(?:[.,٫]{_DIGITS}+)*"
+_MONTHS = (
+    "يناير|كانون الثاني|فبراير|شباط|مارس|آذار|أبريل|إبريل|ابريل|نيسان|مايو|أيار|يونيو|يونيه|حزيران|يوليو|يوليه|تموز|"
+    "أغسطس|اغسطس|آب|سبتمبر|أيلول|أكتوبر|اكتوبر|تشرين الأول|نوفمبر|تشرين الثاني|ديسمبر|كانون الأول|"
+    "محرم|صفر|ربيع الأول|ربيع الآخر|ربيع الثاني|جمادى الأولى|جمادى الآخرة|رجب|شعبان|رمضان|شوال|ذو القعدة|ذو الحجة"
+)
+_YEAR = r"(?:1[5-9][0-9]{2}|20[0-4][0-9])"
+# Words that introduce a year or date in the sentence and go with it when the question is made.
+_DATE_LEAD = r"(?:(?:[وف]?(?:في|منذ|خلال|حتى|بحلول|مطلع|أواخر|أوائل|نهاية|بداية|أواسط)\s+)?(?:(?:ال)?عام|سنة|العام)\s+)"
+_ERA = r"(?P<era>\s+(?:م|هـ|ميلادية|ميلادي|هجرية|هجري)(?!\w))?"
+# A bare year counts only after a word that makes it one (عام 2015), never alone (2015 could be a count).
+_YEAR_RE = re.compile(rf"(?P<lead>{_DATE_LEAD})(?P<answer>{_YEAR})(?![0-9٠-٩]){_ERA}")
+_DAY_RE = re.compile(
+    rf"(?P<lead>[وف]?(?:في|منذ|حتى|بتاريخ)\s+)?"
+    rf"(?P<answer>(?<![0-9٠-٩]){_DIGITS}{{1,2}}\s+(?:من\s+)?(?:شهر\s+)?(?:{_MONTHS})(?!\w)"
+    rf"(?:\s+(?:من\s+)?(?:العام\s+|عام\s+)?{_YEAR}(?![0-9٠-٩]))?){_ERA}"
+)
+_SCALES = r"(?:ألف|آلاف|الف|مليون|ملايين|مليار|مليارات|بليون)"
+_UNITS = (
+    r"(?:دولار|دولارا|ريال|ريالا|درهم|درهما|دينار|دينارا|جنيه|جنيها|يورو|ليرة|متر|مترا|أمتار|كيلومتر|كيلومترا|كيلومترات"
+    r"|كلم|كم|ميل|ميلا|طن|طنا|أطنان|برميل|برميلا|شخص|شخصا|أشخاص|قتيل|قتيلا|قتلى|جريح|جريحا|جرحى|طالب|طالبا|طلاب"
+    r"|طالبة|زائر|زائرا|زوار|لاجئ|لاجئا|لاجئين|مواطن|مواطنا|عامل|عاملا|عمال|موظف|موظفا|سائح|سائحا|مقعدا|مقاعد"
+    r"|هدفا|أهداف|نقطة|نقاط|درجة|درجات|هكتار|هكتارا|ميغاواط|مشروعا|مشاريع|مدرسة|مدارس|سيارة|سيارات|منزل|منزلا|وحدة"
+    r"|وحدات|حالة|حالات|يوما|أيام|ساعة|ساعات|دقيقة|دقائق|شهرا|أشهر|سنوات|عاما|أعوام|مرة|مرات|دولة|دول|سريرا|أسرة)"
+)
+_NUMBER_RE = re.compile(
+    rf"(?<![\w.,٫])(?P<answer>{_NUMBER}\s*(?:%|٪|\s(?:بالمئة|بالمائة|في المئة|في المائة)(?!\w))"
+    rf"|{_NUMBER}\s+(?:{_SCALES}\s+)?{_UNITS}(?!\w)|{_NUMBER}\s+{_SCALES}(?:\s+{_UNITS})?(?!\w))"
+)
+_TITLES = frozenset(
+    "الرئيس الملك الأمير الأميرة الشيخ الشيخة الدكتور الدكتورة السيد السيدة الوزير الوزيرة وزير وزيرة رئيس رئيسة "
+    "المهندس اللاعب اللاعبة المدرب النجم النجمة الفنان الفنانة الكاتب الكاتبة الشاعر الشاعرة الروائي المخرج العقيد "
+    "اللواء العميد الجنرال المشير المستشار النائب النائبة المتحدث الناطق السفير السفيرة الإمام البابا القاضي "
+    "المحامي الصحفي الصحفية الأستاذ الأستاذة البروفيسور المفتي المطرب المطربة الممثل الممثلة المغني المغنية الداعية "
+    "المرشح المرشحة زعيم الزعيم قائد القائد محافظ المحافظ مدير المدير مديرة عمدة حاكم الحاكم".split()
+)
+_PLACE_NOUNS = frozenset("مدينة محافظة منطقة ولاية إقليم جزيرة قرية بلدة العاصمة عاصمة مقاطعة إمارة مملكة".split())
+_ORG_NOUNS = frozenset(
+    "وزارة شركة جامعة هيئة منظمة مجلس نادي بنك مصرف مؤسسة جمعية حزب صحيفة وكالة مستشفى حركة اتحاد صندوق مركز كلية "
+    "معهد محكمة مجموعة جماعة لجنة جهاز مجمع".split()
+)
+# Prepositions after which a place answers أين; a one-letter clitic ب / ل on the place itself is handled separately.
+_LOCATIVES = frozenset("في وفي إلى وإلى الى من ومن داخل قرب بالقرب شمال جنوب شرق غرب شمالي جنوبي شرقي غربي".split())
+# Words that end a name or an organisation phrase, and sentence openers that a question drops.
+_STOP = frozenset(
+    "في من إلى الى على عن مع أن إن أنه إنه أنها إنها الذي التي الذين اللذين هذا هذه ذلك تلك وقد قد كما لقد بعد قبل "
+    "خلال حيث التي بين أو و ثم لكن بل لا لم لن ما ماذا كان كانت يكون تكون هو هي هم وهو وهي عند عندما حتى منذ وفق "
+    "وفقا بن بنت أبو أبي ابن عبر ضمن لدى تجاه نحو وذلك إلا غير كل بعض أي أمام خلف فوق تحت دون سوى اليوم أمس غدا "
+    "الأحد الاثنين الإثنين الثلاثاء الأربعاء الخميس الجمعة السبت".split()
+)
+_OPENERS = frozenset("و وقد كما فيما بينما حيث".split())
+_VERB_OPENERS = {"وأضاف": "أضاف", "وأكد": "أكد", "وأوضح": "أوضح", "وأشار": "أشار", "وقال": "قال", "وقالت": "قالت",
+                 "ولفت": "لفت", "وكان": "كان", "وكانت": "كانت"}
+# A name next to these is part of a longer one (متعب بن عبد الله بن عبد العزيز): cutting it out would leave half.
+_NAME_LINKS = frozenset("بن بنت ابن ابنة أبو أبي أم آل".split())
+_SENTENCE_END = re.compile(r"(?<=[.!?؟؛])\s+")
+_CLAUSE_BREAK = re.compile(r"[،,:؛;«»\"“”()]")
+_PUNCT = "\"'«»“”‘’()[]{}،,:;؛.!?؟-–—…"
+_ARABIC_WORD = re.compile(r"^[\u0621-\u064a\u0671-\u06d3]+$")
+
+
+@dataclasses.dataclass
+class SyntheticConfig:
+    """What `make-synthetic-qa` reads and how much it writes; every field is a flag of the verb."""
+
+    corpus: list[str]  # corpus files (.txt / .txt.gz / .txt.xz: a paragraph a line, a blank line between documents)
+    output: str  # the SQuAD JSON to write
+    hold_out: list[str]  # QA sets (files or registry names) whose documents must not be used: the dev and test sets
+    types: tuple[str, ...] = ANSWER_TYPES  # answer types to write
+    max_per_document: int = 4  # questions per document at most (drawn with `seed` among its candidates)
+    min_count: int = 3  # times a name, place or organisation must recur after its title / noun to enter a gazetteer
+    clause_words: int = 8  # words kept on each side of the answer in the question (Lewis et al.'s sub-clause)
+    min_context_words: int = 60  # a context shorter than this takes the document's next paragraphs too
+    max_context_words: int = 300  # and never grows past this
+    limit: int | None = None  # at most this many questions in all (a seeded sample of documents), for learning curves
+    seed: int = 0
+    overwrite: bool = False
+    resume: bool = False
+    progress: bool = True
+
+    def validate(self) -> None:
+        if not self.corpus:
+            raise ConfigError("give at least one corpus file")
+        unknown = sorted(set(self.types) - set(ANSWER_TYPES))
+        if unknown or not self.types:
+            raise ConfigError(f"--types {' '.join(unknown) or '(none)'}: choose among {', '.join(ANSWER_TYPES)}")
+        for name in ("max_per_document", "min_count", "clause_words", "min_context_words", "max_context_words"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"--{name.replace('_', '-')} {getattr(self, name)}: must be at least 1")
+        if self.limit is not None and self.limit < 1:
+            raise ConfigError(f"--limit {self.limit}: must be at least 1")
+        if self.min_context_words > self.max_context_words:
+            raise ConfigError("--min-context-words must not exceed --max-context-words")
+        if self.overwrite and self.resume:
+            raise ConfigError("--overwrite starts again and --resume continues: give one of them")
+
+
+@dataclasses.dataclass
+class SyntheticReport:
+    questions: int
+    documents: int  # documents that gave at least one question
+    per_type: dict[str, int]
+    held_out_documents: int  # dropped by the leakage guard
+    gazetteer: dict[str, int]  # entries per gazetteer
+
+
+# --------------------------------------------------------------------------------------------- corpus reading
+
+
+def read_documents(path: str, progress: bool = True) -> Iterator[list[str]]:
+    """The documents of one corpus file, each a list of its paragraphs (lines)."""
+    from tqdm.auto import tqdm
+
+    from ..pretrain.data import read_lines
+
+    document: list[str] = []
+    with tqdm(total=Path(path).stat().st_size, unit="B", unit_scale=True, desc=Path(path).name,
+              disable=not progress) as bar:
+        for line in read_lines([path], bar):
+            if line is None:
+                if document:
+                    yield document
+                document = []
+            else:
+                document.append(" ".join(line.split()))
+    if document:
+        yield document
+
+
+def _strip_clitic(word: str) -> str:
+    """A title or noun with a conjunction or preposition letter in front (والرئيس, للوزير) reads as the bare word."""
+    for prefix in ("وال", "فال", "بال", "كال"):
+        if word.startswith(prefix) and len(word) > 4:
+            return "ال" + word[3:]
+    if word.startswith("لل") and len(word) > 4:
+        return "ال" + word[2:]
+    if word[:1] in "وفبل" and len(word) > 3 and word[1:] in _TITLES | _PLACE_NOUNS | _ORG_NOUNS:
+        return word[1:]
+    return word
+
+
+def _clean(word: str) -> str:
+    return word.strip(_PUNCT)
+
+
+# --------------------------------------------------------------------------------------------- gazetteers
+
+
+@dataclasses.dataclass
+class Gazetteers:
+    """Names, places and organisations read off the corpus: phrase (a tuple of words) → type."""
+
+    person: set[tuple[str, ...]]
+    place: set[tuple[str, ...]]
+    organisation: set[tuple[str, ...]]
+
+    def sizes(self) -> dict[str, int]:
+        return {"person": len(self.person), "place": len(self.place), "organisation": len(self.organisation)}
+
+    def to_json(self) -> dict[str, list[str]]:
+        return {kind: sorted(" ".join(p) for p in getattr(self, kind)) for kind in ("person", "place", "organisation")}
+
+    @classmethod
+    def from_json(cls, data: dict[str, list[str]]) -> "Gazetteers":
+        return cls(**{kind: {tuple(p.split()) for p in data[kind]} for kind in ("person", "place", "organisation")})
+
+
+def _name_after(words: list[str], start: int) -> list[str]:
+    """The words of a name starting at `start` (after a title and its adjectives), at most 3, stopping at punctuation
+    and function words."""
+    name: list[str] = []
+    for raw in words[start : start + 3]:
+        word = _clean(raw)
+        if not word or not _ARABIC_WORD.match(word) or word in _STOP:
+            break
+        name.append(word)
+        if raw[-1:] in _PUNCT:
+            break
+    return name
+
+
+def collect_gazetteers(paths: list[str], min_count: int, progress: bool = True) -> Gazetteers:
+    """One pass over the corpus counting what follows titles, place nouns and organisation nouns."""
+    after_title: collections.Counter = collections.Counter()
+    after_place: collections.Counter = collections.Counter()
+    after_org: collections.Counter = collections.Counter()
+    word_counts: collections.Counter = collections.Counter()
+    title_documents: dict[tuple[str, ...], set[int]] = collections.defaultdict(set)  # template text repeats names
+    documents = 0
+    for path in paths:
+        for document in read_documents(path, progress):
+            documents += 1
+            for paragraph in document:
+                words = paragraph.split()
+                word_counts.update(_clean(w) for w in words)
+                for i, raw in enumerate(words[:-1]):
+                    word = _strip_clitic(_clean(raw))
+                    if raw[-1:] in _PUNCT:
+                        continue
+                    if word in _TITLES:
+                        j = i + 1  # skip the title's adjectives and complements: الرئيس الأمريكي / وزير الخارجية
+                        while j < len(words) and j <= i + 3 and _clean(words[j]).startswith("ال") \
+                                and words[j][-1:] not in _PUNCT:
+                            j += 1
+                        name = _name_after(words, j)
+                        if len(name) >= 2 and not name[0].startswith("ال"):
+                            for n in (2, 3):
+                                if len(name) >= n:
+                                    after_title[tuple(name[:n])] += 1
+                                    title_documents[tuple(name[:n])].add(documents)
+                    elif word in _PLACE_NOUNS:
+                        place = _clean(words[i + 1])
+                        if place and _ARABIC_WORD.match(place) and place not in _STOP:
+                            after_place[(place,)] += 1
+                    elif word in _ORG_NOUNS:
+                        rest = _name_after(words, i + 1)
+                        for n in range(1, len(rest) + 1):
+                            after_org[(word, *rest[:n])] += 1
+
+    def name_like(word: str) -> bool:
+        # A noun is common with the article (المجلس); a given name almost never is (البشار). A word that is a common
+        # word behind a one-letter clitic (لكرة = ل + كرة) is no name either.
+        if word.startswith(("لل", "بال", "وال", "فال", "كال")):
+            return False  # a preposition or conjunction glued to an article: مركز الملك سلمان للإغاثة
+        if word.startswith("ال"):
+            return True  # a family name (الفيصل) is judged by the words before it
+        clitic = word[:1] in "وفبلك" and word_counts[word[1:]] > 2 * word_counts[word]
+        return word_counts[word] >= 2 and word_counts["ال" + word] * 10 < word_counts[word] and not clitic
+
+    person = {name for name, count in after_title.items()
+              if count >= min_count and len(title_documents[name]) >= min_count and all(map(name_like, name))}
+    # Keep the longer of two nested names only when it recurs on its own (محمد بن سلمان, not a name + one more word).
+    person = {name for name in person
+              if len(name) == 2 or after_title[name] * 2 >= after_title[name[:2]]}
+    # A place is named after a place noun in a good share of its mentions (مدينة جدة); a common word that happens to
+    # follow one (منطقة دول ...) is mostly written without it.
+    place = {p for p, count in after_place.items()
+             if count >= min_count and count >= 0.05 * word_counts[p[0]] and not p[0].endswith(("ية", "يين", "يون"))}
+    # Every recurring phrase: the longest one that a sentence holds is the answer (جامعة الملك عبدالعزيز, not
+    # جامعة الملك).
+    organisation = {o for o, count in after_org.items() if count >= min_count and len(o) >= 2}
+    return Gazetteers(person, place, organisation)
+
+
+# --------------------------------------------------------------------------------------------- answers and questions
+
+
+@dataclasses.dataclass
+class Candidate:
+    type: str
+    answer: str  # as written in the sentence
+    start: int  # character span of the answer in the sentence
+    end: int
+    cut_start: int  # the span taken out of the question: the answer with its lead words (في عام, في مدينة ...)
+    cut_end: int
+    head: str = ""  # organisation: the noun that follows أي (وزارة)
+
+
+def _word_spans(sentence: str) -> list[tuple[int, int]]:
+    return [m.span() for m in re.finditer(r"\S+", sentence)]
+
+
+def _gazetteer_candidates(sentence: str, gazetteers: Gazetteers, types: tuple[str, ...]) -> list[Candidate]:
+    spans = _word_spans(sentence)
+    words = [_clean(sentence[s:e]) for s, e in spans]
+    found: list[Candidate] = []
+    i = 0
+    while i < len(words):
+        matched = False
+        for n in (3, 2, 1):
+            if i + n > len(words):
+                continue
+            phrase = tuple(words[i : i + n])
+            bare = (_strip_clitic(phrase[0]), *phrase[1:])
+            start, end = spans[i][0], spans[i + n - 1][1]
+            end -= len(sentence[start:end]) - len(sentence[start:end].rstrip(_PUNCT))
+            start += len(sentence[start:end]) - len(sentence[start:end].lstrip(_PUNCT))
+            inside_longer_name = (i > 0 and words[i - 1] in _NAME_LINKS) or (
+                i + n < len(words) and words[i + n] in _NAME_LINKS)
+            if "person" in types and n >= 2 and phrase in gazetteers.person and not inside_longer_name:
+                # A title just before the name stays in the question (وزير الصحة ...): it tells the reader who.
+                found.append(Candidate("person", sentence[start:end], start, end, start, end))
+            elif "organisation" in types and n >= 2 and bare in gazetteers.organisation:
+                prefix = len(phrase[0]) - len(bare[0]) if bare[0] != phrase[0] and not bare[0].startswith("ال") else 0
+                a_start = start + prefix
+                found.append(Candidate("organisation", sentence[a_start:end], a_start, end, a_start, end,
+                                       head=bare[0]))
+            elif "place" in types and n == 1 and phrase in gazetteers.place and i > 0:
+                before = _strip_clitic(words[i - 1])
+                lead = i - 1
+                if before in _PLACE_NOUNS and i > 1:  # في مدينة جدة: the preposition is one word further back
+                    lead, before = i - 2, words[i - 2]
+                if before in _LOCATIVES:
+                    found.append(Candidate("place", sentence[start:end], start, end, spans[lead][0], end))
+                else:
+                    continue
+            else:
+                continue
+            i += n
+            matched = True
+            break
+        if not matched:
+            i += 1
+    return found
+
+
+def find_candidates(sentence: str, gazetteers: Gazetteers, types: tuple[str, ...]) -> list[Candidate]:
+    """Every typed answer in one sentence, spans not overlapping (dates and numbers first: a year is not a count)."""
+    found: list[Candidate] = []
+    if "date" in types:
+        for m in [*_DAY_RE.finditer(sentence), *_YEAR_RE.finditer(sentence)]:
+            cut_start = m.start("lead") if m.group("lead") else m.start("answer")
+            cut_end = m.end("era") if m.group("era") else m.end("answer")
+            found.append(Candidate("date", m.group("answer"), m.start("answer"), m.end("answer"), cut_start, cut_end))
+    if "number" in types:
+        for m in _NUMBER_RE.finditer(sentence):
+            found.append(Candidate("number", m.group("answer"), m.start("answer"), m.end("answer"),
+                                   m.start("answer"), m.end("answer")))
+    found += _gazetteer_candidates(sentence, gazetteers, types)
+    kept: list[Candidate] = []
+    for candidate in found:  # first come first kept: dates, then numbers, then names
+        if all(candidate.cut_end <= k.cut_start or candidate.cut_start >= k.cut_end for k in kept):
+            kept.append(candidate)
+    return kept
+
+
+def make_question(sentence: str, candidate: Candidate, clause_words: int) -> str | None:
+    """The clause around the answer with the answer taken out and the question word in front; None if too little is
+    left to ask anything."""
+    before = _CLAUSE_BREAK.split(sentence[: candidate.cut_start])
+    after = _CLAUSE_BREAK.split(sentence[candidate.cut_end :])
+    # The answer's own clause; the one before it too when the answer opens its clause (…، وفي عام 2011 قرر …).
+    left = before[-1].split()
+    if len(left) < 2 and len(before) > 1:
+        left = before[-2].split() + left
+    left, right = left[-clause_words:], after[0].split()[:clause_words]
+    while left and (left[0] in _OPENERS or left[0] in _STOP):
+        left = left[1:]
+    if left and left[0] in _VERB_OPENERS:
+        left[0] = _VERB_OPENERS[left[0]]
+    words = [w.strip(_PUNCT) for w in left + right]
+    words = [w for w in words if w]
+    while words and words[-1] in _STOP:
+        words.pop()
+    if len(words) < 3:
+        return None
+    lead = QUESTION_WORDS[candidate.type]
+    if candidate.type == "organisation":
+        lead = f"أي {candidate.head}"
+    return f"{lead} {' '.join(words)}؟"
+
+
+def _normalized(text: str) -> str:
+    from .leakage import normalize
+
+    return normalize(text)
+
+
+def _find_whole_words(text: str, answer: str) -> int:
+    """Offset of `answer` in `text` as whole words (a one-letter clitic و ف ب ل ك may precede it), or -1."""
+    for m in re.finditer(re.escape(answer), text):
+        before = text[max(0, m.start() - 2) : m.start()]
+        after = text[m.end() : m.end() + 1]
+        starts_word = m.start() == 0 or not before[-1:].isalnum() or (
+            before[-1:] in "وفبلك" and (m.start() == 1 or not before[:1].isalnum()))
+        if starts_word and not after.isalnum():
+            return m.start()
+    return -1
+
+
+def document_examples(document: list[str], doc_id: str, gazetteers: Gazetteers, config: SyntheticConfig,
+                      rng: "np.random.Generator") -> list[dict[str, Any]]:
+    """The questions of one document (at most config.max_per_document), answered in its other paragraphs."""
+    candidates = []
+    for p_index, paragraph in enumerate(document):
+        for sentence in _SENTENCE_END.split(paragraph):
+            for candidate in find_candidates(sentence, gazetteers, config.types):
+                candidates.append((p_index, sentence, candidate))
+    if not candidates:
+        return []
+    examples: list[dict[str, Any]] = []
+    asked: set[str] = set()
+    for index in rng.permutation(len(candidates)):
+        if len(examples) >= config.max_per_document:
+            break
+        p_index, sentence, candidate = candidates[index]
+        key = _normalized(candidate.answer)
+        if not key or key in asked:
+            continue
+        question = make_question(sentence, candidate, config.clause_words)
+        if question is None or key in _normalized(question):
+            continue
+        context, start = _context_for(document, p_index, candidate.answer, config, rng)
+        if context is None:
+            continue
+        question_words = _normalized(question.split(" ", 1)[1])
+        if question_words in _normalized(context):  # the question's clause copied into the context teaches nothing
+            continue
+        asked.add(key)
+        examples.append({
+            "id": f"{doc_id}-{len(examples)}", "title": document[0][:200], "context": context, "question": question,
+            "answers": {"text": [candidate.answer], "answer_start": [start]}, "answer_type": candidate.type,
+        })
+    return examples
+
+
+def _context_for(document: list[str], source: int, answer: str, config: SyntheticConfig,
+                 rng: "np.random.Generator") -> tuple[str | None, int]:
+    holders = [i for i, paragraph in enumerate(document) if i != source and _find_whole_words(paragraph, answer) >= 0]
+    if not holders:
+        return None, -1
+    first = holders[int(rng.integers(len(holders)))]
+    paragraphs = [document[first]]
+    words = len(document[first].split())
+    for i in range(first + 1, len(document)):
+        if words >= config.min_context_words:
+            break
+        if i == source:
+            continue
+        extra = len(document[i].split())
+        if words + extra > config.max_context_words:
+            break
+        paragraphs.append(document[i])
+        words += extra
+    context = " ".join(paragraphs)
+    if len(context.split()) > config.max_context_words:
+        return None, -1
+    return context, _find_whole_words(context, answer)
+
+
+# --------------------------------------------------------------------------------------------- the verb
+
+
+def _fingerprint(path: str, config: SyntheticConfig, gazetteer_digest: str, hold_out_digest: str) -> dict[str, Any]:
+    stat = Path(path).stat()
+    fields = {k: v for k, v in dataclasses.asdict(config).items()
+              if k not in ("corpus", "output", "overwrite", "resume", "progress", "limit", "hold_out")}
+    fingerprint = {"format": FORMAT, "input": str(Path(path).resolve()), "size": stat.st_size,
+                   "mtime_ns": stat.st_mtime_ns, "settings": fields, "gazetteer": gazetteer_digest,
+                   "hold_out": hold_out_digest}
+    return json.loads(json.dumps(fingerprint))  # as it reads back from a part (tuples become lists)
+
+
+def _digest(data: Any) -> str:
+    return hashlib.sha256(json.dumps(data, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
+
+
+def _leaking_documents(examples_by_doc: dict[str, list[dict]], documents: dict[str, list[str]],
+                       hold_out: list[tuple[str, list[dict]]]) -> set[str]:
+    """Documents with a paragraph or a question that the leakage guard finds in a hold-out set."""
+    from .leakage import find_leakage
+
+    probes: list[dict[str, Any]] = []
+    for doc_id, examples in examples_by_doc.items():
+        probes += examples
+        probes += [{"id": f"{doc_id}-p{i}", "context": p, "question": "", "answers": {"text": []}}
+                   for i, p in enumerate(documents[doc_id])]
+    report = find_leakage(hold_out, [("synthetic", probes)])
+    return {eval_id.rsplit("-", 1)[0] for leak in report.leaks for eval_id in leak.eval_ids}
+
+
+def make_synthetic_qa(config: SyntheticConfig) -> SyntheticReport:
+    """Write config.output (SQuAD JSON); per-input parts in OUTPUT.parts/ make the run resumable."""
+    import numpy as np
+
+    from .data import read_squad, resolve
+
+    config.validate()
+    for path in config.corpus:
+        check_input_file(path, "corpus file")
+    output = Path(config.output)
+    hold_out_paths = [resolve(s) for s in config.hold_out]
+    claim_output_file(output, verb="make-synthetic-qa", inputs=[*config.corpus, *hold_out_paths],
+                      overwrite=config.overwrite or config.resume)
+    parts = output.with_name(output.name + ".parts")
+    with OutputLock(output, "make-synthetic-qa"):
+        if parts.exists() and not (parts / "owner.json").exists():
+            raise ConfigError(f"{parts} exists and was not written by make-synthetic-qa: move it away")
+        if parts.exists() and not config.resume:
+            if not config.overwrite:
+                raise ConfigError(f"{parts} holds an unfinished run: pass --resume to continue it or --overwrite to "
+                                  "start again")
+            shutil.rmtree(parts)
+        parts.mkdir(exist_ok=True)
+        (parts / "owner.json").write_text(json.dumps({"verb": "make-synthetic-qa"}), encoding="utf-8")
+        hold_out = [(source, read_squad(source, misaligned="keep").examples) for source in config.hold_out]
+        hold_out_digest = _digest([[source, len(examples)] for source, examples in hold_out])
+
+        gazetteer_file = parts / "gazetteer.json"
+        inputs_digest = _digest([[str(Path(p).resolve()), Path(p).stat().st_size, Path(p).stat().st_mtime_ns]
+                                 for p in config.corpus] + [config.min_count, FORMAT])
+        stored = json.loads(gazetteer_file.read_text(encoding="utf-8")) if gazetteer_file.exists() else {}
+        if stored.get("inputs") == inputs_digest:
+            gazetteers = Gazetteers.from_json(stored["gazetteers"])
+        else:
+            gazetteers = collect_gazetteers(config.corpus, config.min_count, config.progress)
+            with atomic_write(gazetteer_file) as f:
+                json.dump({"inputs": inputs_digest, "gazetteers": gazetteers.to_json()}, f, ensure_ascii=False)
+        gazetteer_digest = _digest(gazetteers.to_json())
+
+        articles: list[dict[str, Any]] = []
+        held_out_documents = 0
+        for index, path in enumerate(config.corpus):
+            part = parts / f"{index:03d}.json"
+            fingerprint = _fingerprint(path, config, gazetteer_digest, hold_out_digest)
+            if part.exists():
+                done = json.loads(part.read_text(encoding="utf-8"))
+                if done.get("fingerprint") == fingerprint:
+                    articles += done["articles"]
+                    held_out_documents += done["held_out_documents"]
+                    continue
+            rng = np.random.default_rng([config.seed, index])  # per input: a resumed run draws the same
+            examples_by_doc: dict[str, list[dict]] = {}
+            documents: dict[str, list[str]] = {}
+            for d, document in enumerate(read_documents(path, config.progress)):
+                doc_id = f"syn-{index:03d}-{d:06d}"
+                examples = document_examples(document, doc_id, gazetteers, config, rng)
+                if examples:
+                    examples_by_doc[doc_id], documents[doc_id] = examples, document
+            leaking = _leaking_documents(examples_by_doc, documents, hold_out) if hold_out else set()
+            part_articles = [_article(examples) for doc_id, examples in examples_by_doc.items()
+                             if doc_id not in leaking]
+            with atomic_write(part) as f:
+                json.dump({"fingerprint": fingerprint, "articles": part_articles,
+                           "held_out_documents": len(leaking)}, f, ensure_ascii=False)
+            articles += part_articles
+            held_out_documents += len(leaking)
+
+        if config.limit is not None:
+            articles = _sample(articles, config.limit, config.seed)
+        per_type = collections.Counter(qa["answer_type"] for a in articles for p in a["paragraphs"] for qa in p["qas"])
+        with atomic_write(output) as f:
+            json.dump({"version": FORMAT, "data": articles}, f, ensure_ascii=False)
+        shutil.rmtree(parts)
+    return SyntheticReport(questions=sum(per_type.values()), documents=len(articles),
+                           per_type={t: per_type.get(t, 0) for t in config.types},
+                           held_out_documents=held_out_documents, gazetteer=gazetteers.sizes())
+
+
+def _article(examples: list[dict[str, Any]]) -> dict[str, Any]:
+    paragraphs: dict[str, list[dict]] = {}
+    for e in examples:
+        paragraphs.setdefault(e["context"], []).append({
+            "id": e["id"], "question": e["question"], "answer_type": e["answer_type"],
+            "answers": [{"text": e["answers"]["text"][0], "answer_start": e["answers"]["answer_start"][0]}],
+        })
+    return {"title": examples[0]["title"],
+            "paragraphs": [{"context": context, "qas": qas} for context, qas in paragraphs.items()]}
+
+
+def _sample(articles: list[dict[str, Any]], limit: int, seed: int) -> list[dict[str, Any]]:
+    """Whole documents drawn with `seed` until `limit` questions."""
+    import numpy as np
+
+    order = np.random.default_rng([seed, 1]).permutation(len(articles))
+    kept, total = [], 0
+    for i in order:
+        n = sum(len(p["qas"]) for p in articles[i]["paragraphs"])
+        if total + n > limit:
+            continue
+        kept.append(articles[i])
+        total += n
+        if total == limit:
+            break
+    return kept
+
