@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import lzma
 import random
@@ -102,7 +103,9 @@ def test_one_output_line_per_input_line(tmp_path, lines, name):
     assert sidecar["lines"] == len(lines)
     assert sidecar["words"] == sum(len(line.split()) for line in lines)
     assert sidecar["inputs"] == [
-        {"path": str(source), "lines": len(lines), "bytes": source.stat().st_size, "replacements": 0}
+        {"path": str(source), "lines": len(lines), "bytes": source.stat().st_size, "replacements": 0,
+         "size": source.stat().st_size, "mtime_ns": source.stat().st_mtime_ns,
+         "sha256": hashlib.sha256(source.read_bytes()).hexdigest()}
     ]
     assert leftovers(output) == ["out.txt", "out.txt.arabert_pipeline.json"]
 
@@ -150,6 +153,9 @@ def test_compressed_inputs_concatenated_in_order_and_compressed_output(tmp_path,
         assert report.lines == len(lines)
         sidecar = json.loads(output.with_name(output.name + ".arabert_pipeline.json").read_text(encoding="utf-8"))
         assert [f["lines"] for f in sidecar["inputs"]] == [len(p) for p in parts]
+        # The digest is of the file on disk, compressed bytes and all: the same file gives the same digest.
+        assert [f["sha256"] for f in sidecar["inputs"]] == [hashlib.sha256(p.read_bytes()).hexdigest()
+                                                            for p in sources]
 
 
 class Interrupted(Exception):
@@ -206,6 +212,7 @@ def test_resume_gives_the_same_bytes_as_an_uninterrupted_run(tmp_path, monkeypat
     sidecar = json.loads(output.with_name(output.name + ".arabert_pipeline.json").read_text(encoding="utf-8"))
     assert sidecar["lines"] == len(lines)
     assert sidecar["words"] == sum(len(line.split()) for line in lines)
+    assert sidecar["inputs"][0]["sha256"] == hashlib.sha256(source.read_bytes()).hexdigest()  # all of it, resumed
 
 
 def test_resume_refuses_changed_inputs(tmp_path, monkeypatch, lines):

@@ -1,7 +1,9 @@
 """Preprocessing on Hugging Face datasets and Ray Data gives the local engine's lines and bytes."""
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import pickle
 
 import pytest
@@ -82,6 +84,133 @@ def test_local_engine_shards_and_option_errors(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------------------------
+# Stale shards: decided before any shard is written, the same way for both engines, so the local engine (no Ray
+# needed) tests the decision and a Ray test below the redo.
+
+
+def shards(sources, out, **options):
+    return preprocess_shards(sources, out, **{"engine": "local", "config": "arabertv02", "progress": False,
+                                              **options})
+
+
+def snapshot(out):
+    return {p.name: (p.read_bytes(), p.stat().st_mtime_ns) for p in out.iterdir()}
+
+
+def alone(tmp_path, source, **options):
+    """The bytes `preprocess SOURCE -o SHARD` writes."""
+    target = tmp_path / "alone" / f"{len(list(tmp_path.glob('alone/*')))}.txt"
+    preprocess_corpus([source], target, progress=False, **{"config": "arabertv02", **options})
+    return target.read_bytes()
+
+
+def test_a_shard_of_an_input_changed_since_is_refused_and_overwrite_redoes_only_it(tmp_path):
+    sources = [tmp_path / "a.txt.xz", tmp_path / "b.txt"]
+    for index, source in enumerate(sources):
+        write_text(source, make_lines(60, seed=index))
+    out = tmp_path / "out"
+    shards(sources, out)
+    before = snapshot(out)
+    # An edit that keeps the size: only the content tells the shard is stale.
+    lines = make_lines(60, seed=0)
+    write_text(sources[0], lines[30:] + lines[:30])
+    with pytest.raises(ConfigError, match=r"out/a\.txt is stale: written from .*a\.txt\.xz as it was then .*"
+                                          r"--overwrite") as error:
+        shards(sources, out)
+    assert "\n" not in str(error.value)
+    assert snapshot(out) == before  # refused before any work: nothing written, nothing removed
+
+    report = shards(sources, out, overwrite=True)
+    assert report.replaced == [str(out / "a.txt")] and report.skipped == [str(out / "b.txt")]
+    assert "1 of them replacing stale shards" in report.summary()
+    assert (out / "a.txt").read_bytes() == alone(tmp_path, sources[0])
+    assert snapshot(out)["b.txt"] == before["b.txt"]
+    assert len(shards(sources, out).skipped) == 2
+
+
+def test_a_shard_of_another_preprocessing_is_refused(tmp_path):
+    source = tmp_path / "a.txt"
+    write_text(source, make_lines(40))
+    out = tmp_path / "out"
+    shards([source], out)
+    before = snapshot(out)
+    with pytest.raises(ConfigError, match="written with --preprocessing arabertv02, not none"):
+        shards([source], out, config="none")
+    assert snapshot(out) == before
+    # A model name of the same preprocessing is the same preprocessing.
+    assert shards([source], out, config="aubmindlab/bert-base-arabertv02").skipped == [str(out / "a.txt")]
+    with pytest.raises(ConfigError, match="unknown preprocessing"):  # this run's mistake, not a stale shard
+        shards([source], out, config="arabertv3")
+    shards([source], out, config="none", overwrite=True)
+    assert (out / "a.txt").read_bytes() == alone(tmp_path, source, config="none")
+
+
+def test_a_shard_of_another_input_of_the_same_name_is_refused_a_copy_of_its_own_is_not(tmp_path, monkeypatch):
+    from arabert_pipeline.preprocess import corpus, distributed
+
+    first, second = tmp_path / "one" / "wiki.txt", tmp_path / "two" / "wiki.txt"
+    first.parent.mkdir()
+    second.parent.mkdir()
+    write_text(first, make_lines(40, seed=1))
+    write_text(second, make_lines(40, seed=2))
+    out = tmp_path / "out"
+    shards([first], out)
+    before = snapshot(out)
+    for other in (second, tmp_path / "wiki.txt.gz"):  # wiki.txt.gz is also written to out/wiki.txt
+        write_text(other, make_lines(40, seed=2))
+        with pytest.raises(ConfigError, match=r"stale: written from .*one/wiki\.txt as it was then"):
+            shards([other], out)
+    assert snapshot(out) == before
+
+    hashed = []
+    monkeypatch.setattr(distributed, "file_sha256", lambda path: hashed.append(path) or corpus.file_sha256(path))
+    assert shards([first], out).skipped and hashed == []  # unchanged: name, size and mtime, nothing read
+    second.write_bytes(first.read_bytes())  # the same text elsewhere, with a new mtime: recognised by its digest
+    assert shards([second], out).skipped and hashed == [second]
+    os.utime(first, ns=(0, 0))
+    assert shards([first], out).skipped and hashed == [second, first]
+    assert snapshot(out) == before
+
+
+def test_replaced_utf8_and_other_versions_and_damaged_sidecars(tmp_path):
+    source = tmp_path / "bad.txt"
+    source.write_bytes(("\n".join(make_lines(20)) + "\n").encode("utf-8") + b"bad \xff byte\n")
+    out = tmp_path / "out"
+    shards([source], out, errors="replace")
+    with pytest.raises(ConfigError, match="1 invalid UTF-8 sequences were replaced"):
+        shards([source], out)  # --errors strict would have stopped at that line
+    clean = tmp_path / "clean.txt"
+    write_text(clean, make_lines(20))
+    shards([clean], out)
+    assert shards([clean], out, errors="replace").skipped  # strict read no invalid UTF-8: replace writes the same
+
+    sidecar = out / "clean.txt.arabert_pipeline.json"
+    fields = json.loads(sidecar.read_text())
+    sidecar.write_text(json.dumps({**fields, "arabert_pipeline_version": "0.0.1"}))
+    with pytest.raises(ConfigError, match=r"written by arabert-pipeline 0\.0\.1, not by this one"):
+        shards([clean], out)
+    sidecar.write_text(json.dumps({**fields, "inputs": [{"path": str(clean), "lines": 20}]}))
+    with pytest.raises(ConfigError, match="does not record the digest of one input"):
+        shards([clean], out)
+    sidecar.write_text("{not json")
+    with pytest.raises(ConfigError, match="sidecar cannot be read"):
+        shards([clean], out)
+    assert shards([clean], out, overwrite=True).replaced == [str(out / "clean.txt")]
+    assert json.loads(sidecar.read_text())["inputs"][0]["sha256"] == fields["inputs"][0]["sha256"]
+
+
+def test_ray_engine_refuses_stale_shards_before_starting_ray(tmp_path, capsys):
+    source = tmp_path / "a.txt"
+    write_text(source, make_lines(30))
+    out = tmp_path / "out"
+    shards([source], out)  # the local engine writes the shards --engine ray would (checked below with Ray)
+    write_text(source, make_lines(31))
+    assert main_ray([str(source), "-o", str(out), "--preprocessing", "arabertv02"]) == 2
+    err = capsys.readouterr().err
+    assert "a.txt is stale" in err and "--overwrite" in err and len(err.strip().splitlines()) == 1
+
+
+# ---------------------------------------------------------------------------------------------------------------
 # Ray: one small local instance for the module
 
 
@@ -147,6 +276,24 @@ def test_ray_rerun_skips_finished_shards_and_ignores_half_written_ones(ray_insta
     assert not (out / "news_b.txt.part").exists()
     again = preprocess_shards(corpus_slice, out, engine="ray", config="arabertv02", progress=False)
     assert len(again.skipped) == 3 and not again.shards
+
+
+@pytest.mark.slow
+def test_ray_overwrite_redoes_a_stale_shard_and_keeps_a_finished_one(ray_instance, corpus_slice, tmp_path):
+    sources = [tmp_path / source.name for source in corpus_slice[:2]]
+    for source, original in zip(sources, corpus_slice):
+        source.write_bytes(original.read_bytes())
+    out = tmp_path / "shards"
+    args = [*map(str, sources), "-o", str(out), "--preprocessing", "arabertv02"]
+    assert main_ray(args) == 0
+    kept = snapshot(out)["news_b.txt"]
+    write_text(sources[0], make_lines(50, seed=99))
+    assert main_ray(args) == 2
+    assert main_ray([*args, "--overwrite"]) == 0
+    assert (out / "news_a.txt").read_bytes() == local_shard(sources[0], tmp_path / "news_a.txt", config="arabertv02")
+    assert snapshot(out)["news_b.txt"] == kept
+    sidecar = json.loads((out / "news_a.txt.arabert_pipeline.json").read_text())
+    assert sidecar["inputs"][0]["sha256"] == hashlib.sha256(sources[0].read_bytes()).hexdigest()
 
 
 def main_ray(args):

@@ -34,7 +34,8 @@ def register(subparsers) -> None:
     parser.add_argument("--resume", action="store_true",
                         help="continue an interrupted run from OUTPUT.part and its checkpoint")
     parser.add_argument("--overwrite", action="store_true",
-                        help="replace OUTPUT if an earlier preprocess run wrote it (any other file is never replaced)")
+                        help="replace OUTPUT if an earlier preprocess run wrote it (any other file is never replaced); "
+                             "with --engine ray, redo the stale shards")
     parser.add_argument("--word-cache", default=_DEFAULTS.word_cache, metavar="FILE",
                         help="word segmentation cache, reused by resumed and later runs (default: "
                              "OUTPUT.words.tsv)")
@@ -48,8 +49,9 @@ def register(subparsers) -> None:
     parser.add_argument("--engine", choices=("local", "ray"), default="local",
                         help="local: this machine's processes, all inputs concatenated into OUTPUT; ray: Ray Data, "
                              "OUTPUT a directory with one shard per input (INPUT's name without .gz/.xz, .txt "
-                             "added if missing), each as `preprocess INPUT -o SHARD` writes it; finished shards are "
-                             "skipped on rerun (needs the ray extra: pip install \"arabert-pipeline[ray]\")")
+                             "added if missing), each as `preprocess INPUT -o SHARD` writes it; a rerun skips the "
+                             "shards written from the same input and options and refuses stale ones unless "
+                             "--overwrite (needs the ray extra: pip install \"arabert-pipeline[ray]\")")
     parser.add_argument("--address", default=None,
                         help="with --engine ray: an existing Ray cluster (e.g. auto, or ray://HOST:10001); default: a "
                              "small local Ray instance with --workers CPUs")

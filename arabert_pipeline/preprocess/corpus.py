@@ -18,6 +18,8 @@ import collections
 import contextlib
 import dataclasses
 import gzip
+import hashlib
+import io
 import json
 import lzma
 import multiprocessing
@@ -116,13 +118,54 @@ def _compression(path: Path) -> str:
 
 
 @contextlib.contextmanager
-def _open_input(path: Path) -> Iterator[tuple[object, object]]:
-    """(raw file, binary line stream): the raw file's position is how far the progress bar has got."""
-    raw = open(path, "rb", buffering=1 << 20)
+def _open_input(path: Path, digest=None) -> Iterator[tuple[object, object]]:
+    """(raw file, binary line stream): the raw file's position is how far the progress bar has got. With `digest`
+    (a hashlib object), every byte read from the file on disk also goes into it."""
+    if digest is None:
+        raw = open(path, "rb", buffering=1 << 20)
+    else:
+        raw = io.BufferedReader(_HashingReader(open(path, "rb", buffering=0), digest), 1 << 20)
     try:
         yield raw, decompressed(path, raw)
     finally:
         raw.close()
+
+
+class _HashingReader(io.RawIOBase):
+    """A file read through this also feeds `digest`: the sidecar records the digest of the very bytes that were
+    preprocessed, not of whatever the file holds when a second pass would read it."""
+
+    def __init__(self, raw, digest):
+        self.raw, self.digest, self.position = raw, digest, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        count = self.raw.readinto(buffer)
+        if count:
+            self.digest.update(memoryview(buffer)[:count])
+            self.position += count
+        return count
+
+    def tell(self) -> int:
+        return self.position
+
+    def fileno(self) -> int:
+        return self.raw.fileno()
+
+    def close(self) -> None:
+        self.raw.close()
+        super().close()
+
+
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of the file's bytes on disk (compressed inputs as they are, not their text)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 
@@ -162,8 +205,12 @@ def _decode_replacing(data: bytes) -> tuple[str, int]:
 class _InputFile:
     path: str
     lines: int = 0
-    bytes: int = 0
+    bytes: int = 0  # uncompressed
     replacements: int = 0
+    # The file on disk as it was read: how `preprocess --engine ray` tells a finished shard from a stale one.
+    size: int = 0
+    mtime_ns: int = 0
+    sha256: str = ""
 
 
 def _read_lines(paths: list[Path], errors: str, files: list[_InputFile], disk_done: list[int]
@@ -177,7 +224,10 @@ def _read_lines(paths: list[Path], errors: str, files: list[_InputFile], disk_do
         record = _InputFile(str(path))
         files.append(record)
         number = 0
-        with _open_input(path) as (raw, stream):
+        digest = hashlib.sha256()
+        with _open_input(path, digest) as (raw, stream):
+            status = os.fstat(raw.fileno())
+            record.size, record.mtime_ns = status.st_size, status.st_mtime_ns
             try:
                 for number, data in enumerate(stream, 1):
                     size = len(data)
@@ -198,8 +248,11 @@ def _read_lines(paths: list[Path], errors: str, files: list[_InputFile], disk_do
                     record.bytes += size
                     disk_done[0] = disk_before + raw.tell()
                     yield text, size
+                while raw.read(1 << 20):  # bytes past the end of the compressed stream are part of the file too
+                    pass
             except CORPUS_READ_ERRORS as exc:
                 raise InputError(f"cannot read: {exc}", path=path, line=number + 1) from exc
+        record.sha256 = digest.hexdigest()
         disk_before += path.stat().st_size
 
 

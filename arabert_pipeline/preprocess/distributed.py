@@ -19,11 +19,11 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-from ..artifacts import SIDECAR_SUFFIX, OutputLock, check_directory_writable
-from ..errors import ConfigError
+from ..artifacts import SIDECAR_SUFFIX, OutputLock, check_directory_writable, read_json_file
+from ..errors import ConfigError, InputError
 from .corpus import (
     PART_SUFFIX, CorpusConfig, CorpusReport, _InputFile, _PartWriter, _read_lines, _validate, _Worker,
-    _write_sidecar, check_inputs,
+    _write_sidecar, check_inputs, file_sha256,
 )
 
 SHARD_COMPRESSIONS = ("none", "gz", "xz")
@@ -76,14 +76,16 @@ def shard_name(path: Path, compression: str = "none") -> str:
 class ShardsReport:
     output_dir: str
     shards: list[CorpusReport] = dataclasses.field(default_factory=list)
-    skipped: list[str] = dataclasses.field(default_factory=list)  # finished earlier (they have their sidecar)
+    skipped: list[str] = dataclasses.field(default_factory=list)  # finished earlier from these inputs and options
+    replaced: list[str] = dataclasses.field(default_factory=list)  # stale shards redone (overwrite=True)
     seconds: float = 0.0
 
     def summary(self) -> str:
         lines = sum(r.lines for r in self.shards)
         nbytes = sum(r.input_bytes for r in self.shards)
-        return (f"{self.output_dir}: {len(self.shards)} shards written, {len(self.skipped)} already finished and "
-                f"skipped; {lines:,} lines, {nbytes / 1e6:,.1f} MB in {self.seconds:,.1f} s "
+        stale = f" ({len(self.replaced)} of them replacing stale shards)" if self.replaced else ""
+        return (f"{self.output_dir}: {len(self.shards)} shards written{stale}, {len(self.skipped)} already finished "
+                f"and skipped; {lines:,} lines, {nbytes / 1e6:,.1f} MB in {self.seconds:,.1f} s "
                 f"({nbytes / 1e6 / max(self.seconds, 1e-9):,.2f} MB/s)")
 
 
@@ -92,9 +94,12 @@ def preprocess_shards(inputs, output_dir, *, engine: str = "ray", address: str |
                       **options) -> ShardsReport:
     """One shard per input in `output_dir`, each as `preprocess_corpus([input], shard, **options)` writes it.
 
-    Shards that have their sidecar are finished and skipped (redone with `overwrite=True`), so a rerun after an
-    interruption does only the rest; a shard is built as SHARD.part and renamed when complete, and a leftover
-    SHARD.part from an interrupted run is started afresh. `engine="local"` runs the local engine shard by shard.
+    A shard whose sidecar says it was written from this input (same SHA-256), with this preprocessing, segmenter
+    and package version, is finished and skipped, so a rerun after an interruption does only the rest. Any other
+    shard with a sidecar is stale: the run is refused before any work, naming it, unless `overwrite=True`, which
+    redoes the stale shards (finished ones are still skipped). A shard is built as SHARD.part and renamed when
+    complete, and a leftover SHARD.part from an interrupted run is started afresh. `engine="local"` runs the local
+    engine shard by shard.
     """
     if engine not in ENGINES:
         raise ConfigError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
@@ -118,15 +123,28 @@ def preprocess_shards(inputs, output_dir, *, engine: str = "ray", address: str |
         if shard in seen:
             raise ConfigError(f"{seen[shard]} and {path} would both be written to {shard}; rename one of them")
         seen[shard] = path
-    todo, report = [], ShardsReport(str(out_dir))
+    todo, stale, report = [], [], ShardsReport(str(out_dir))
     for path, shard in zip(paths, shards):
-        finished = shard.with_name(shard.name + SIDECAR_SUFFIX).exists() and shard.exists()
-        if finished and not overwrite:
-            report.skipped.append(str(shard))
-        else:
-            cfg = CorpusConfig(inputs=[str(path)], output=str(shard), overwrite=overwrite, **options)
-            _validate(cfg, [path], shard)  # the local engine's checks, so both engines refuse the same things
-            todo.append(cfg)
+        cfg = CorpusConfig(inputs=[str(path)], output=str(shard), overwrite=overwrite, **options)
+        sidecar = shard.with_name(shard.name + SIDECAR_SUFFIX)
+        if shard.exists() and sidecar.exists():
+            reason = _stale_reason(sidecar, path, cfg)
+            if reason is None:
+                report.skipped.append(str(shard))
+                continue
+            stale.append((shard, reason))
+            if not overwrite:
+                continue
+            report.replaced.append(str(shard))
+        _validate(cfg, [path], shard)  # the local engine's checks, so both engines refuse the same things
+        todo.append(cfg)
+    if stale and not overwrite:
+        # Refused before any work: skipping a stale shard would leave a directory of mixed preprocessing, and only
+        # the user may say that the shard's earlier input is gone for good.
+        shard, reason = stale[0]
+        others = f" and the {len(stale) - 1} other stale shards" if len(stale) > 1 else ""
+        raise ConfigError(f"{shard} is stale: {reason}. Pass --overwrite (overwrite=True) to redo it{others}, or "
+                          "choose another -o")
     if engine == "local":
         from .corpus import run_corpus
 
@@ -140,6 +158,54 @@ def preprocess_shards(inputs, output_dir, *, engine: str = "ray", address: str |
                     report.shards.append(_ray_shard(cfg, workers, window_lines))
     report.seconds = time.monotonic() - started
     return report
+
+
+def _stale_reason(sidecar: Path, path: Path, cfg: CorpusConfig) -> str | None:
+    """Why the finished shard described by `sidecar` is not what this run would write from `path`; None if it is.
+
+    The input is compared by its SHA-256, computed only when the file's name, size or modification time is not the
+    recorded one: a rerun over an unchanged corpus reads nothing, a copied or touched input is recognised by its
+    content, and an input of the same name from elsewhere or edited since is told apart by it.
+    """
+    from ..version import __version__
+    from .corpus import ERROR_POLICIES
+    from .preprocessor import preprocessing_name, segmenter_backend
+
+    wanted = preprocessing_name(cfg.config)  # an unknown name is this run's error, not a stale shard
+    backend = segmenter_backend(cfg.config, cfg.farasa_jar)
+    try:
+        recorded = read_json_file(sidecar)
+    except InputError as exc:
+        return f"its sidecar cannot be read ({exc})"
+    version = recorded.get("arabert_pipeline_version")
+    if version != __version__:
+        return f"written by arabert-pipeline {version or '(no version recorded)'}, not by this one ({__version__})"
+    try:
+        same = preprocessing_name(recorded.get("preprocessing")) == wanted
+    except ConfigError:
+        same = False
+    if not same:
+        return f"written with --preprocessing {recorded.get('preprocessing')}, not {cfg.config}"
+    if recorded.get("segmenter") != backend:
+        return f"segmented by {recorded.get('segmenter')}, not by {backend}"
+    errors, replacements = recorded.get("errors"), recorded.get("replacements")
+    if errors not in ERROR_POLICIES or type(replacements) is not int:
+        return f"its sidecar {sidecar.name} has no valid errors and replacements fields"
+    # A shard written with --errors strict read no invalid UTF-8, so --errors replace would write the same bytes.
+    if replacements and cfg.errors == "strict":
+        return f"{replacements} invalid UTF-8 sequences were replaced (--errors replace), this run is --errors strict"
+    inputs = recorded.get("inputs")
+    source = inputs[0] if isinstance(inputs, list) and len(inputs) == 1 and isinstance(inputs[0], dict) else {}
+    digest, name = source.get("sha256"), source.get("path")
+    if not (isinstance(digest, str) and isinstance(name, str)):
+        return f"its sidecar {sidecar.name} does not record the digest of one input"
+    status = path.stat()
+    if (Path(name).name, source.get("size"), source.get("mtime_ns")) == (path.name, status.st_size,
+                                                                          status.st_mtime_ns):
+        return None
+    if source.get("size") != status.st_size or file_sha256(path) != digest:
+        return f"written from {name} as it was then (SHA-256 {digest[:12]}…), and {path} now differs"
+    return None
 
 
 def _import_ray():
