@@ -12,6 +12,7 @@ import socket
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from arabert_pipeline.errors import ConfigError, InputError
@@ -100,6 +101,26 @@ def _check_spans(context: str, answers) -> None:
         assert 0 < a.score <= 1
 
 
+def _context_logits(qa, question: str, context: str):
+    """The start and end logits of a Pipeline's model at the context's tokens, window after window."""
+    prepared = [qa.qa._prepare(0, {"question": question, "context": context})]
+    windows = qa.qa.windows(prepared)
+    start, end = qa.qa.window_logits(windows, 8)
+    inside = windows.offsets[..., 0] >= 0
+    return start[inside], end[inside]
+
+
+def _assert_same_model(reference, qa, question: str, context: str, atol: float, top: int) -> None:
+    """`qa` computes the `reference` model's logits, give or take `atol`, and answers with the reference's spans: its
+    first among the reference's first `top` (near-ties may swap under rounding; other weights answer elsewhere)."""
+    for got, expected in zip(_context_logits(qa, question, context), _context_logits(reference, question, context)):
+        np.testing.assert_allclose(got, expected, rtol=0, atol=atol)
+    answers = qa.answer(question, context, top_k=3)
+    _check_spans(context, answers)
+    expected = reference.answer(question, context, top_k=max(top, 2))[:top]  # top_k=1 answers an Answer, no list
+    assert (answers[0].start, answers[0].end) in [(a.start, a.end) for a in expected]
+
+
 # Answers are spans of the original context ---------------------------------------------------------------------
 
 @pytest.mark.parametrize("preprocessing", ["none", "arabertv02", "arabertv2"])
@@ -108,10 +129,20 @@ def test_answers_are_spans_of_the_original_context(model_dir, preprocessing):
 
     qa = Pipeline(model_dir(preprocessing))
     assert qa.preprocessing == preprocessing
-    for context in [NOISY_CONTEXT, DEMO[1]["context"], _long_context(2)]:
+    contexts = [NOISY_CONTEXT, DEMO[1]["context"], _long_context(2)]
+    for context in contexts:
         answers = qa.answer("ماذا شاهدنا في القاهرة؟", context, top_k=8)
         _check_spans(context, answers)
         assert len(answers) == 8
+    # A random model's spans are sliced from the context whatever the offsets: only a known answer shows them right.
+    planted = Pipeline(model_dir(preprocessing, planted=True))
+    word = PLANTED if preprocessing == "none" else PLANTED_WRITTEN  # "none" keeps the diacritics: another token
+    for context in contexts:
+        for cut in (0, context.index("،") + 1, len(context)):  # first word, after the noisy part, last word
+            text = f"{context[:cut]} {word} {context[cut:]}"
+            start = len(context[:cut]) + 1
+            answer = planted.answer("ماذا شاهدنا في القاهرة؟", text)
+            assert (answer.text, answer.start, answer.end) == (word, start, start + len(word)), (preprocessing, cut)
 
 
 @pytest.mark.parametrize("preprocessing", ["arabertv02", "arabertv2"])
@@ -225,9 +256,15 @@ def test_local_models_load_without_network(model_dir, tmp_path, monkeypatch):
 def test_quantized_and_fp16_models_answer_spans(model_dir, tmp_path):
     from arabert_pipeline import Pipeline
 
+    # The answers' texts are sliced from the context whatever the weights: only a comparison with fp32 shows the
+    # int8 and fp16 weights to be the model's. A random model's context logits spread over about 0.5; int8 moves
+    # them by under 0.01 here, fp16 weights by under 2e-4.
+    fp32 = Pipeline(model_dir())
+    asked = [("ماذا شاهدنا؟", NOISY_CONTEXT), (Q, C)]
     qa = Pipeline(model_dir(), quantize=True)
     assert any("quantized.dynamic" in type(m).__module__ for m in qa.qa.model.modules())
-    _check_spans(NOISY_CONTEXT, qa.answer("ماذا شاهدنا؟", NOISY_CONTEXT, top_k=3))
+    for question, context in asked:
+        _assert_same_model(fp32, qa, question, context, atol=0.03, top=10)
     half = tmp_path / "fp16"
     shutil.copytree(model_dir(), half)
     from transformers import AutoModelForQuestionAnswering
@@ -235,7 +272,8 @@ def test_quantized_and_fp16_models_answer_spans(model_dir, tmp_path):
     AutoModelForQuestionAnswering.from_pretrained(half).half().save_pretrained(half)  # shipped in fp16 to save space
     qa = Pipeline(half)
     assert {p.dtype for p in qa.qa.model.parameters()} == {torch.float32}  # computed in fp32 on CPU
-    _check_spans(C, [qa.answer(Q, C)])
+    for question, context in asked:
+        _assert_same_model(fp32, qa, question, context, atol=1e-3, top=1)
     with pytest.raises(ConfigError, match="device='cpu'"):
         Pipeline(model_dir(), quantize=True, device="cuda")
     with pytest.raises(ConfigError, match="batch_size"):
