@@ -95,7 +95,8 @@ def register_tune_decoding(subparsers) -> None:
         help="choose a QA model's decoding settings on dev sets (a copy of the model dir with them)",
         description="Score every decoding setting (sentence-prior weight, answers within one sentence or not, "
         "max-score or expected-F1 decoding) on the dev sets, pooled, choose the no-answer threshold on them and "
-        "their SQuAD 2.0-style negatives, and write a copy of MODEL_DIR whose arabert_pipeline.json holds both and "
+        "their SQuAD 2.0-style negatives and the map from answer scores to the rate of right answers, and write "
+        "a copy of MODEL_DIR whose arabert_pipeline.json holds them and "
         "every score tried. The weights are not changed. A setting "
         "given as a flag is kept as given. The dev sets must not be the model's training data, nor the sets you "
         "will report on.",
@@ -114,12 +115,17 @@ def register_tune_decoding(subparsers) -> None:
     p.add_argument("--reader-weight", type=float, metavar="WEIGHT",
                    help="keep this reader weight (default: chosen on --dev from 0, 2, 4, 8, 16 when there is a "
                         "reader)")
+    p.add_argument("--calibration", default="auto", choices=["auto", "isotonic", "platt", "none"],
+                   help="map answer scores to the dev rate of right answers (SOQAL F1 >= 0.5): auto chooses the map "
+                        "with the lowest out-of-fold calibration error on --dev (default: %(default)s)")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--overwrite", action="store_true", help="replace an earlier tune-decoding output in OUTPUT")
     p.set_defaults(run=run_tune_decoding)
 
 
 def run_tune_decoding(args: argparse.Namespace) -> int:
+    from ..artifacts import read_metadata
+    from .calibration import describe as describe_calibration
     from .decoding import DEV_METRIC, describe_decoding, describe_no_answer, tune_model_decoding
 
     within = None if args.within_sentence is None else args.within_sentence == "on"
@@ -127,10 +133,11 @@ def run_tune_decoding(args: argparse.Namespace) -> int:
              "expected_f1_temperature": args.expected_f1_temperature, "reader_weight": args.reader_weight}
     chosen, rows, no_answer = tune_model_decoding(args.model_dir, args.dev, args.output, fixed=fixed,
                                                   batch_size=args.batch_size, reader=args.reader,
-                                                  overwrite=args.overwrite)
+                                                  calibration_method=args.calibration, overwrite=args.overwrite)
     for row in rows:
         print(f"{describe_decoding(row)}: dev {DEV_METRIC} {row['score']:.2f}")
     print(describe_no_answer(no_answer))
+    print(describe_calibration(read_metadata(args.output)["decoding_tuning"]["calibration"]))
     print(f"chose {describe_decoding(chosen)}; wrote {args.output}")
     return 0
 

@@ -21,6 +21,7 @@ from ..artifacts import (
     read_metadata, write_metadata,
 )
 from ..errors import ConfigError
+from .calibration import CORRECT_AT, Calibration, choose_calibration
 from .data import SquadFile, read_squad, unanswerable_examples
 from .infer import DECODINGS, MAX_LOGIT_SETTING, SENTENCE_IDF_FILE, QAModel
 from .reader_companion import COMPANION_DIR, CompanionReader, copy_companion, export_companion
@@ -109,19 +110,21 @@ def best_decoding(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return as_settings(best)
 
 
-def tune_null_threshold(qa: QAModel, dev_files: list[SquadFile], batch_size: int) -> dict[str, Any]:
-    """The `null_score_diff_threshold` chosen on dev, the scores at it, and the HasAns / NoAns curve around it.
+@dataclasses.dataclass
+class DevAnswers:
+    """The decoder's best answer to every dev question, as the no-answer threshold and the calibration need them."""
 
-    The dev questions (answerable) are pooled with their `unanswerable_examples`. At threshold t a question is answered
-    when its null margin is ≤ t: an answerable one then scores its DEV_METRIC, an unanswerable one scores 1 when it is
-    not answered. Thresholds tried: every margin seen (each is where a decision flips), and one above them all
-    (always answer). The rule (MIN_ANSWERED): the best NoAns accuracy among the thresholds that still answer that
-    share of the answerable questions. "always_answer" holds the scores of a decoder without the no-answer option;
-    "curve" the scores at thresholds answering 50%, 60%, ... 100% of the answerable questions.
-    """
+    metric: np.ndarray  # DEV_METRIC of the best answer of each answerable question
+    top_score: np.ndarray  # its score (the decoder's probability)
+    answerable_margin: np.ndarray  # null margin of each answerable question
+    negative_margin: np.ndarray  # and of each unanswerable one (the question paired with another paragraph)
+
+
+def dev_answers(qa: QAModel, dev_files: list[SquadFile], batch_size: int) -> DevAnswers:
+    """Every dev question with its answer, and paired with another paragraph of its article (no answer there)."""
     from .metrics import score_question
 
-    metric, answerable_margin, negative_margin = [], [], []
+    metric, top_score, answerable_margin, negative_margin = [], [], [], []
     for f in dev_files:
         negatives = unanswerable_examples(f.examples)
         examples = f.examples + negatives
@@ -133,10 +136,27 @@ def tune_null_threshold(qa: QAModel, dev_files: list[SquadFile], batch_size: int
         for example, found in zip(f.examples, answers):
             best = found[0] if found else None
             metric.append(score_question(example, best and best.text, best and best.start)[DEV_METRIC])
+            top_score.append(best.score if best else 0.0)
         answerable_margin.extend(margins[: len(f.examples)])
         negative_margin.extend(margins[len(f.examples):])
-    metric, answerable_margin = np.asarray(metric), np.asarray(answerable_margin)
-    negative_margin = np.asarray(negative_margin)
+    return DevAnswers(np.asarray(metric, dtype=np.float64), np.asarray(top_score, dtype=np.float64),
+                      np.asarray(answerable_margin), np.asarray(negative_margin))
+
+
+def tune_null_threshold(qa: QAModel, dev_files: list[SquadFile], batch_size: int,
+                        answers: DevAnswers | None = None) -> dict[str, Any]:
+    """The `null_score_diff_threshold` chosen on dev, the scores at it, and the HasAns / NoAns curve around it.
+
+    The dev questions (answerable) are pooled with their `unanswerable_examples`. At threshold t a question is answered
+    when its null margin is ≤ t: an answerable one then scores its DEV_METRIC, an unanswerable one scores 1 when it is
+    not answered. Thresholds tried: every margin seen (each is where a decision flips), and one above them all
+    (always answer). The rule (MIN_ANSWERED): the best NoAns accuracy among the thresholds that still answer that
+    share of the answerable questions. "always_answer" holds the scores of a decoder without the no-answer option;
+    "curve" the scores at thresholds answering 50%, 60%, ... 100% of the answerable questions. `answers`: the
+    `dev_answers` of the same model and settings, when the caller has them already.
+    """
+    answers = answers or dev_answers(qa, dev_files, batch_size)
+    metric, answerable_margin, negative_margin = answers.metric, answers.answerable_margin, answers.negative_margin
     total = len(metric) + len(negative_margin)
 
     def scores(threshold: float) -> dict[str, float]:
@@ -179,9 +199,10 @@ def describe_decoding(row: dict[str, Any]) -> str:
 
 def tune_model_decoding(model_dir: str | Path, dev: list[str], output: str | Path, *,
                         fixed: dict[str, Any] | None = None, batch_size: int = 32, reader: str | Path | None = None,
-                        overwrite: bool = False) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
-    """Choose the decoding settings and the no-answer threshold of the QA model in `model_dir` on `dev`; write the
-    tuned copy to `output`. `reader`: a train-reader output to attach as the model's companion (reader_companion.py;
+                        calibration_method: str = "auto", overwrite: bool = False
+                        ) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
+    """Choose the decoding settings, the no-answer threshold and the score calibration (`calibration_method`: auto
+    or one of calibration.METHODS) of the QA model in `model_dir` on `dev`; write the tuned copy to `output`. `reader`: a train-reader output to attach as the model's companion (reader_companion.py;
     its weight is chosen with the rest); without it, a reader the model dir already has is kept and re-weighed.
     Returns (chosen settings, dev score of each decoding tried, no-answer dev scores)."""
     import tempfile
@@ -212,6 +233,7 @@ def tune_model_decoding(model_dir: str | Path, dev: list[str], output: str | Pat
         inputs = [model_dir, *([reader] if reader is not None else []), *[s for s in dev if Path(s).exists()]]
         claim_output_dir(output, TUNE_OUTPUT, inputs=inputs, overwrite=overwrite)
         qa = QAModel.load(model_dir)
+        qa.settings = dataclasses.replace(qa.settings, calibration=None)  # fitted anew, on the raw probabilities
         companion_home = None
         if reader is not None:
             companion_home = Path(scratch)
@@ -227,7 +249,9 @@ def tune_model_decoding(model_dir: str | Path, dev: list[str], output: str | Pat
         rows = tune_decoding(qa, dev_files, batch_size, fixed)
         chosen = best_decoding(rows)
         qa.settings = dataclasses.replace(qa.settings, **chosen)
-        no_answer = tune_null_threshold(qa, dev_files, batch_size)
+        answers = dev_answers(qa, dev_files, batch_size)
+        no_answer = tune_null_threshold(qa, dev_files, batch_size, answers)
+        calibration, calibration_report = calibrate(answers, no_answer["threshold"], calibration_method)
         with atomic_directory(output) as staging:
             for path in sorted(model_dir.iterdir()):
                 if path.is_file() and TUNE_OUTPUT.owns(path.name) and path.name != "arabert_pipeline.json":
@@ -237,6 +261,7 @@ def tune_model_decoding(model_dir: str | Path, dev: list[str], output: str | Pat
             write_metadata(staging, **{
                 **metadata, **chosen,
                 "null_score_diff_threshold": no_answer["threshold"], "decoding_tuned_by": "tune-decoding",
+                "calibration": calibration.to_json(),
                 "decoding_tuning": {"model": portable_path(model_dir), "dev_metric": DEV_METRIC,
                                     "reader": portable_path(reader) if reader is not None else
                                     metadata.get("decoding_tuning", {}).get("reader"),
@@ -244,6 +269,13 @@ def tune_model_decoding(model_dir: str | Path, dev: list[str], output: str | Pat
                                                   "questions": len(f.examples)} for f in dev_files],
                                     "previous": {name: metadata.get(name, PLAIN_DECODING[name])
                                                  for name in DECODING_FIELDS},
-                                    "scores": rows, "no_answer": no_answer},
+                                    "scores": rows, "no_answer": no_answer,
+                                    "calibration": calibration_report},
             })
     return {**chosen, "null_score_diff_threshold": no_answer["threshold"]}, rows, no_answer
+
+
+def calibrate(answers: DevAnswers, threshold: float, method: str = "auto") -> tuple[Calibration, dict[str, Any]]:
+    """The score calibration (calibration.py) fitted on the dev questions the model answers at `threshold`."""
+    answered = answers.answerable_margin <= threshold
+    return choose_calibration(answers.top_score[answered], answers.metric[answered] >= CORRECT_AT, method)

@@ -51,8 +51,9 @@ from .align import QAPreprocessing, align_examples
 from .architectures import prepare_qa_model
 from .data import SquadFile, dataset_license, dataset_names, read_squad, unanswerable_examples
 from .features import CONTEXT_TYPE, QUESTION_OVERLAP_TYPE, build_windows, check_fast_tokenizer
-from .decoding import (DEV_METRIC, PLAIN_DECODING, best_decoding, describe_decoding, describe_no_answer, dev_score,
-                       tune_decoding, tune_null_threshold)
+from .calibration import describe as describe_calibration
+from .decoding import (DEV_METRIC, PLAIN_DECODING, best_decoding, calibrate, describe_decoding, describe_no_answer,
+                       dev_answers, dev_score, tune_decoding, tune_null_threshold)
 from .infer import DECODINGS, SENTENCE_IDF_FILE, QAModel, QASettings, collate
 from .overlap import KeyIDF
 from .leakage import LeakageReport, find_leakage
@@ -405,11 +406,15 @@ class QATrainer(Engine):
                      + f"; chose {describe_decoding(decoding)}")
         self.settings = dataclasses.replace(self.settings, **{**decoding,
                                                               "sentence_prior": float(decoding["sentence_prior"])})
-        no_answer = {}
+        no_answer, calibration_report = {}, {}
         if self.dev_files:
-            no_answer = tune_null_threshold(self.qa_model(), self.dev_files, config.batch_size)
-            self.settings = dataclasses.replace(self.settings, null_score_diff_threshold=no_answer["threshold"])
+            answers = dev_answers(self.qa_model(), self.dev_files, config.batch_size)
+            no_answer = tune_null_threshold(self.qa_model(), self.dev_files, config.batch_size, answers)
+            calibration, calibration_report = calibrate(answers, no_answer["threshold"])
+            self.settings = dataclasses.replace(self.settings, null_score_diff_threshold=no_answer["threshold"],
+                                                calibration=calibration)
             self.say(describe_no_answer(no_answer))
+            self.say(describe_calibration(calibration_report))
         report = self.alignment
         self.metadata = {
             "preprocessing": self.preprocessing,
@@ -427,7 +432,8 @@ class QATrainer(Engine):
                          "steps": self.state.step, "processes": self.world, "train_questions": self.train_questions,
                          "train_negatives": self.train_negatives, "train_windows": len(self.windows),
                          "epoch_losses": self.losses, "dev_metric": DEV_METRIC, "dev_scores": self.dev_history,
-                         **chosen, "decoding_dev_scores": decoding_scores, "no_answer_dev": no_answer},
+                         **chosen, "decoding_dev_scores": decoding_scores, "no_answer_dev": no_answer,
+                         "calibration_dev": calibration_report},
             "pretrained": read_metadata(config.model, missing_ok=True) if Path(config.model).is_dir() else {},
         }
 

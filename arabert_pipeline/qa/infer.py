@@ -40,6 +40,7 @@ from ..artifacts import (
 )
 from ..errors import ConfigError, InputError
 from .align import QAPreprocessing
+from .calibration import Calibration
 from .architectures import prepare_qa_model
 from .features import Windows, build_windows
 from .overlap import KeyIDF, sentence_overlap_scores, sentence_spans
@@ -77,6 +78,8 @@ class QASettings:
     # The weight of the model's DrQA reader (reader_companion.py, in MODEL_DIR/reader/) in span scores: a span scores
     # its start + end logit + reader_weight × (log p_reader(start word) + log p_reader(end word)). 0: no reader.
     reader_weight: float = 0.0
+    # Maps the decoder's probability to the dev rate of right answers (calibration.py); None: the softmax as it is.
+    calibration: Calibration | None = None
 
     @classmethod
     def from_metadata(cls, metadata: dict[str, Any], source: object = METADATA_FILE,
@@ -84,7 +87,7 @@ class QASettings:
         """The stored settings, each checked: a wrong type or a value that cannot work names the field."""
         values = {}
         for field in dataclasses.fields(cls):
-            if field.name not in metadata:
+            if field.name not in metadata or field.name == "calibration":
                 continue
             value, kind = metadata[field.name], type(field.default)
             if kind is float and isinstance(value, int) and not isinstance(value, bool):
@@ -94,6 +97,8 @@ class QASettings:
             values[field.name] = value
         if "max_seq_length" not in values and max_positions is not None:  # a model without our settings
             values["max_seq_length"] = min(cls.max_seq_length, max_positions)
+        if metadata.get("calibration") is not None:
+            values["calibration"] = Calibration.from_json(metadata["calibration"], source)
         settings = cls(**values)
         settings.check(source, max_positions)
         return settings
@@ -139,7 +144,8 @@ class Answer:
     # A probability: the softmax of the start + end logits (+ the sentence prior's and the reader's bonuses) over the
     # question's candidate spans, its max(n_best, top_k) best distinct ones over all of its windows. In (0, 1]; the
     # top-k of one question sum to at most 1; comparable across questions (Hugging Face's p_start · p_end within one
-    # window is not comparable across the windows of a long context).
+    # window is not comparable across the windows of a long context). A model with a `calibration` maps it to the
+    # dev rate of right answers at that probability (calibration.py).
     score: float
 
 
@@ -295,6 +301,8 @@ class QAModel:
             ranked = with_probabilities(ranked[:pool])
             if self.whole_words:
                 ranked = trimmed(aligned.original, ranked, by_score=settings.decoding == "max-score")
+            if settings.calibration is not None:
+                ranked = [dataclasses.replace(a, score=settings.calibration(a.score)) for a in ranked]
             answers.append(ranked[:top_k])
         return answers
 
