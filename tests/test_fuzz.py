@@ -10,7 +10,7 @@ from hypothesis import strategies as st  # noqa: E402
 
 from arabert_pipeline import Preprocessor  # noqa: E402
 from arabert_pipeline.errors import ArabertPipelineError  # noqa: E402
-from test_pipeline import model_dir  # noqa: E402,F401 (fixture)
+from test_pipeline import PLANTED, PLANTED_WRITTEN, model_dir  # noqa: E402,F401 (fixture)
 from test_preprocess_properties import ARABIC, FRAGMENTS  # noqa: E402
 
 torch = pytest.importorskip("torch")
@@ -57,21 +57,29 @@ def test_preprocess_returns_text_with_offsets_or_raises_its_own_errors(name, tex
 
 @pytest.mark.parametrize("preprocessing", ["none", "arabertv02", "arabertv2"])
 def test_answer_returns_exact_spans_or_raises_its_own_errors(model_dir, preprocessing):
+    """The planted model answers one word wherever it is: placed at a drawn point of a drawn context, it must come
+    back at its exact original span (a text sliced from the context would pass with any offsets)."""
     from arabert_pipeline import Pipeline
 
-    qa = Pipeline(model_dir(preprocessing))
+    qa = Pipeline(model_dir(preprocessing, planted=True))
+    word = PLANTED if preprocessing == "none" else PLANTED_WRITTEN  # "none" keeps the diacritics: another token
     answered = []
 
     @FUZZ
     @given(question=st.one_of(answerable_text, unicode_text), context=st.one_of(answerable_text, unicode_text),
-           top_k=st.integers(min_value=1, max_value=3))
-    def check(question, context, top_k):
+           cut=st.floats(min_value=0, max_value=1), top_k=st.integers(min_value=1, max_value=3))
+    def check(question, context, cut, top_k):
+        cut = round(cut * len(context))
+        context = f"{context[:cut]} {word} {context[cut:]}"
         try:
             found = qa.answer(question, context, top_k=top_k)
         except ArabertPipelineError:
             return
         answered.append(found)
-        for answer in found if top_k > 1 else [found] if found is not None else []:
+        found = found if top_k > 1 else [found]
+        start = cut + 1
+        assert (found[0].text, found[0].start, found[0].end) == (word, start, start + len(word))
+        for answer in found:
             assert answer.text and answer.text == context[answer.start : answer.end]
             assert 0 < answer.score <= 1
 

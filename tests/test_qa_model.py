@@ -158,12 +158,23 @@ def test_predict_rejects_empty_input_and_models_without_qa_head_or_preprocessing
 
 
 @pytest.mark.parametrize("preprocessing", ["arabertv02", "arabertv2"])
-def test_answers_come_from_the_original_context_through_preprocessing(tiny_qa, preprocessing):
+def test_answers_come_from_the_original_context_through_preprocessing(tiny_qa, preprocessing, tmp_path):
+    from test_pipeline import PLANTED_WRITTEN, build_model
+
     output, _ = tiny_qa
     loaded = QAModel.load(output)
     model = QAModel(loaded.model, loaded.tokenizer, preprocessing, loaded.settings)
-    context = ("وُلِدَ نجيبُ محفوظ في القاهرة عامَ ١٩١١ (انظر http://example.org/naguib)، وحصلَ على جائزةِ نوبل "
-               "للآدابِ عام 1988… وكتبَ «الثلاثية» والكرنك ") * 6
+    sentence = ("وُلِدَ نجيبُ محفوظ في القاهرة عامَ ١٩١١ (انظر http://example.org/naguib)، وحصلَ على جائزةِ نوبل "
+                "للآدابِ عام 1988… وكتبَ «الثلاثية» والكرنك ")
+    context = sentence * 6
+    # The tiny model's spans are sliced from the context whatever the offsets: a planted model's known answer, in
+    # the fourth sentence after the URL, diacritics and tatweel, shows the offset map right.
+    planted = QAModel.load(build_model(tmp_path / "planted", preprocessing, planted=True, max_seq_length=96,
+                                       doc_stride=32))
+    noisy = sentence.replace("جائزةِ نوبل", f"جائزةِ {PLANTED_WRITTEN}")
+    start = 3 * len(sentence) + noisy.index(PLANTED_WRITTEN)
+    answer = planted.predict([{"question": "متى وُلِد نجيب محفوظ؟", "context": sentence * 3 + noisy + sentence * 2}])
+    assert (answer[0][0].text, answer[0][0].start) == (PLANTED_WRITTEN, start)
     answers = model.predict([{"question": "متى وُلِد نجيب محفوظ؟", "context": context}], top_k=20)[0]
     # Up to 20: candidates that differ only by punctuation at their ends are one answer.
     assert 10 <= len(answers) <= 20 and len({(a.start, a.end) for a in answers}) == len(answers)
