@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from arabert_pipeline.errors import ArabertPipelineError, ConfigError, InputError
+from arabert_pipeline.errors import ConfigError, InputError
 from data_slices import write_first_documents
 
 from conftest import REPO, SHARED_DATA
@@ -439,10 +439,20 @@ def test_output_is_a_hugging_face_masked_lm(finished_run):
 
 
 def test_bf16_autocast_trains_like_fp32(tokenizer_dir, corpus, workdir):
-    from arabert_pipeline.pretrain.trainer import pretrain
+    import torch
 
+    from arabert_pipeline.pretrain.trainer import Trainer
+
+    # A bf16 setting that trained in fp32 would give the same losses: the layers must be seen computing in bfloat16.
+    computed = {}
     for bf16 in ("off", "on"):
-        assert pretrain(tiny_config(tokenizer_dir, corpus, workdir / f"bf16-{bf16}", steps=3, bf16=bf16))
+        trainer = Trainer(tiny_config(tokenizer_dir, corpus, workdir / f"bf16-{bf16}", steps=3, bf16=bf16))
+        dtypes = computed[bf16] = set()
+        for layer in trainer.unwrapped().modules():
+            if isinstance(layer, torch.nn.Linear):
+                layer.register_forward_hook(lambda module, inputs, output, seen=dtypes: seen.add(output.dtype))
+        assert trainer.train()
+    assert computed == {"off": {torch.float32}, "on": {torch.bfloat16}}
     fp32, bf16 = (read_log(workdir / f"bf16-{b}") for b in ("off", "on"))
     assert fp32[0]["loss"] == pytest.approx(bf16[0]["loss"], abs=0.05)
     metadata = json.loads((workdir / "bf16-on" / "arabert_pipeline.json").read_text(encoding="utf-8"))
@@ -483,7 +493,11 @@ def test_run_length_from_tokens_time_or_one_epoch(tokenizer_dir, corpus, workdir
     timed = workdir / "timed"
     assert pretrain(tiny_config(tokenizer_dir, corpus, timed, steps=None, time_budget=0.05))
     steps = json.loads((timed / "arabert_pipeline.json").read_text(encoding="utf-8"))["pretrain"]["steps"]
-    assert steps >= 1
+    # A budget ignored would run the epoch (280 steps, about 10 s on 2 cores): 3 s end it well before.
+    assert 1 <= steps < epoch.state.total_steps
+    elapsed = [row["elapsed"] for row in read_log(timed) if "loss" in row]
+    assert len(elapsed) == steps  # log_every=1
+    assert steps == 1 or elapsed[-2] <= 0.05 * 60 + 0.005  # no step began after the budget was spent (2 decimals)
 
 
 def test_time_budget_is_replanned_from_the_speed_of_real_steps(tokenizer_dir, corpus, workdir):
@@ -499,6 +513,64 @@ def test_time_budget_is_replanned_from_the_speed_of_real_steps(tokenizer_dir, co
     assert state.total_steps == 20 + int((600 - 50) / 3.0)
     assert state.warmup_steps == round(0.1 * state.total_steps)
     assert state.budget_replanned and not trainer.replan_due()
+
+
+def test_a_run_stops_at_the_step_that_spends_its_time_budget(tokenizer_dir, corpus, workdir, monkeypatch):
+    """The plan is only an estimate: whatever it says, the run ends at the first step past the budget (here a plan of
+    10,000 steps that nothing corrects, and a budget of 1.2 s)."""
+    from arabert_pipeline.pretrain.trainer import Trainer
+    from arabert_pipeline.training.budget import BudgetPlanner
+
+    monkeypatch.setattr(Trainer, "steps_within_budget", lambda self: 10_000)
+    monkeypatch.setattr(BudgetPlanner, "due", lambda self, state: False)
+    budget = 0.02 * 60
+    elapsed = []
+
+    def record(trainer):
+        elapsed.append(trainer.state.elapsed)
+        if trainer.state.elapsed > 10 * budget:  # a run that would not stop fails here, not after 10,000 steps
+            trainer.request_stop()
+
+    trainer = Trainer(tiny_config(tokenizer_dir, corpus, workdir / "budget-stop", steps=None, time_budget=0.02,
+                                  eval_every=10_000, bf16="off"), on_step=record)
+    assert trainer.state.total_steps == 10_000
+    assert trainer.train()
+    assert len(elapsed) == trainer.state.step < 10_000
+    assert elapsed[-1] >= budget and (len(elapsed) == 1 or elapsed[-2] < budget)
+
+
+def test_eval_mlm_perplexity_is_the_exp_of_the_token_weighted_held_out_loss(tokenizer_dir, corpus, workdir):
+    """Recomputed here from the plain Hugging Face model's logits at every masked position of the held-out batches
+    (the trainer's head runs on the masked positions only, and weights each batch by its masked tokens)."""
+    import math
+
+    import torch
+    import torch.nn.functional as F
+
+    from arabert_pipeline.pretrain.trainer import Trainer
+
+    trainer = Trainer(tiny_config(tokenizer_dir, corpus, workdir / "perplexity", bf16="off", eval_sequences=12))
+    # An untrained model guesses about uniformly over the 1,000-piece vocabulary.
+    assert 500 < trainer.evaluate()["eval_mlm_perplexity"] < 2000
+    model = trainer.unwrapped().model
+    torch.manual_seed(0)
+    with torch.no_grad():  # some pieces made likely: the batches' losses differ, and so their weighting matters
+        model.cls.predictions.bias.normal_(0.0, 3.0)
+    metrics = trainer.evaluate()
+    model.eval()
+    batches = trainer.data.eval_batches()
+    assert sorted(len(rows) for rows in batches) == [4, 8]  # batches of unequal weight (eval_sequences=12)
+    total, count = 0.0, 0
+    with torch.no_grad():
+        for index, rows in enumerate(batches):
+            batch = trainer.collate(trainer.data.eval, rows, np.random.default_rng([0, index, 2]))
+            logits = model(input_ids=batch["input_ids"], attention_mask=batch.get("attention_mask")).logits
+            logits = logits.reshape(-1, logits.size(-1))[batch["mlm_positions"]]
+            scored = batch["mlm_labels"] != -100
+            total += F.cross_entropy(logits[scored], batch["mlm_labels"][scored], reduction="sum").item()
+            count += int(scored.sum())
+    assert metrics["eval_mlm_loss"] == pytest.approx(total / count, rel=1e-6)
+    assert metrics["eval_mlm_perplexity"] == pytest.approx(math.exp(total / count), rel=1e-6)
 
 
 def test_a_budgeted_run_resumed_with_another_budget_replans_its_end(tokenizer_dir, corpus, workdir):
@@ -592,13 +664,19 @@ def test_resume_with_other_settings_is_refused(tokenizer_dir, corpus, finished_r
         Trainer(tiny_config(tokenizer_dir, corpus, finished_run, steps=30, lr=1e-4, resume="latest"))
 
 
-def test_options_are_checked(tokenizer_dir, corpus, workdir):
+@pytest.mark.parametrize("overrides, expected", [
+    ({"model_size": "huge"}, "--model-size 'huge': choose one of"),
+    ({"objective": "nope"}, "--objective 'nope': choose one of"),
+    ({"steps": 5, "tokens": 10}, r"at most one of --steps, --tokens, --time-budget \(got steps, tokens\)"),
+    ({"model_size": None}, "--model-size is required"),
+    ({"max_seq_length": 1024}, "--max-seq-length 1024: must be between"),
+    ({"bf16": "maybe"}, "--bf16 'maybe': choose"),
+])
+def test_options_are_checked(tokenizer_dir, corpus, workdir, overrides, expected):
     from arabert_pipeline.pretrain.trainer import Trainer
 
-    for overrides in ({"model_size": "huge"}, {"objective": "nope"}, {"steps": 5, "tokens": 10}, {"model_size": None},
-                      {"max_seq_length": 1024}, {"bf16": "maybe"}):
-        with pytest.raises(ArabertPipelineError):
-            Trainer(tiny_config(tokenizer_dir, corpus, workdir / "bad-options", **overrides))
+    with pytest.raises(ConfigError, match=expected):
+        Trainer(tiny_config(tokenizer_dir, corpus, workdir / "bad-options", **overrides))
 
 
 def test_cli_help_lists_the_flags(capsys):
