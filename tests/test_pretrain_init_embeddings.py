@@ -73,16 +73,33 @@ def test_whole_word_tokens_start_from_their_vectors_at_the_init_scale(request, t
 def test_a_run_with_static_vectors_trains_and_records_them(tokenizer_dir, corpus, vectors, tmp_path):  # noqa: F811
     import json
 
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
     from arabert_pipeline.cli import main
+    from arabert_pipeline.embeddings import Embeddings
+    from arabert_pipeline.pretrain.objectives import static_vector_rows
 
     out = tmp_path / "run"
+    # A learning rate too small to move a float32 weight: the exported table is the one the run started from.
     code = main(["pretrain", "--tokenizer", tokenizer_dir, "--corpus", corpus, "--model-size", "tiny", "-o", str(out),
-                 "--max-seq-length", "32", "--steps", "4", "--batch-size", "8", "--eval-every", "4",
+                 "--max-seq-length", "32", "--steps", "4", "--batch-size", "8", "--eval-every", "4", "--lr", "1e-20",
                  "--eval-sequences", "16", "--init-embeddings", str(vectors), "--cache-dir", str(tmp_path / "cache"),
                  "--no-progress"])
     assert code == 0
     recorded = json.loads((out / "arabert_pipeline.json").read_text(encoding="utf-8"))
-    assert "w2v" in json.dumps(recorded)
+    assert recorded["pretrain"]["config"]["init_embeddings"] == str(vectors) and recorded["pretrain"]["steps"] == 4
+    # The run's own start, not just the recorded path: the exported rows of the words with a vector are the vectors
+    # through one orthonormal projection and scale (their inner products kept), as the objective built here has them.
+    rows = static_vector_rows(AutoTokenizer.from_pretrained(tokenizer_dir), Embeddings.load(vectors))
+    ids = np.fromiter(rows, dtype=np.int64)
+    exported = AutoModelForMaskedLM.from_pretrained(out).get_input_embeddings().weight.detach().double().numpy()[ids]
+    original = np.stack([rows[i] for i in ids]).astype(np.float64)
+    original -= original.mean(0)
+    scale = np.linalg.norm(exported) / np.linalg.norm(original)
+    np.testing.assert_allclose(exported @ exported.T, scale**2 * (original @ original.T), rtol=1e-4, atol=1e-9)
+    built, _ = _objective(tokenizer_dir, corpus, tmp_path / "built", init_embeddings=str(vectors))
+    np.testing.assert_allclose(exported, built.model.get_input_embeddings().weight.detach().double().numpy()[ids],
+                               rtol=0, atol=1e-9)
 
 
 def test_wrong_vectors_are_refused_by_name(tokenizer_dir, corpus, vectors, tmp_path):  # noqa: F811

@@ -32,6 +32,18 @@ def tiny_qa(tiny_mlm, qa_slices, tmp_path_factory):
     return output, run_finetune(config, log=lambda message: None)
 
 
+def test_every_file_of_a_finetuned_model_follows_the_umask(tiny_qa):
+    """safetensors writes its files 0600 (model.safetensors, checkpoints/best.safetensors); the files beside them follow
+    the umask, and weights are no more secret than they are (issue 37)."""
+    import os
+
+    output, _ = tiny_qa
+    mask = os.umask(0)
+    os.umask(mask)
+    modes = {p.relative_to(output).as_posix(): oct(p.stat().st_mode & 0o777) for p in output.rglob("*") if p.is_file()}
+    assert "model.safetensors" in modes and modes == dict.fromkeys(modes, oct(0o666 & ~mask))
+
+
 # Windows ----------------------------------------------------------------------------------------------------------
 
 def test_window_labels_cover_exactly_the_answer(tiny_mlm):

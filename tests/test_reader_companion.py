@@ -91,6 +91,16 @@ def test_tune_decoding_weighs_the_reader_on_dev_and_writes_it(tuned):
                                                                  "words.txt"]
 
 
+def test_the_tuned_model_s_files_follow_the_umask(tuned):
+    """The random model's model.safetensors was written 0600 by safetensors; its copy in the tuned dir, like every
+    file there, has the mode the umask gives (issue 37)."""
+    _, out, _, _ = tuned
+    mask = os.umask(0)
+    os.umask(mask)
+    modes = {p.relative_to(out).as_posix(): oct(p.stat().st_mode & 0o777) for p in out.rglob("*") if p.is_file()}
+    assert "model.safetensors" in modes and modes == dict.fromkeys(modes, oct(0o666 & ~mask))
+
+
 def test_pipeline_answers_with_the_reader_on_both_backends(tuned, tmp_path):
     from arabert_pipeline import Pipeline
 

@@ -197,3 +197,11 @@ def test_training_questions_that_leak_into_a_held_out_set_are_dropped(tmp_path):
     kept, dropped = drop_leaking(train, [str(held_out)])
     assert dropped == len(train) and kept == []
     assert drop_leaking(train, []) == (train, 0)
+
+
+def test_reader_weights_follow_the_umask_like_every_output(trained):
+    _, out, _ = trained
+    mask = os.umask(0)
+    os.umask(mask)
+    assert {p.name: oct(p.stat().st_mode & 0o777) for p in out.iterdir()} == \
+        {p.name: oct(0o666 & ~mask) for p in out.iterdir()}

@@ -38,8 +38,8 @@ from typing import Any
 import numpy as np
 
 from ..artifacts import (
-    MODEL_DIR_FILES, OutputKind, atomic_write, check_local_source, check_vocabulary_size, load_pretrained_model,
-    load_pretrained_tokenizer, portable_path, read_metadata, write_metadata,
+    MODEL_DIR_FILES, OutputKind, atomic_write, check_local_source, check_vocabulary_size, follow_umask,
+    load_pretrained_model, load_pretrained_tokenizer, portable_path, read_metadata, write_metadata,
 )
 from ..cliargs import BF16_CHOICES
 from ..errors import ConfigError, InputError
@@ -602,6 +602,7 @@ def _save_best_weights(output: Path, model) -> None:
     tensors = {k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()}
     tmp = output / CHECKPOINTS / f".{BEST_WEIGHTS}.tmp"
     save_file(tensors, str(tmp))
+    follow_umask(tmp)
     os.replace(tmp, output / CHECKPOINTS / BEST_WEIGHTS)
 
 

@@ -21,7 +21,7 @@ import torch
 
 from ..artifacts import (
     METADATA_FILE, OutputKind, OutputLock, atomic_directory, atomic_write, claim_output_dir, describe_exception,
-    load_tensor_state, naming_io_errors, remove_own_entries, remove_stale_temporaries,
+    follow_umask, load_tensor_state, naming_io_errors, remove_own_entries, remove_stale_temporaries,
 )
 from ..errors import ArabertPipelineError, ConfigError, InputError
 from .budget import REPLAN_CHECK_EVERY, BudgetPlanner
@@ -590,6 +590,7 @@ class Engine:
             try:
                 with quiet_transformers(), naming_io_errors(self.output):
                     self.export(tmp)
+                follow_umask(tmp)
                 order = {"config.json": 1, METADATA_FILE: 2}
                 for path in sorted(tmp.iterdir(), key=lambda p: (order.get(p.name, 0), p.name)):
                     path.replace(self.output / path.name)
