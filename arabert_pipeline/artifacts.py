@@ -205,6 +205,7 @@ def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
     try:
         with naming_io_errors(path):
             yield tmp
+        follow_umask(tmp)
         if path.exists():
             old = path.with_name(f".{path.name}.old")
             shutil.rmtree(old, ignore_errors=True)
@@ -216,6 +217,18 @@ def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def follow_umask(path: str | os.PathLike) -> None:
+    """Give the private files at or under `path` (mode 0600: safetensors' writer and mkstemp make them so) the mode
+    any file written here gets: weights are no more secret than the config beside them."""
+    mode = 0o666 & ~_umask()
+    paths = [os.path.join(root, name) for root, _, files in os.walk(path) for name in files] \
+        if os.path.isdir(path) else [path]
+    for name in paths:
+        info = os.lstat(name)
+        if stat.S_ISREG(info.st_mode) and stat.S_IMODE(info.st_mode) == 0o600 and mode != 0o600:
+            os.chmod(name, mode)
 
 
 def load_tensor_state(path: str | os.PathLike) -> Any:
@@ -243,7 +256,6 @@ def load_tensor_state(path: str | os.PathLike) -> Any:
 
 # A metadata or config file of a model is a few kilobytes; anything far larger (a symlink to /dev/zero, a corpus
 # given by mistake) would be read whole into memory before JSON could refuse it.
-        follow_umask(tmp)
 MAX_JSON_FILE_BYTES = 64 * 2**20
 
 
@@ -257,18 +269,6 @@ def parse_json(text: str, *, path: object = None, line: int | None = None) -> An
                          line=line) from None
     except ValueError as exc:  # "Exceeds the limit (4300 digits) for integer string conversion"
         raise InputError(f"invalid JSON ({(str(exc).splitlines() or [''])[0]})", path=path, line=line) from None
-def follow_umask(path: str | os.PathLike) -> None:
-    """Give the private files at or under `path` (mode 0600: safetensors' writer and mkstemp make them so) the mode
-    any file written here gets: weights are no more secret than the config beside them."""
-    mode = 0o666 & ~_umask()
-    paths = [os.path.join(root, name) for root, _, files in os.walk(path) for name in files] \
-        if os.path.isdir(path) else [path]
-    for name in paths:
-        info = os.lstat(name)
-        if stat.S_ISREG(info.st_mode) and stat.S_IMODE(info.st_mode) == 0o600 and mode != 0o600:
-            os.chmod(name, mode)
-
-
     except RecursionError:
         raise InputError("invalid JSON (nested too deeply)", path=path, line=line) from None
 
