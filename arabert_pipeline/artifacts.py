@@ -295,27 +295,41 @@ def check_input_file(path: str | os.PathLike, what: str = "file") -> Path:
     return path
 
 
-def read_text_file(path: str | os.PathLike, *, max_bytes: int = MAX_JSON_FILE_BYTES, bom: bool = False) -> str:
-    """A small UTF-8 text file (metadata, configs): only a regular file of at most `max_bytes` is read. `bom`: a
-    leading byte-order mark is dropped (SQuAD files saved by Windows tools have one)."""
+def open_regular_file(path: str | os.PathLike, *, max_bytes: int | None = None) -> Any:
+    """A binary file object on `path`, a regular file (or a link to one) of at most `max_bytes`; anything else is an
+    InputError naming the file and what it is, raised before a byte is read."""
     path = Path(path)
     try:
         # O_NONBLOCK: opening a FIFO for reading would wait for a writer forever, before fstat could refuse it.
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-        with open(fd, "rb") as f:
-            info = os.fstat(f.fileno())
-            if not stat.S_ISREG(info.st_mode):
-                raise InputError(f"not a regular file (it is {_file_kind(info.st_mode)})", path=path)
-            if info.st_size > max_bytes:
-                raise InputError(f"{info.st_size:,} bytes, more than the {max_bytes:,} such a file may have",
-                                 path=path)
-            data = f.read(max_bytes + 1)
     except FileNotFoundError as exc:
         raise InputError("not found", path=path) from exc
     except IsADirectoryError as exc:
         raise InputError("is a directory, not a file", path=path) from exc
     except OSError as exc:
         raise InputError(f"unreadable ({exc.strerror or exc})", path=path) from exc
+    f = open(fd, "rb")
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise InputError(f"not a regular file (it is {_file_kind(info.st_mode)})", path=path)
+        if max_bytes is not None and info.st_size > max_bytes:
+            raise InputError(f"{info.st_size:,} bytes, more than the {max_bytes:,} such a file may have", path=path)
+    except BaseException:
+        f.close()
+        raise
+    return f
+
+
+def read_text_file(path: str | os.PathLike, *, max_bytes: int = MAX_JSON_FILE_BYTES, bom: bool = False) -> str:
+    """A small UTF-8 text file (metadata, configs): only a regular file of at most `max_bytes` is read. `bom`: a
+    leading byte-order mark is dropped (SQuAD files saved by Windows tools have one)."""
+    path = Path(path)
+    with open_regular_file(path, max_bytes=max_bytes) as f:
+        try:
+            data = f.read(max_bytes + 1)
+        except OSError as exc:
+            raise InputError(f"unreadable ({exc.strerror or exc})", path=path) from exc
     try:
         return data.decode("utf-8-sig" if bom else "utf-8")
     except UnicodeDecodeError as exc:

@@ -175,6 +175,71 @@ def test_corpus_stream_restarts_and_cuts_long_lines(tmp_path):
     assert [len(s) for s in first] == [3, MAX_SENTENCE_WORDS, 5] and sentences.lines == 2
 
 
+# Issue 37: the files of an embeddings directory ------------------------------------------------------------------
+
+def _vectors_dir(directory, words: list[str], dim: int = 4):
+    directory.mkdir()
+    vectors = np.random.default_rng(0).normal(size=(len(words), dim)).astype(np.float32)
+    np.save(directory / "vectors.npy", vectors, allow_pickle=False)
+    (directory / "words.txt").write_text("".join(f"{w}\t5\n" for w in words), encoding="utf-8")
+    (directory / "arabert_pipeline.json").write_text(json.dumps(
+        {"task": "word-embeddings", "preprocessing": "arabertv02", "dim": dim, "model": "word2vec"}))
+    return directory
+
+
+def _absurd_header(path):
+    """A vectors.npy whose header declares 10^12 rows of 4 floats, followed by a few bytes."""
+    with open(path, "wb") as f:
+        np.lib.format.write_array_header_1_0(f, {"descr": "<f4", "fortran_order": False, "shape": (10**12, 4)})
+        f.write(b"\0" * 64)
+
+
+def _many_lines(path):
+    """3 million lines (30 MB) where 5 are expected: read whole and split, they took 300 MB."""
+    with open(path, "w", encoding="utf-8") as f:
+        for block in range(300):
+            f.write("".join(f"w{block}x{i}\t5\n" for i in range(10_000)))
+
+
+LOAD_IN_CHILD = """
+import resource
+import numpy
+import arabert_pipeline.preprocess
+from arabert_pipeline.embeddings import Embeddings
+from arabert_pipeline.errors import ArabertPipelineError
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+try:
+    Embeddings.load({path!r})
+except ArabertPipelineError as exc:
+    print("REFUSED", exc)
+else:
+    print("LOADED")
+print("GREW_KB", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)
+"""
+
+
+@pytest.mark.parametrize("name, make, expected", [
+    ("words.txt", os.mkfifo, "words.txt: not a regular file (it is a FIFO)"),
+    ("words.txt", lambda p: p.symlink_to("/dev/zero"), "words.txt: not a regular file (it is a character device)"),
+    ("vectors.npy", os.mkfifo, "vectors.npy: not a regular file (it is a FIFO)"),
+    ("vectors.npy", lambda p: p.symlink_to("/dev/zero"), "vectors.npy: not a regular file (it is a character device)"),
+    ("vectors.npy", _absurd_header, "declares (1000000000000, 4) float32 but holds 64 bytes of data"),
+    ("words.txt", _many_lines, "words.txt: more lines than the 5 rows of"),
+])
+def test_files_of_an_embeddings_directory_are_checked_before_they_are_read(tmp_path, name, make, expected):
+    from test_hostile_round3 import in_child
+
+    if not os.path.exists("/dev/zero"):
+        pytest.skip("no /dev/zero on this platform")
+    directory = _vectors_dir(tmp_path / "emb", ["كتاب", "قلم", "بيت", "باب", "نهر"])
+    (directory / name).unlink()
+    make(directory / name)
+    code, out = in_child(LOAD_IN_CHILD.format(path=str(directory)))
+    assert code == 0 and out.startswith("REFUSED") and expected in out, out
+    grew = int(out.rsplit("GREW_KB", 1)[1])
+    assert grew < 50_000, f"{grew} kB more to refuse it"
+
+
 # Polysemy --------------------------------------------------------------------------------------------------------
 
 

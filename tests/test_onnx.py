@@ -214,6 +214,39 @@ def test_the_int8_graph_is_quantized_once_and_then_read_from_the_cache(tiny_onnx
     assert [(a.start, a.end, a.score) for a in first] == [(a.start, a.end, a.score) for a in second]
 
 
+@pytest.mark.parametrize("damage", [lambda p: p.write_bytes(b""), lambda p: p.write_bytes(p.read_bytes()[:-100]),
+                                    lambda p: p.with_name(p.name + ".sha256").unlink()])
+def test_a_damaged_int8_cache_entry_is_rebuilt(tiny_onnx, tmp_path, monkeypatch, damage):
+    from arabert_pipeline import Pipeline
+    from arabert_pipeline.pipeline import onnx_backend
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    first = Pipeline(tiny_onnx, quantize=True).answer(QUESTION, CONTEXT, top_k=3)
+    (entry,) = (tmp_path / "arabert_pipeline" / "int8").glob("*.onnx")
+    damage(entry)
+    calls = []
+    quantize = onnx_backend.int8_model
+    monkeypatch.setattr(onnx_backend, "int8_model", lambda path: calls.append(path) or quantize(path))
+    again = Pipeline(tiny_onnx, quantize=True).answer(QUESTION, CONTEXT, top_k=3)
+    assert len(calls) == 1
+    assert [(a.start, a.end, a.score) for a in first] == [(a.start, a.end, a.score) for a in again]
+    Pipeline(tiny_onnx, quantize=True)
+    assert len(calls) == 1
+
+
+def test_an_int8_graph_that_cannot_load_is_named_by_its_cache_file(tiny_onnx, tmp_path, monkeypatch):
+    from arabert_pipeline import Pipeline
+    from arabert_pipeline.errors import ConfigError
+    from arabert_pipeline.pipeline import onnx_backend
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(onnx_backend, "int8_model", lambda path: b"not a graph")
+    with pytest.raises(ConfigError) as caught:
+        Pipeline(tiny_onnx, quantize=True)
+    (entry,) = (tmp_path / "arabert_pipeline" / "int8").glob("*.onnx")
+    assert str(caught.value).startswith(f"{entry} (the int8 copy of {tiny_onnx / 'model.onnx'}): ONNX Runtime cannot")
+
+
 def test_a_model_that_chose_int8_on_dev_serves_int8_unless_told_otherwise(tiny_onnx, tmp_path):
     import shutil
 

@@ -196,6 +196,10 @@ def _damaged(out, tmp_path, name: str):
     (lambda d: (d / "reader" / "vectors.npy").write_bytes(
         (d / "reader" / "vectors.npy").read_bytes()[:-2] + b"\x00\x3c"), "checksum differs"),
     (lambda d: (d / "reader" / "words.txt").write_text("كلمة\t3\n", encoding="utf-8"), "has 1 words"),
+    (lambda d: _reorder_lines(d / "reader" / "words.txt"), "words.txt is not the file reader.json records"),
+    (lambda d: _drop_json(d / "reader" / "reader.json", "words_sha256"), "reader.json: words_sha256 is missing"),
+    (lambda d: _edit_json(d / "reader" / "reader.json", table_sha256=5), "table_sha256 must be a SHA-256 hex digest"),
+    (lambda d: _edit_json(d / "reader" / "reader.json", words=True), "words must be a positive integer"),
     (lambda d: _edit_json(d / "reader" / "reader.json", preprocessing="none"), "must read the same"),
     (lambda d: _edit_json(d / "reader" / "reader.json", dim="16"), "dim must be a positive integer"),
     (lambda d: _edit_json(d / "arabert_pipeline.json", reader_weight=float("nan")), "reader_weight must be"),
@@ -216,3 +220,73 @@ def _edit_json(path, **fields):
     data = json.loads(path.read_text(encoding="utf-8"))
     data.update(fields)
     path.write_text(json.dumps(data), encoding="utf-8")
+
+
+def _drop_json(path, field):
+    data = json.loads(path.read_text(encoding="utf-8"))
+    del data[field]
+    path.write_text(json.dumps(data), encoding="utf-8")
+
+
+def _reorder_lines(path):
+    """The same words and counts, two of them swapped: as many lines as reader.json says, another table order."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    lines[0], lines[1] = lines[1], lines[0]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def test_the_shipped_reader_records_the_checksum_of_each_of_its_files():
+    from arabert_pipeline.artifacts import file_digest
+    from arabert_pipeline.qa.reader_companion import CompanionReader
+
+    model = Path(__file__).resolve().parents[1] / "arabert_pipeline" / "models" / "arabert-mini"
+    config = json.loads((model / "reader" / "reader.json").read_text(encoding="utf-8"))
+    for name, field in (("words.txt", "words_sha256"), ("vectors.npy", "table_sha256"),
+                        ("reader.onnx", "graph_sha256")):
+        assert config[field] == file_digest(model / "reader" / name), name
+    assert len(CompanionReader.load(model, "arabertv02").vocabulary.index) == config["words"]
+
+
+def _exported(tuned, tmp_path):
+    _, out, _, _ = tuned
+    onnx_dir = tmp_path / "onnx"
+    shutil.copytree(out, onnx_dir)
+    assert main(["export-onnx", str(onnx_dir)]) == 0
+    return onnx_dir
+
+
+def test_a_damaged_int8_cache_entry_of_the_reader_is_rebuilt(tuned, tmp_path, monkeypatch):
+    from arabert_pipeline import Pipeline
+    from arabert_pipeline.pipeline import onnx_backend
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    onnx_dir = _exported(tuned, tmp_path)
+    examples = _squad(tmp_path / "fresh.json", 6, seed=7)
+    questions, contexts = [f"ما {MARKER} ؟"] * len(examples), [e["context"] for e in examples]
+    before = [(a.text, a.start) for a in Pipeline(str(onnx_dir), quantize=True).answer(questions, contexts)]
+    for entry in (tmp_path / "cache" / "arabert_pipeline" / "int8").glob("*.onnx"):
+        entry.write_bytes(b"")  # a disk that filled while it was written, a cleaner gone wrong
+    quantized = []
+    quantize = onnx_backend.int8_model
+    monkeypatch.setattr(onnx_backend, "int8_model", lambda path: quantized.append(Path(path).name) or quantize(path))
+    qa = Pipeline(str(onnx_dir), quantize=True)
+    assert sorted(quantized) == ["model.onnx", "reader.onnx"]
+    assert [(a.text, a.start) for a in qa.answer(questions, contexts)] == before
+    Pipeline(str(onnx_dir), quantize=True)
+    assert len(quantized) == 2  # rebuilt entries are trusted again
+
+
+def test_an_int8_reader_graph_that_cannot_load_is_named_by_its_cache_file(tuned, tmp_path, monkeypatch):
+    from arabert_pipeline import Pipeline
+    from arabert_pipeline.pipeline import onnx_backend
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    onnx_dir = _exported(tuned, tmp_path)
+    quantize = onnx_backend.int8_model
+    monkeypatch.setattr(onnx_backend, "int8_model",
+                        lambda path: b"not a graph" if Path(path).name == "reader.onnx" else quantize(path))
+    with pytest.raises(ConfigError) as caught:
+        Pipeline(str(onnx_dir), quantize=True)
+    message = str(caught.value)
+    assert message.startswith(str(tmp_path / "cache" / "arabert_pipeline" / "int8")), message
+    assert "int8 copy of" in message and "reader.onnx" in message

@@ -199,6 +199,112 @@ def test_training_questions_that_leak_into_a_held_out_set_are_dropped(tmp_path):
     assert drop_leaking(train, []) == (train, 0)
 
 
+# Issue 37: the files the reader trusts ------------------------------------------------------------------------------
+
+def _copy_embeddings(embeddings_dir, target):
+    target.mkdir()
+    for path in embeddings_dir.iterdir():
+        (target / path.name).write_bytes(path.read_bytes())
+    return target
+
+
+def _train_tiny(embeddings, base, out, *extra):
+    return main(["train-reader", "--embeddings", str(embeddings), "--train", str(base / "train.json"), "--dev",
+                 str(base / "dev.json"), "-o", str(out), "--hidden", "8", "--layers", "1", "--epochs", "1",
+                 "--tune-top-k", "2", "--no-progress", *extra])
+
+
+def test_the_reader_is_bound_to_the_vectors_read_at_the_start(trained, embeddings_dir, tmp_path, monkeypatch, caplog):
+    """Embeddings replaced while train-reader runs: the reader records the checksums of what it read, so it loads with
+    the vectors it was trained on and refuses the new ones (it recorded the new words.txt's checksum at the end)."""
+    from arabert_pipeline.qa import static_reader
+    from arabert_pipeline.qa.static_reader import StaticReader
+
+    base, _, _ = trained
+    live = _copy_embeddings(embeddings_dir, tmp_path / "live")
+    original = _copy_embeddings(embeddings_dir, tmp_path / "original")
+    lines = (live / "words.txt").read_text(encoding="utf-8").splitlines()
+    read_sets = static_reader._read_sets
+    replaced = []
+
+    def replace_then_read(sources, policy):
+        if not replaced:  # the vectors are read; then someone retrains the embeddings in place
+            (live / "words.txt").write_text("\n".join(lines[1:] + lines[:1]) + "\n", encoding="utf-8")
+            replaced.append(True)
+        return read_sets(sources, policy)
+
+    monkeypatch.setattr(static_reader, "_read_sets", replace_then_read)
+    assert _train_tiny(live, base, tmp_path / "reader") == 0
+    assert replaced and "changed while train-reader ran" in caplog.text
+    StaticReader.load(tmp_path / "reader", original)
+    with pytest.raises(ConfigError, match="not the embeddings directory"):
+        StaticReader.load(tmp_path / "reader", live)
+
+
+def test_vectors_replaced_under_the_same_words_are_refused(trained, embeddings_dir, tmp_path):
+    from arabert_pipeline.qa.static_reader import StaticReader
+
+    _, out, _ = trained
+    retrained = _copy_embeddings(embeddings_dir, tmp_path / "retrained")
+    vectors = np.load(retrained / "vectors.npy")
+    np.save(retrained / "vectors.npy", vectors[::-1].copy(), allow_pickle=False)
+    with pytest.raises(ConfigError, match="not the embeddings directory"):
+        StaticReader.load(out, retrained)
+
+
+def _edited_reader(out, tmp_path, edit):
+    copy = tmp_path / "edited"
+    copy.mkdir()
+    for path in out.iterdir():
+        (copy / path.name).write_bytes(path.read_bytes())
+    config = json.loads((copy / "reader_config.json").read_text(encoding="utf-8"))
+    edit(config)
+    (copy / "reader_config.json").write_text(json.dumps(config), encoding="utf-8")
+    return copy
+
+
+@pytest.mark.parametrize("edit, expected", [
+    (lambda c: c.pop("hidden"), "hidden is missing"),
+    (lambda c: c.pop("embeddings_words_sha256"), "embeddings_words_sha256 is missing"),
+    (lambda c: c.update(layers="1"), "layers must be an integer between 1 and"),
+    (lambda c: c.update(layers=1000), "layers must be an integer between 1 and"),
+    (lambda c: c.update(hidden=True), "hidden must be an integer between 1 and"),
+    (lambda c: c.update(max_span_words=-1), "max_span_words must be an integer between 1 and"),
+    (lambda c: c.update(dropout=float("nan")), r"dropout must be a number in \[0, 1\)"),
+    (lambda c: c.update(dropout="0.1"), r"dropout must be a number in \[0, 1\)"),
+    (lambda c: c.update(tuned_words=["كلمةمجهولة"]), "tuned_words: 'كلمةمجهولة' is not a word of"),
+    (lambda c: c.update(tuned_words="اسمه"), "tuned_words must be a list of words"),
+    (lambda c: c.update(embeddings_words_sha256=7), "embeddings_words_sha256 must be a SHA-256 hex digest"),
+    (lambda c: c.update(embeddings=None), "embeddings must be a path"),
+    (lambda c: c.update(dim=32), "dim is 32 but"),
+])
+def test_a_damaged_reader_config_is_named_field_by_field(trained, embeddings_dir, tmp_path, edit, expected):
+    from arabert_pipeline.qa.static_reader import StaticReader
+
+    _, out, _ = trained
+    copy = _edited_reader(out, tmp_path, edit)
+    with pytest.raises(ConfigError, match=f"reader_config.json: {expected}"):
+        StaticReader.load(copy, embeddings_dir)
+
+
+def test_a_damaged_reader_config_is_a_one_line_error_of_reader_predict(trained, tmp_path, capsys):
+    base, out, _ = trained
+    copy = _edited_reader(out, tmp_path, lambda c: c.update(layers=1000))
+    assert main(["reader-predict", str(copy), "--data", str(base / "dev.json"), "-o", str(tmp_path / "p.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "reader_config.json: layers must be an integer" in err, err
+
+
+@pytest.mark.parametrize("field", ["layers", "hidden", "max_span_words"])
+def test_train_reader_refuses_the_sizes_a_load_would_refuse(field):
+    # The check itself, not the verb: should it regress, the verb would build a million LSTM layers.
+    from arabert_pipeline.qa.static_reader import ReaderConfig, check_config
+
+    config = ReaderConfig(embeddings="e", train=["t.json"], dev=["d.json"], output_dir="o", **{field: 10**6})
+    with pytest.raises(ConfigError, match=f"^{field} must be an integer between 1 and"):
+        check_config(config)
+
+
 def test_reader_weights_follow_the_umask_like_every_output(trained):
     _, out, _ = trained
     mask = os.umask(0)

@@ -71,7 +71,7 @@ class OnnxQAModel(QAModel):
         # The reader's LSTMs ran 5.1 ms a question in fp32 and 3.3 in int8 (one thread, an ARCD-sized context): at
         # batch 1 a third of the answer's time. The int8 decision on dev measures both graphs together.
         reader = load_companion(directory, preprocessing, required=settings.reader_weight > 0,
-                                graph=cached_int8_model if quantize else None)
+                                session=int8_session if quantize else None)
         model = cls(session, tokenizer, preprocessing, settings, whole_words, idf, reader)
         # int8: dynamic quantization scales each activation tensor by its own range, and windows run together share
         # one tensor, so a window's logits would depend on the windows batched with it (and on their padding). One
@@ -136,8 +136,7 @@ def create_session(directory: str | os.PathLike, *, quantize: bool = False):
         raise ConfigError(f"{path} was exported from another config.json or weights file than the ones beside it: "
                           f"{redo}")
     if quantize:
-        session = onnxruntime.InferenceSession(cached_int8_model(path, directory / "model.safetensors"), options,
-                                               providers=["CPUExecutionProvider"])
+        session = int8_session(path, options, directory / "model.safetensors")
     return session
 
 
@@ -146,13 +145,36 @@ def int8_cache_dir() -> Path:
     return Path(cache) / "arabert_pipeline" / "int8"
 
 
-def cached_int8_model(graph_path: Path, *weights: Path) -> bytes:
-    """int8_model of an ONNX graph, kept in the user's cache under a digest of the graph, the weights files it reads
-    and the ONNX Runtime version: quantizing at every start took 0.7 s and 250 MB more than loading the cached
-    result."""
+def int8_session(graph_path: Path, options, *weights: Path):
+    """An ONNX Runtime session on the int8 copy of the ONNX graph `graph_path` (which reads `weights`), made once and
+    cached: quantizing at every start took 0.7 s and 250 MB more than loading the cached result. A cache entry is used
+    only when it is the file its recorded digest says; a damaged or refused one is made again, and when even a new one
+    will not load, the error names the cache file (not the model's graph, which is fine)."""
+    import onnxruntime
+
+    for rebuild in (False, True):
+        graph, cached, fresh = _int8_graph(graph_path, weights, rebuild=rebuild)
+        try:
+            return onnxruntime.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # ONNX Runtime's own exception types
+            if not fresh:
+                continue
+            first_line = (str(exc).strip().splitlines() or [""])[0]
+            raise ConfigError(f"{cached} (the int8 copy of {graph_path}): ONNX Runtime cannot load it ({first_line}); "
+                              "load the model with quantize=False (--no-quantize)") from exc
+    raise AssertionError("unreachable: the second pass builds a fresh graph")
+
+
+def _int8_graph(graph_path: Path, weights: tuple[Path, ...], *, rebuild: bool) -> tuple[bytes, Path, bool]:
+    """(int8 graph, its cache file, whether it was just made): the cache entry, keyed by a digest of the graph, the
+    weights files it reads and the ONNX Runtime version, when it matches the digest recorded beside it (KEY.onnx.sha256)
+    and `rebuild` is False; else int8_model's, written to the cache when the cache can be written."""
     import hashlib
 
     import onnxruntime
+
+    from ..artifacts import atomic_write, describe_exception, open_regular_file, read_text_file
+    from ..errors import ArabertPipelineError
 
     digest = hashlib.sha256(onnxruntime.__version__.encode())
     for path in (graph_path, *weights):
@@ -160,19 +182,31 @@ def cached_int8_model(graph_path: Path, *weights: Path) -> bytes:
             for block in iter(lambda: f.read(1 << 20), b""):
                 digest.update(block)
     cached = int8_cache_dir() / f"{digest.hexdigest()[:32]}.onnx"
+    recorded = cached.with_name(cached.name + ".sha256")
+    if not rebuild:
+        try:
+            with open_regular_file(cached) as f:
+                graph = f.read()
+            if hashlib.sha256(graph).hexdigest() == read_text_file(recorded, max_bytes=1024).strip():
+                return graph, cached, False
+        except (ArabertPipelineError, OSError):  # missing, not a regular file, unreadable: made again below
+            pass
     try:
-        return cached.read_bytes()
-    except OSError:
-        pass
-    graph = int8_model(graph_path)
+        graph = int8_model(graph_path)
+    except ArabertPipelineError:
+        raise
+    except Exception as exc:  # the quantizer's and onnx's own exception types
+        raise ConfigError(f"{cached} (the int8 copy of {graph_path}): cannot be made ({describe_exception(exc)}); "
+                          "load the model with quantize=False (--no-quantize)") from exc
     try:
-        from ..artifacts import atomic_write
-
         with atomic_write(cached, "wb") as f:
             f.write(graph)
+        # Written after the entry: a reader that finds the new entry beside the old digest makes it again, no harm.
+        with atomic_write(recorded) as f:
+            f.write(hashlib.sha256(graph).hexdigest() + "\n")
     except (OSError, ConfigError) as exc:  # a read-only home, a cache entry that is not a file: quantize next time
         logging.getLogger(__name__).debug(f"int8 graph not cached in {cached}: {exc}")
-    return graph
+    return graph, cached, True
 
 
 def int8_model(path: Path) -> bytes:

@@ -16,7 +16,9 @@ Runtime (a core dependency), so both of Pipeline's backends use it and neither n
                           fine-tuned question words' rows already in it; memory-mapped, looked up with numpy before
                           the graph runs
     reader/words.txt      the embeddings' words.txt (word<TAB>count), whose order the table's rows follow
-    reader/reader.json    preprocessing, sizes, the two files' checksums, and the train-reader metadata it came from
+    reader/reader.json    preprocessing, sizes, the checksums of the three files above (each checked at load: a
+                          words.txt with two lines swapped would give every word another word's row), and the
+                          train-reader metadata it came from
 
 The reader reads the context preprocessed as the QA model reads it (they must share a preprocessing), so its words
 are character spans of the same preprocessed text the transformer's token offsets point into.
@@ -25,10 +27,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import warnings
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -38,6 +41,9 @@ from ..errors import ConfigError
 COMPANION_DIR = "reader"
 GRAPH_FILE, TABLE_FILE, WORDS_FILE, CONFIG_FILE = "reader.onnx", "vectors.npy", "words.txt", "reader.json"
 COMPANION_FILES = (GRAPH_FILE, TABLE_FILE, WORDS_FILE, CONFIG_FILE)
+# reader.json's checksum of each file it vouches for.
+CHECKSUMS = ((WORDS_FILE, "words_sha256"), (TABLE_FILE, "table_sha256"), (GRAPH_FILE, "graph_sha256"))
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 # A word the reader all but rules out costs at most this much (nats per end): a log-probability of -60 and one of
 # -20 both mean "not here", and an unbounded penalty would let the reader veto the transformer outright.
 LOG_PROB_FLOOR = -20.0
@@ -85,16 +91,18 @@ def export_companion(reader_dir: str | os.PathLike, output: str | os.PathLike, *
                                             "end_logits": {1: "context_words"}})
     _check_against_torch(Graph().eval(), output / GRAPH_FILE, dim)
     np.save(output / TABLE_FILE, table.astype(np.float16), allow_pickle=False)
-    # The embeddings' own words.txt (word<TAB>count, the format embeddings/vectors.py reads), checked by the reader's
-    # load against the checksum recorded at training.
-    source = Path(embeddings if embeddings is not None else read_json_file(reader_dir / "reader_config.json")
-                  ["embeddings"])
+    # The embeddings' own words.txt (word<TAB>count, the format embeddings/vectors.py reads). StaticReader.load checked
+    # the one it read against the checksum train-reader recorded; the copy must be that file too (the embeddings
+    # directory may have changed since), and CompanionReader.load checks it against words_sha256.
+    source = Path(embeddings if embeddings is not None else reader.embeddings)
     shutil.copyfile(source / WORDS_FILE, output / WORDS_FILE)
+    if file_digest(output / WORDS_FILE) != reader.embeddings_words_sha256:
+        raise ConfigError(f"{source / WORDS_FILE} changed while the reader was exported: run tune-decoding again")
     metadata = read_metadata(reader_dir)
     config = {
         "preprocessing": reader.preprocessing.name, "dim": dim,
         "words": len(words), "table_sha256": file_digest(output / TABLE_FILE),
-        "graph_sha256": file_digest(output / GRAPH_FILE),
+        "graph_sha256": file_digest(output / GRAPH_FILE), "words_sha256": file_digest(output / WORDS_FILE),
         "trained": {key: metadata.get(key) for key in ("embeddings", "train", "dev", "best_epoch", "best_dev_em",
                                                        "best_dev_f1", "train_questions", "created_by")},
     }
@@ -127,8 +135,8 @@ def copy_companion(source: Path, target: Path) -> None:
 
 
 def load_companion(model_dir: str | os.PathLike, preprocessing: str, *, required: bool,
-                   graph: Callable[[Path], bytes] | None = None) -> "CompanionReader | None":
-    """The reader of a local model dir when its settings weigh one (`required`), else None; `graph` as in
+                   session: Callable[[Path, Any], Any] | None = None) -> "CompanionReader | None":
+    """The reader of a local model dir when its settings weigh one (`required`), else None; `session` as in
     CompanionReader.load."""
     if not required:
         return None
@@ -138,7 +146,7 @@ def load_companion(model_dir: str | os.PathLike, preprocessing: str, *, required
     if not (Path(model_dir) / COMPANION_DIR).is_dir():
         raise ConfigError(f"{Path(model_dir) / COMPANION_DIR} is missing: the model's arabert_pipeline.json weighs a "
                           "reader (reader_weight) that is not there")
-    return CompanionReader.load(model_dir, preprocessing, graph=graph)
+    return CompanionReader.load(model_dir, preprocessing, session=session)
 
 
 class CompanionReader:
@@ -153,12 +161,13 @@ class CompanionReader:
 
     @classmethod
     def load(cls, model_dir: str | os.PathLike, preprocessing: str, *,
-             graph: Callable[[Path], bytes] | None = None) -> "CompanionReader":
-        """The reader in MODEL_DIR/reader/, checked against the QA model's `preprocessing`; `graph`, given the checked
-        reader.onnx, returns the serialized graph to run instead (the ONNX backend's int8 copy)."""
+             session: Callable[[Path, Any], Any] | None = None) -> "CompanionReader":
+        """The reader in MODEL_DIR/reader/, checked against the QA model's `preprocessing`; `session`, given the checked
+        reader.onnx and the session options, returns the ONNX Runtime session to run instead (the ONNX backend's int8
+        copy; its errors name what they load)."""
         import onnxruntime
 
-        from ..embeddings.vectors import read_words
+        from ..embeddings.vectors import read_words_and_digest
         from .export import session_threads
 
         directory = Path(model_dir) / COMPANION_DIR
@@ -166,19 +175,15 @@ class CompanionReader:
             if not (directory / name).is_file():
                 raise ConfigError(f"{directory / name} is missing or not a regular file: the model's reader is "
                                   "incomplete (re-run `arabert-pipeline tune-decoding --reader`)")
-        config = read_json_file(directory / CONFIG_FILE)
-        for field in ("dim", "words"):
-            if type(config.get(field)) is not int or not 1 <= config[field] <= 2**31:
-                raise ConfigError(f"{directory / CONFIG_FILE}: {field} must be a positive integer, not "
-                                  f"{config.get(field)!r}")
-        if config.get("preprocessing") != preprocessing:
-            raise ConfigError(f"{directory / CONFIG_FILE}: the reader reads {config.get('preprocessing')!r} text, the "
-                              f"model {preprocessing!r}: they must read the same preprocessed context")
-        words = read_words(directory / WORDS_FILE)
+        config = read_companion_config(directory / CONFIG_FILE, preprocessing)
+        words, words_sha256 = read_words_and_digest(directory / WORDS_FILE, config["words"],
+                                                    f"words {CONFIG_FILE} records")
         if len(words) != config["words"]:
             raise ConfigError(f"{directory / WORDS_FILE} has {len(words)} words, {CONFIG_FILE} says {config['words']}")
-        for name, field in ((TABLE_FILE, "table_sha256"), (GRAPH_FILE, "graph_sha256")):
-            if file_digest(directory / name) != config.get(field):
+        # words.txt is digested as it is read (what was checked is what is used); the other two are read after.
+        for name, field in CHECKSUMS:
+            found = words_sha256 if name == WORDS_FILE else file_digest(directory / name)
+            if found != config[field]:
                 raise ConfigError(f"{directory / name} is not the file {CONFIG_FILE} records (its checksum differs)")
         # Memory-mapped and left in float16: rows are read (and widened) only for the words of a question, so a load
         # neither reads nor doubles the 25 MB table. The checksum above vouches that it is the finite table written
@@ -193,13 +198,15 @@ class CompanionReader:
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = session_threads()
         options.inter_op_num_threads = 1
+        if session is not None:
+            return cls(session(directory / GRAPH_FILE, options), table, words, preprocessing)
         try:
-            source = graph(directory / GRAPH_FILE) if graph is not None else str(directory / GRAPH_FILE)
-            session = onnxruntime.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+            graph = onnxruntime.InferenceSession(str(directory / GRAPH_FILE), options,
+                                                 providers=["CPUExecutionProvider"])
         except Exception as exc:  # ONNX Runtime's own exception types
             first_line = (str(exc).strip().splitlines() or [""])[0]
             raise ConfigError(f"{directory / GRAPH_FILE}: ONNX Runtime cannot load it ({first_line})") from exc
-        return cls(session, table, words, preprocessing)
+        return cls(graph, table, words, preprocessing)
 
     def word_log_probs(self, question: str, text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(word spans in `text`, log p(start), log p(end)) for a preprocessed question and context."""
@@ -226,6 +233,26 @@ class CompanionReader:
         for (a, b), s, e in zip(spans.tolist(), np.maximum(start, LOG_PROB_FLOOR), np.maximum(end, LOG_PROB_FLOOR)):
             by_char_start[a:b], by_char_end[a:b] = s, e
         return by_char_start, by_char_end
+
+
+def read_companion_config(path: Path, preprocessing: str) -> dict[str, Any]:
+    """reader.json, checked field by field against what export_companion writes; `preprocessing` is the QA model's."""
+    config = read_json_file(path)
+    for field in ("dim", "words"):
+        if field not in config:
+            raise ConfigError(f"{path}: {field} is missing")
+        if type(config[field]) is not int or not 1 <= config[field] <= 2**31:
+            raise ConfigError(f"{path}: {field} must be a positive integer, not {config[field]!r}")
+    if config.get("preprocessing") != preprocessing:
+        raise ConfigError(f"{path}: the reader reads {config.get('preprocessing')!r} text, the model "
+                          f"{preprocessing!r}: they must read the same preprocessed context")
+    for name, field in CHECKSUMS:
+        if field not in config:
+            raise ConfigError(f"{path}: {field} is missing: the checksum of {name} (written by tune-decoding "
+                              "--reader), without which a changed file would go unnoticed")
+        if not isinstance(config[field], str) or not _SHA256.fullmatch(config[field]):
+            raise ConfigError(f"{path}: {field} must be a SHA-256 hex digest, not {config[field]!r}")
+    return config
 
 
 def _log_softmax(x: np.ndarray) -> np.ndarray:

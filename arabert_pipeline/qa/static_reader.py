@@ -17,16 +17,18 @@ pointers. Decoding takes the span with end >= start and at most `max_span_words`
 The output directory (built under a temporary name, locked while written):
 
     reader.safetensors     the weights, without the frozen vectors (read again from the embeddings directory, whose
-                           words.txt checksum is recorded, so a changed directory is refused rather than misread)
-    reader_config.json     the architecture, the vocabulary source and the fine-tuned words
+                           words.txt and vectors checksums are recorded as they were read at the start of training,
+                           so a changed directory is refused rather than misread)
+    reader_config.json     the architecture, the vocabulary source and the fine-tuned words (checked field by field
+                           at load: read_reader_config)
     arabert_pipeline.json  task "static-reader", preprocessing, per-epoch dev scores and the epoch kept
 """
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import logging
+import math
 import os
 import re
 import time
@@ -57,6 +59,10 @@ TASK = "static-reader"
 WEIGHTS_FILE, CONFIG_FILE = "reader.safetensors", "reader_config.json"
 READER_OUTPUT = OutputKind("train-reader", names=(WEIGHTS_FILE, CONFIG_FILE, METADATA_FILE), markers=(WEIGHTS_FILE,))
 PAD, UNK = 0, 1  # rows before the embeddings' own words
+# The largest sizes train-reader writes and a load accepts: DrQA's reader is 3 layers of 128 reading spans of 15 words;
+# past these a number is a damaged file or a typo (10^6 layers would fill the memory before anything could refuse it).
+SIZE_LIMITS = {"hidden": 4096, "layers": 32, "max_span_words": 1000}
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 N_FEATURES = 3  # surface match, match-key match, term frequency
 _WORD = re.compile(r"\S+")
 
@@ -316,12 +322,12 @@ def _dev_scores(examples: list[dict], answers: dict[str, dict]) -> dict[str, flo
 # Training
 
 
-def _words_checksum(directory: Path) -> str:
-    return hashlib.sha256((directory / "words.txt").read_bytes()).hexdigest()
-
-
 def check_config(config: ReaderConfig) -> None:
-    for name in ("hidden", "layers", "epochs", "batch_size", "max_span_words"):
+    for name, high in SIZE_LIMITS.items():
+        value = getattr(config, name)
+        if type(value) is not int or not 1 <= value <= high:
+            raise ConfigError(f"{name} must be an integer between 1 and {high:,}, not {value!r}")
+    for name in ("epochs", "batch_size"):
         value = getattr(config, name)
         if type(value) is not int or value < 1:
             raise ConfigError(f"{name} must be a positive integer, not {value!r}")
@@ -369,7 +375,12 @@ def train_reader(config: ReaderConfig) -> dict[str, Any]:
     output = Path(config.output_dir)
     inputs = [config.embeddings] + [s for s in config.train + config.dev if Path(s).exists()]
     claim_output_dir(output, READER_OUTPUT, inputs=inputs, overwrite=config.overwrite)
+    # The reader is bound to the vectors read here: their checksums are taken from what was read, now, not from the
+    # directory at the end of training, which someone may have retrained in place meanwhile.
+    read_at = _files_state(Path(config.embeddings))
     embeddings = Embeddings.load(config.embeddings)
+    bound = {"embeddings_words_sha256": embeddings.words_sha256,
+             "embeddings_vectors_sha256": embeddings.vectors_sha256()}
     import torch
 
     from .align import QAPreprocessing
@@ -426,11 +437,14 @@ def train_reader(config: ReaderConfig) -> dict[str, Any]:
             log.info("epoch %d/%d: loss %.3f, dev EM %.1f F1 %.1f (best F1 %.1f, epoch %d)", epoch, config.epochs,
                      history[-1]["train_loss"], scores["em"], scores["f1"], best["dev_f1"], best["epoch"])
     seconds = time.perf_counter() - started
+    if _files_state(Path(config.embeddings)) != read_at:
+        log.warning("%s changed while train-reader ran: the reader is bound to the vectors read at the start (their "
+                    "checksums are recorded), which that directory may no longer hold; reader-predict and "
+                    "tune-decoding refuse other vectors", config.embeddings)
     reader_config = {
         "hidden": config.hidden, "layers": config.layers, "dropout": config.dropout,
         "max_span_words": config.max_span_words, "dim": embeddings.dim,
-        "embeddings": os.path.abspath(config.embeddings), "embeddings_words": len(embeddings),
-        "embeddings_words_sha256": _words_checksum(Path(config.embeddings)),
+        "embeddings": os.path.abspath(config.embeddings), "embeddings_words": len(embeddings), **bound,
         "tuned_words": [embeddings.words[r - 2] for r in tuned_rows],
     }
     from safetensors.torch import save_file
@@ -453,6 +467,19 @@ def train_reader(config: ReaderConfig) -> dict[str, Any]:
     return read_metadata(output)
 
 
+def _files_state(directory: Path) -> list[tuple[int, int, int] | None]:
+    """What tells a rewritten words.txt or vectors.npy (inode, size, modification time) without reading them."""
+    state = []
+    for name in ("words.txt", "vectors.npy"):
+        try:
+            info = os.stat(directory / name)
+        except OSError:
+            state.append(None)
+        else:
+            state.append((info.st_ino, info.st_size, info.st_mtime_ns))
+    return state
+
+
 def _most_frequent_question_words(train: list[Encoded], k: int) -> np.ndarray:
     if k == 0:
         return np.zeros(0, dtype=np.int64)
@@ -469,12 +496,47 @@ def _most_frequent_question_words(train: list[Encoded], k: int) -> np.ndarray:
 # Loading and predicting
 
 
+def read_reader_config(path: Path) -> dict[str, Any]:
+    """reader_config.json, checked field by field (each wrong field a one-line error naming the file and field); the
+    fields that need the embeddings (dim, tuned_words, the checksums' match) are checked by StaticReader.load."""
+    config = read_json_file(path)
+
+    def field(name: str) -> Any:
+        if name not in config:
+            raise ConfigError(f"{path}: {name} is missing")
+        return config[name]
+
+    for name, high in (*SIZE_LIMITS.items(), ("dim", 2**31), ("embeddings_words", 2**31)):
+        value = field(name)
+        if type(value) is not int or not 1 <= value <= high:
+            raise ConfigError(f"{path}: {name} must be an integer between 1 and {high:,}, not {value!r}")
+    dropout = field("dropout")
+    if type(dropout) not in (int, float) or not (math.isfinite(dropout) and 0 <= dropout < 1):
+        raise ConfigError(f"{path}: dropout must be a number in [0, 1), not {dropout!r}")
+    if not isinstance(field("embeddings"), str) or not config["embeddings"]:
+        raise ConfigError(f"{path}: embeddings must be a path, not {config['embeddings']!r}")
+    # embeddings_vectors_sha256 is absent from readers written before it was recorded: their vectors go unchecked.
+    for name in ("embeddings_words_sha256", "embeddings_vectors_sha256"):
+        value = field(name) if name == "embeddings_words_sha256" else config.get(name)
+        if value is not None and (not isinstance(value, str) or not _SHA256.fullmatch(value)):
+            raise ConfigError(f"{path}: {name} must be a SHA-256 hex digest, not {value!r}")
+    tuned = field("tuned_words")
+    if not isinstance(tuned, list) or not all(isinstance(w, str) for w in tuned):
+        raise ConfigError(f"{path}: tuned_words must be a list of words, not {tuned!r}"[:300])
+    if len(set(tuned)) != len(tuned):
+        raise ConfigError(f"{path}: tuned_words lists a word twice")
+    return config
+
+
 class StaticReader:
     """A trained reader with its embeddings and preprocessing."""
 
-    def __init__(self, model, preprocessing, vocabulary: Vocabulary, max_span_words: int):
+    def __init__(self, model, preprocessing, vocabulary: Vocabulary, max_span_words: int, *,
+                 embeddings: Path | None = None, embeddings_words_sha256: str | None = None):
         self.model, self.preprocessing, self.vocabulary = model, preprocessing, vocabulary
         self.max_span_words = max_span_words
+        # The embeddings directory read and the checksum of its words.txt, which the reader was trained on.
+        self.embeddings, self.embeddings_words_sha256 = embeddings, embeddings_words_sha256
 
     @classmethod
     def load(cls, directory: str | os.PathLike, embeddings: str | os.PathLike | None = None) -> StaticReader:
@@ -490,12 +552,20 @@ class StaticReader:
         if metadata.get("task") != TASK:
             raise ConfigError(f"{directory}: not written by `arabert-pipeline train-reader` (task is "
                               f"{metadata.get('task')!r})")
-        config = read_json_file(directory / CONFIG_FILE)
+        config = read_reader_config(directory / CONFIG_FILE)
         source = Path(embeddings if embeddings is not None else config["embeddings"])
         vectors = Embeddings.load(source)
-        if _words_checksum(source) != config["embeddings_words_sha256"] or vectors.dim != config["dim"]:
+        recorded_vectors = config.get("embeddings_vectors_sha256")
+        if vectors.words_sha256 != config["embeddings_words_sha256"] or (
+                recorded_vectors is not None and vectors.vectors_sha256() != recorded_vectors):
             raise ConfigError(f"{source} is not the embeddings directory {directory} was trained on (its words.txt "
-                              "or dimension differs); pass the one it was trained on")
+                              "or vectors differ); pass the one it was trained on")
+        if vectors.dim != config["dim"]:
+            raise ConfigError(f"{directory / CONFIG_FILE}: dim is {config['dim']} but {source} has {vectors.dim}-"
+                              "dimensional vectors")
+        missing = next((w for w in config["tuned_words"] if w not in vectors.index), None)
+        if missing is not None:
+            raise ConfigError(f"{directory / CONFIG_FILE}: tuned_words: {missing!r} is not a word of {source}")
         tuned_rows = np.asarray([vectors.index[w] + 2 for w in config["tuned_words"]], dtype=np.int64)
         model = _build_model(vectors.vectors, tuned_rows, config["hidden"], config["layers"], config["dropout"])
         try:
@@ -506,7 +576,8 @@ class StaticReader:
             model.load_state_dict(state)
         except RuntimeError as exc:
             raise ConfigError(f"{directory / WEIGHTS_FILE} does not fit {CONFIG_FILE} ({exc})") from None
-        return cls(model, QAPreprocessing(vectors.preprocessing), Vocabulary(vectors.words), config["max_span_words"])
+        return cls(model, QAPreprocessing(vectors.preprocessing), Vocabulary(vectors.words), config["max_span_words"],
+                   embeddings=source, embeddings_words_sha256=vectors.words_sha256)
 
     def predict(self, examples: list[dict]) -> dict[str, dict]:
         """{id: {"text", "start"}}: `text` is exactly `context[start:start + len(text)]`."""
