@@ -159,6 +159,33 @@ def test_planted_answer_in_a_late_window_comes_back_in_original_spelling(model_d
     assert answer.score > 0.5
 
 
+def test_an_answer_inside_a_word_farasa_splits_comes_back_as_its_exact_original_span(model_dir, tmp_path):
+    """arabertv2 turns "وَالكِتَابُ" into "و+ ال+ كتاب": a model whose span is "ال+ كتاب" answers "الكِتَابُ", the
+    original characters of those segments (diacritics included, the conjunction left out) with whole_words=False, and
+    the whole word by default. The planted word of the other tests is one Farasa leaves whole."""
+    from transformers import BertForQuestionAnswering
+
+    from arabert_pipeline import Pipeline
+
+    directory = tmp_path / "split"
+    shutil.copytree(model_dir("arabertv2", planted=True), directory)
+    model = BertForQuestionAnswering.from_pretrained(directory)
+    vocab = (directory / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    with torch.no_grad():  # the start logit fires on the token "ال", the end logit on "كتاب"
+        embeddings = model.bert.embeddings.word_embeddings.weight
+        embeddings[vocab.index("ال"), 1] = 10.0
+        embeddings[vocab.index("كتاب"), 2] = 10.0
+        model.qa_outputs.weight.zero_()
+        model.qa_outputs.weight[0, 1] = model.qa_outputs.weight[1, 2] = 3.0
+    model.save_pretrained(directory)
+    context = "قرأ خالد «وَالكِتَابُ» معه في بيته، ثم نام."  # the only "ال" segment of the context
+    word = context.index("وَالكِتَابُ")
+    exact = Pipeline(directory, whole_words=False).answer("ماذا قرأ خالد؟", context)
+    assert (exact.text, exact.start, exact.end) == ("الكِتَابُ", word + 2, word + len("وَالكِتَابُ"))
+    whole = Pipeline(directory).answer("ماذا قرأ خالد؟", context)
+    assert (whole.text, whole.start, whole.end) == ("وَالكِتَابُ", word, word + len("وَالكِتَابُ"))
+
+
 def test_top_k_is_ordered_distinct_and_consistent_with_top_1(pipeline):
     context = DEMO[0]["context"]
     answers = pipeline.answer(DEMO[0]["question"], context, top_k=5)
