@@ -142,15 +142,56 @@ def read_metadata(directory: str | os.PathLike, *, missing_ok: bool = False) -> 
 _RUST_OS_ERROR = re.compile(r"\(os error (\d+)\)")
 
 
+# How numpy reports a failed write to a file it opened itself (np.save(name), ndarray.tofile): fwrite's errno is lost.
+_NUMPY_SHORT_WRITE = re.compile(r"\d+ requested and \d+ written")
+
+
+def _short_write_errno(path: str | os.PathLike) -> int | None:
+    """The likely errno of a write that stopped short without saying why: a full file system (the blocks this process
+    may use are gone), else a file-size limit (RLIMIT_FSIZE); None when neither explains it."""
+    import errno
+    import resource
+
+    place = Path(path)
+    while not place.exists() and place != place.parent:
+        place = place.parent
+    try:
+        disk = os.statvfs(place)
+    except OSError:
+        disk = None
+    if disk is not None and (disk.f_bfree if os.geteuid() == 0 else disk.f_bavail) * disk.f_frsize < 2**20:
+        return errno.ENOSPC
+    if resource.getrlimit(resource.RLIMIT_FSIZE)[0] != resource.RLIM_INFINITY:
+        return errno.EFBIG
+    return None
+
+
+def _named_os_error(exc: OSError, path: str | os.PathLike) -> OSError | None:
+    """`exc` as an OSError naming `path`, when it names no file; None when it already names one."""
+    if exc.filename is not None:
+        return None
+    if exc.errno is not None:
+        return OSError(exc.errno, exc.strerror, str(path))
+    if _NUMPY_SHORT_WRITE.fullmatch(str(exc)):
+        errno_ = _short_write_errno(path)
+        if errno_ is None:
+            import errno
+
+            return OSError(errno.EIO, f"the write stopped short ({exc})", str(path))
+        return OSError(errno_, os.strerror(errno_), str(path))
+    return None
+
+
 @contextlib.contextmanager
 def naming_io_errors(path: str | os.PathLike) -> Iterator[None]:
-    """Inside the block, a failed write that names no file (a full disk seen by write(), fsync() or a library's own
-    writer) is re-raised as an OSError naming `path`: "No space left on device" alone does not say which output."""
+    """Inside the block, a failed write that names no file (a full disk seen by write(), fsync(), numpy or a library's
+    own writer) is re-raised as an OSError naming `path`: "No space left on device" alone does not say which output."""
     try:
         yield
     except OSError as exc:
-        if exc.filename is None and exc.errno is not None:
-            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+        named = _named_os_error(exc, path)
+        if named is not None:
+            raise named from exc
         raise
     except Exception as exc:
         found = _RUST_OS_ERROR.search(str(exc))
@@ -181,9 +222,10 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None 
     except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
-        if isinstance(exc, OSError) and exc.filename is None and exc.errno is not None:
-            # A failed write (a full disk) names no file; the output it was for is what the user needs to know.
-            raise OSError(exc.errno, exc.strerror, str(path)) from exc
+        # A failed write (a full disk) names no file; the output it was for is what the user needs to know.
+        named = _named_os_error(exc, path) if isinstance(exc, OSError) else None
+        if named is not None:
+            raise named from exc
         raise
 
 

@@ -175,7 +175,7 @@ def test_corpus_stream_restarts_and_cuts_long_lines(tmp_path):
     assert [len(s) for s in first] == [3, MAX_SENTENCE_WORDS, 5] and sentences.lines == 2
 
 
-# Issue 37: the files of an embeddings directory ------------------------------------------------------------------
+# Issue 37: the files of an embeddings directory, full disks, a vocabulary of one word ----------------------------
 
 def _vectors_dir(directory, words: list[str], dim: int = 4):
     directory.mkdir()
@@ -238,6 +238,61 @@ def test_files_of_an_embeddings_directory_are_checked_before_they_are_read(tmp_p
     assert code == 0 and out.startswith("REFUSED") and expected in out, out
     grew = int(out.rsplit("GREW_KB", 1)[1])
     assert grew < 50_000, f"{grew} kB more to refuse it"
+
+
+def test_neighbours_of_the_only_word_says_there_are_none(tmp_path, capsys):
+    directory = _vectors_dir(tmp_path / "one", ["كتاب"])
+    assert Embeddings.load(directory).neighbours("كتاب") == []
+    assert main(["neighbours", str(directory), "كتاب"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "no other word" in captured.err and captured.err.count("\n") == 1
+
+
+@pytest.mark.parametrize("write, name", [("numpy.lib.format.write_array", "vectors.npy"),
+                                         ("gensim.utils.pickle", "vectors.kv")])
+def test_train_embeddings_on_a_full_disk_names_the_file(corpus, tmp_path, monkeypatch, capsys, write, name):
+    import errno
+    import importlib
+
+    module, _, attribute = write.rpartition(".")
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(importlib.import_module(module), attribute, full)
+    out = tmp_path / "w2v"
+    assert main(["train-embeddings", str(corpus), "-o", str(out), *TINY]) == 2
+    err = capsys.readouterr().err
+    assert f"error: {out / name}: No space left on device" in err and err.count("\n") == 1, err
+    assert not out.exists()
+
+
+def test_train_embeddings_past_a_file_size_limit_names_the_file(corpus, tmp_path):
+    from test_hostile_outputs import one_line_error, run_cli
+
+    out = tmp_path / "w2v"
+    code, err = run_cli(["train-embeddings", corpus, "-o", out, *TINY], file_size_limit=2000)
+    assert code == 2, err
+    one_line_error(err, f"{out / 'vectors.npy'}: File too large")
+
+
+def test_numpy_s_short_write_on_a_full_disk_names_the_file_and_the_reason(tmp_path, monkeypatch):
+    """np.save to a file name reports a failed write as "N requested and M written", without errno or file name (gensim
+    saves vectors.kv's large arrays that way)."""
+    import errno
+
+    from arabert_pipeline.artifacts import naming_io_errors
+
+    full = os.statvfs_result((4096, 4096, 1000, 0, 0, 1000, 10, 10, 0, 255))
+    monkeypatch.setattr(os, "statvfs", lambda path: full)
+    with pytest.raises(OSError) as caught, naming_io_errors(tmp_path / "vectors.kv"):
+        raise OSError("398740 requested and 24968 written")
+    assert (caught.value.errno, caught.value.filename) == (errno.ENOSPC, str(tmp_path / "vectors.kv"))
+    room = os.statvfs_result((4096, 4096, 1000, 900, 900, 1000, 10, 10, 0, 255))
+    monkeypatch.setattr(os, "statvfs", lambda path: room)
+    with pytest.raises(OSError) as caught, naming_io_errors(tmp_path / "vectors.kv"):
+        raise OSError("398740 requested and 24968 written")  # room left, no file-size limit: the words numpy had
+    assert caught.value.filename == str(tmp_path / "vectors.kv") and "398740 requested" in caught.value.strerror
 
 
 # Polysemy --------------------------------------------------------------------------------------------------------

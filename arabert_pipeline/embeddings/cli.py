@@ -79,7 +79,13 @@ def run_train(args: argparse.Namespace) -> int:
 def run_neighbours(args: argparse.Namespace) -> int:
     from .vectors import Embeddings
 
+    from ..errors import ConfigError
+
     embeddings = Embeddings.load(args.directory)
-    for word, score in embeddings.neighbours(args.word, args.k):
+    found = embeddings.neighbours(args.word, args.k)
+    if not found:  # printing nothing would read as "the command did nothing"
+        raise ConfigError(f"{args.directory}: no neighbours for {args.word!r}: the vocabulary holds no other word "
+                          f"({len(embeddings):,} word{'s' if len(embeddings) != 1 else ''} in all)")
+    for word, score in found:
         print(f"{score:.4f}\t{word}")
     return 0

@@ -30,7 +30,7 @@ from typing import Iterator
 
 from ..artifacts import (
     CORPUS_READ_ERRORS, METADATA_FILE, SIDECAR_SUFFIX, OutputKind, OutputLock, atomic_directory, claim_output_dir,
-    decompressed, portable_path, remove_stale_temporaries, sidecar_preprocessing, write_metadata,
+    decompressed, naming_io_errors, portable_path, remove_stale_temporaries, sidecar_preprocessing, write_metadata,
 )
 from ..errors import ConfigError, InputError
 from ..version import __version__
@@ -287,7 +287,7 @@ def run_training(config: EmbeddingConfig) -> EmbeddingReport:
             if sentences.error is not None:
                 raise sentences.error
             seconds = time.perf_counter() - start
-            save_vectors(model.wv, tmp, fasttext=config.model == "fasttext")
+            save_vectors(model.wv, tmp, fasttext=config.model == "fasttext", named=output)
             fields = {key: getattr(config, key) for key in
                       ("model", "architecture", "dim", "window", "min_count", "epochs", "seed")}
             if config.model == "fasttext":
@@ -304,15 +304,36 @@ def run_training(config: EmbeddingConfig) -> EmbeddingReport:
                            seconds)
 
 
-def save_vectors(wv, directory: Path, *, fasttext: bool) -> None:
-    import numpy as np
+def save_vectors(wv, directory: Path, *, fasttext: bool, named: Path | None = None) -> None:
+    """Write the vectors' files into `directory`; a failed write (a full disk) names the file as it will be called
+    in `named`, the output directory `directory` is built for."""
+    named = named or directory
 
-    np.save(directory / VECTORS_FILE, np.ascontiguousarray(wv.vectors, dtype=np.float32), allow_pickle=False)
-    with open(directory / WORDS_FILE, "w", encoding="utf-8", newline="\n") as f:
+    def writing(name: str):
+        return naming_io_errors(named / name)
+
+    with writing(VECTORS_FILE):
+        save_array(directory / VECTORS_FILE, wv.vectors)
+    with writing(WORDS_FILE), open(directory / WORDS_FILE, "w", encoding="utf-8", newline="\n") as f:
         for word in wv.index_to_key:
             f.write(f"{word}\t{wv.get_vecattr(word, 'count')}\n")
     if fasttext:
-        np.save(directory / NGRAMS_FILE, np.ascontiguousarray(wv.vectors_ngrams, dtype=np.float32),
-                allow_pickle=False)
-    wv.save_word2vec_format(str(directory / TEXT_FILE), binary=False)
-    wv.save(str(directory / KV_FILE))
+        with writing(NGRAMS_FILE):
+            save_array(directory / NGRAMS_FILE, wv.vectors_ngrams)
+    with writing(TEXT_FILE):
+        wv.save_word2vec_format(str(directory / TEXT_FILE), binary=False)
+    with writing(KV_FILE):  # with its large arrays beside it, saved by np.save (naming_io_errors reads its errors)
+        wv.save(str(directory / KV_FILE))
+
+
+def save_array(path: Path, array) -> None:
+    """np.save(path, array as float32) through Python's own writes: numpy writing to a file it holds reports a full
+    disk as "N requested and M written", without the errno."""
+    import numpy as np
+
+    class Stream:  # not a file object to numpy, so it writes through `write` in blocks
+        def __init__(self, f):
+            self.write = f.write
+
+    with open(path, "wb") as f:
+        np.lib.format.write_array(Stream(f), np.ascontiguousarray(array, dtype=np.float32), allow_pickle=False)
