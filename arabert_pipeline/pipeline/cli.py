@@ -17,7 +17,8 @@ from typing import Any
 
 from ..errors import InputError
 from .core import (
-    BACKENDS, BUNDLED_MODELS, DEFAULT_MODEL, MAX_CONTEXT_CHARS, check_text, surrogate_problem, text_problem,
+    BACKENDS, BUNDLED_MODELS, DEFAULT_MODEL, MAX_CONTEXT_CHARS, MAX_QUESTION_CHARS, check_text, surrogate_problem,
+    text_problem,
 )
 
 DEMO_FILE = Path(__file__).with_name("demo.json")
@@ -59,6 +60,8 @@ def register(subparsers) -> None:
                         "the span of highest expected F1 (default: the model's dev-chosen one)")
     p.add_argument("--max-context-chars", type=int, default=MAX_CONTEXT_CHARS,
                    help="refuse longer contexts (memory and time grow with the context; default: %(default)s)")
+    p.add_argument("--max-question-chars", type=int, default=MAX_QUESTION_CHARS,
+                   help="refuse longer questions (the model's reader reads all of a question; default: %(default)s)")
     p.add_argument("--spans-as-decoded", dest="whole_words", action="store_false",
                    help="return the model's spans as decoded, without widening them to whole words")
     p.set_defaults(run=run_answer)
@@ -75,12 +78,14 @@ def run_answer(args: argparse.Namespace) -> int:
         raise InputError(f"must be ≥ 1, got {args.top_k}", field="--top-k")
     if args.max_context_chars < 1:
         raise InputError(f"must be ≥ 1, got {args.max_context_chars}", field="--max-context-chars")
+    if args.max_question_chars < 1:
+        raise InputError(f"must be ≥ 1, got {args.max_question_chars}", field="--max-question-chars")
     if args.output == "-":
         args.output = None
     if args.question is not None:  # check before the model loads: a typo should not cost a model load
-        check_text(args.question, "--question")
+        check_text(args.question, "--question", args.max_question_chars, "question")
         check_text(args.context, "--context", args.max_context_chars)
-    examples = read_jsonl(Path(args.input), args.max_context_chars) if args.input else \
+    examples = read_jsonl(Path(args.input), args.max_context_chars, args.max_question_chars) if args.input else \
         read_demo() if args.demo else None
     if args.output is not None:
         from ..artifacts import claim_output_file
@@ -110,7 +115,8 @@ def run_answer(args: argparse.Namespace) -> int:
     return 0
 
 
-def read_jsonl(path: Path, max_context_chars: int | None = MAX_CONTEXT_CHARS) -> list[dict[str, Any]]:
+def read_jsonl(path: Path, max_context_chars: int | None = MAX_CONTEXT_CHARS,
+               max_question_chars: int | None = MAX_QUESTION_CHARS) -> list[dict[str, Any]]:
     """Examples {"id", "question", "context"} from a JSON lines file; blank lines skipped; ids default to line numbers.
 
     Every line is checked before the model loads, and an error names the file, the line and the field.
@@ -146,7 +152,8 @@ def read_jsonl(path: Path, max_context_chars: int | None = MAX_CONTEXT_CHARS) ->
             for field in ("question", "context"):
                 if field not in record:
                     raise InputError("missing", path=path, line=number, field=field)
-                problem = text_problem(record[field], max_context_chars if field == "context" else None)
+                limit = max_context_chars if field == "context" else max_question_chars
+                problem = text_problem(record[field], limit, field)
                 if problem is not None:
                     raise InputError(problem, path=path, line=number, field=field)
             examples.append({"id": qid, "question": record["question"], "context": record["context"]})
@@ -217,7 +224,7 @@ def _load_pipeline(args: argparse.Namespace):
         hf_logging.disable_progress_bar()  # "Loading weights: 100%" would interleave with the answers
     return Pipeline(args.model, preprocessing=args.preprocessing, device=args.device, batch_size=args.batch_size,
                     quantize=args.quantize, whole_words=args.whole_words, backend=args.backend, decoding=args.decoding,
-                    max_context_chars=args.max_context_chars)
+                    max_context_chars=args.max_context_chars, max_question_chars=args.max_question_chars)
 
 
 def _utf8_stdout() -> None:

@@ -47,6 +47,13 @@ EXAMPLES_PER_CHUNK = 512
 # model: 200k characters took 9 s and 234 MB); a 50-million-character paste would take gigabytes and minutes, so a
 # context past this is refused with its length (raise it with Pipeline(max_context_chars=...) / --max-context-chars).
 MAX_CONTEXT_CHARS = 100_000
+# The longest question one call accepts, in characters. The transformer reads the first 64 tokens of a question (~250
+# characters) but the reader companion's LSTMs run over all of it: a 500k-word question took 48 s and 8.7 GB. The
+# longest question of ARCD, XQuAD, MLQA, TyDiQA and AQAD is 221 characters; 1,000 leaves room for any real one.
+MAX_QUESTION_CHARS = 1_000
+# What each limit's error tells the user to do.
+_LIMIT_HINTS = {"context": "raise the limit with max_context_chars= / --max-context-chars, or split the text",
+                "question": "raise the limit with max_question_chars= / --max-question-chars, or shorten it"}
 _HUB_ID = re.compile(r"[\w.-]+(/[\w.-]+)?")
 
 
@@ -65,6 +72,7 @@ class Pipeline:
         backend: str = "auto",
         decoding: str | None = None,
         max_context_chars: int = MAX_CONTEXT_CHARS,
+        max_question_chars: int = MAX_QUESTION_CHARS,
     ):
         """`model`: a bundled name ("arabert"), a QA model dir made by this project, a hub id (with `preprocessing`
         unless the hub repo has an arabert_pipeline.json), or a loaded QAModel.
@@ -81,6 +89,7 @@ class Pipeline:
         (short answers; Hugging Face's choice), "expected-f1" with the span of highest expected F1 (the shipped
         model's choice: more F1 on average, longer answers that hedge between candidates).
         `max_context_chars`: longer contexts are refused with an InputError (memory grows with the context).
+        `max_question_chars`: longer questions are refused with an InputError (the reader reads all of a question).
         """
         from ..qa.infer import DECODINGS, QAModel
 
@@ -93,11 +102,13 @@ class Pipeline:
             quantize = model_prefers_int8(model, self.backend)
         if quantize and device != "cpu":
             raise ConfigError(f"quantize=True needs device='cpu' (int8 dynamic quantization runs on CPU), got {device!r}")
-        if not isinstance(max_context_chars, int) or isinstance(max_context_chars, bool) or max_context_chars < 1:
-            raise ConfigError(f"max_context_chars must be a positive integer, got {max_context_chars!r}")
+        for name, value in (("max_context_chars", max_context_chars), ("max_question_chars", max_question_chars)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
         self.batch_size = batch_size
         self.quantized = quantize
         self.max_context_chars = max_context_chars
+        self.max_question_chars = max_question_chars
         if self.backend == "torch":
             torch_device(device)  # a device this machine lacks fails here, not after a model load
         if isinstance(model, QAModel):
@@ -145,13 +156,14 @@ class Pipeline:
         `allow_no_answer` (Hugging Face: handle_impossible_answer), if it judges that the context does not hold the
         answer: its no-answer score beats the best span's by more than the model's `null_score_diff_threshold`.
         Raises InputError (a ValueError) naming the argument and index for empty or whitespace-only text, text
-        without a letter or digit, a context longer than `max_context_chars`, lists of different lengths and wrong
-        types. Text without an Arabic letter (a bibliography line, a name in Latin script) is answered, with a
-        warning: the model reads Arabic, and names and numbers are still extractable.
+        without a letter or digit, a context longer than `max_context_chars` or a question longer than
+        `max_question_chars`, lists of different lengths and wrong types. Text without an Arabic letter (a
+        bibliography line, a name in Latin script) is answered, with a warning: the model reads Arabic, and names and
+        numbers are still extractable.
         """
         top_k = check_top_k(top_k)
         single = isinstance(question, str) and isinstance(context, str)
-        questions, contexts = check_inputs(question, context, self.max_context_chars)
+        questions, contexts = check_inputs(question, context, self.max_context_chars, self.max_question_chars)
         warn_non_arabic(questions, contexts)
         results = []
         for i in range(0, len(questions), EXAMPLES_PER_CHUNK):
@@ -229,16 +241,15 @@ def _is_arabic_block(code: int) -> bool:
             or 0xFB50 <= code <= 0xFDFF or 0xFE70 <= code <= 0xFEFF)
 
 
-def text_problem(value: object, max_chars: int | None = None) -> str | None:
-    """Why `value` cannot be a question or a context (not a str, blank, no letter or digit, longer than
+def text_problem(value: object, max_chars: int | None = None, kind: str = "context") -> str | None:
+    """Why `value` cannot be a question or a context (`kind`: not a str, blank, no letter or digit, longer than
     `max_chars`), or None if it can."""
     if not isinstance(value, str):
         return f"must be a str, got {type(value).__name__}"
     if not value.strip():
         return "is empty or whitespace only"
     if max_chars is not None and len(value) > max_chars:
-        return (f"is {len(value):,} characters long, more than the {max_chars:,} allowed (raise the limit with "
-                "max_context_chars= / --max-context-chars, or split the text)")
+        return f"is {len(value):,} characters long, more than the {max_chars:,} allowed ({_LIMIT_HINTS[kind]})"
     surrogate = surrogate_problem(value)
     if surrogate is not None:
         return surrogate
@@ -267,19 +278,20 @@ def surrogate_problem(text: str) -> str | None:
     return None
 
 
-def check_text(value: object, name: str, max_chars: int | None = None) -> str:
+def check_text(value: object, name: str, max_chars: int | None = None, kind: str = "context") -> str:
     """`value` if it can be a question or a context, else an InputError naming the argument (e.g. "context[3]")."""
-    problem = text_problem(value, max_chars)
+    problem = text_problem(value, max_chars, kind)
     if problem is not None:
         raise InputError(problem, field=name)
     return value
 
 
-def check_inputs(question: object, context: object,
-                 max_context_chars: int | None = MAX_CONTEXT_CHARS) -> tuple[list[str], list[str]]:
+def check_inputs(question: object, context: object, max_context_chars: int | None = MAX_CONTEXT_CHARS,
+                 max_question_chars: int | None = MAX_QUESTION_CHARS) -> tuple[list[str], list[str]]:
     """Both str, or both lists/tuples of str of the same non-zero length; every text checked."""
     if isinstance(question, str) and isinstance(context, str):
-        return [check_text(question, "question")], [check_text(context, "context", max_context_chars)]
+        return ([check_text(question, "question", max_question_chars, "question")],
+                [check_text(context, "context", max_context_chars)])
     for name, value in (("question", question), ("context", context)):
         if not isinstance(value, (str, list, tuple)):
             raise InputError(f"must be a str or a list of str, got {type(value).__name__}", field=name)
@@ -291,7 +303,7 @@ def check_inputs(question: object, context: object,
                          field="question/context")
     if not question:
         raise InputError("empty lists: nothing to answer", field="question/context")
-    return ([check_text(q, f"question[{i}]") for i, q in enumerate(question)],
+    return ([check_text(q, f"question[{i}]", max_question_chars, "question") for i, q in enumerate(question)],
             [check_text(c, f"context[{i}]", max_context_chars) for i, c in enumerate(context)])
 
 
@@ -395,6 +407,8 @@ def _load(model: str | os.PathLike, *, preprocessing: str | None, device: str) -
         try:
             return QAModel.load(path, preprocessing=preprocessing, device=device)
         except (OSError, ConfigError) as exc:  # an unknown repo, no network, or a hub model that does not fit
+            if isinstance(exc, ConfigError) and not isinstance(exc.__cause__, OSError):
+                raise  # the hub gave the model; QAModel.load says why it cannot answer (no QA head, preprocessing)
             first_line = (str(exc).splitlines() or [""])[0]
             raise ConfigError(f"cannot load {path!r}: it is not a local directory and the hub did not provide a "
                               f"usable model ({type(exc).__name__}: {first_line})") from exc
