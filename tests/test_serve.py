@@ -255,26 +255,35 @@ def _outstanding(url: str) -> float:
 
 def test_a_full_queue_answers_503_with_retry_after(model_dir):  # noqa: F811
     from arabert_pipeline import Pipeline
+    from arabert_pipeline.serve.limits import pair_cost
 
-    limits = ServeLimits(max_queue=3, max_wait_ms=3000)  # the first batch holds its 3 pairs for 3 s
+    filling = PAIRS[:3]
+    Q_C = filling[0]
+    held = sum(pair_cost(len(q), len(c)) for q, c in filling)
+    # The queue holds the work of the first 3 pairs, which the first batch holds for 3 s.
+    limits = ServeLimits(max_queue_tokens=held, max_wait_ms=3000, max_question_chars=100,
+                         max_context_chars=max(len(c) for _, c in filling))
     with LoopbackServer(lambda: Pipeline(model_dir()), limits) as s:
         s.wait_ready()
         first = {}
         filler = threading.Thread(target=lambda: first.update(response=request(
-            s.url, "POST", "/v1/answer/batch", {"pairs": [{"question": q, "context": c} for q, c in PAIRS[:3]]})))
+            s.url, "POST", "/v1/answer/batch", {"pairs": [{"question": q, "context": c} for q, c in filling]})))
         filler.start()
         deadline = time.monotonic() + 30
         while _outstanding(s.url) < 3:
             assert time.monotonic() < deadline
             time.sleep(0.01)
+        assert read_metrics(s.url)["arabert_serve_queue_tokens"] == held
         status, headers, body = request(s.url, "POST", "/v1/answer", {"question": Q, "context": C})
         assert status == 503 and int(headers["retry-after"]) >= 1, body
         assert body["error"]["status"] == 503 and "queue" in body["error"]["message"]
         filler.join(60)
         assert first["response"][0] == 200 and len(first["response"][2]["results"]) == 3
         assert request(s.url, "POST", "/v1/answer", {"question": Q, "context": C})[0] == 200  # drained: accepted
-        status, _, body = request(s.url, "POST", "/v1/answer/batch", {"pairs": [{"question": Q, "context": C}] * 4})
-        assert status == 413 and body["error"]["field"] == "pairs"  # more than the queue could ever hold
+        status, _, body = request(s.url, "POST", "/v1/answer/batch", {"pairs": [{"question": q, "context": c}
+                                                                                for q, c in [*filling, Q_C]]})
+        assert status == 413 and body["error"]["field"] == "pairs"  # more work than the queue could ever hold
+        assert "tokens of work" in body["error"]["message"]
         assert read_metrics(s.url)["arabert_serve_rejected_full_total"] == 1
 
 
@@ -360,7 +369,13 @@ def test_the_page_is_arabic_and_right_to_left(server):
 # The command -------------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("argv, message", [
-    (["--max-queue", "0"], "max_queue (--max-queue) must be a positive integer, got 0"),
+    (["--max-queue-tokens", "0"], "max_queue_tokens (--max-queue-tokens) must be a positive integer, got 0"),
+    (["--max-queue-tokens", "1000"], "max_queue_tokens (--max-queue-tokens) must be at least 33,685"),
+    (["--max-question-chars", "0"], "max_question_chars (--max-question-chars) must be a positive integer, got 0"),
+    (["--timeout-body", "0"], "timeout_body (--timeout-body) must be a finite number > 0, got 0.0"),
+    (["--timeout-keep-alive", "-1"], "timeout_keep_alive (--timeout-keep-alive) must be a finite number > 0, got -1.0"),
+    (["--allowed-origins", "localhost:3000"], "--allowed-origins: 'localhost:3000' is not an origin"),
+    (["--allowed-hosts", "a b"], "--allowed-hosts: 'a b' is not a host name or address"),
     (["--max-wait-ms", "-1"], "max_wait_ms (--max-wait-ms) must be a finite number ≥ 0, got -1.0"),
     (["--port", "70000"], "--port: must be from 0 to 65535"),
     (["--model", "runs/no/such/model"], "model directory runs/no/such/model does not exist"),

@@ -10,24 +10,31 @@
 Every answer is a list of up to top_k {"text", "start", "end", "score"}, best first: `Pipeline.answer`'s Answers for
 the same inputs ([] where it returns None or []), start/end in code points of the context as sent.
 
-Requests are checked here, before they queue, with pipeline.core's rules (text_problem, check_top_k, the context
-limit), so the service refuses what `Pipeline.answer` and `arabert-pipeline answer` refuse, with a 4xx JSON error
-naming the field. Their pairs wait in one bounded queue (full: 503 + Retry-After). One worker drains it: it takes the
-pairs that have arrived, up to `max_batch_tokens` (estimated from characters), waiting at most `max_wait_ms` after the
-oldest one, and answers each group of pairs with equal options with one `Pipeline.answer` call in a thread of its own,
-so that the event loop keeps reading requests while the model runs. A pair's answer does not depend on the pairs it is
-batched with: windows are padded per run and masked (tested; on the ONNX backend the answers are bitwise those of a
-lone call, on torch the spans are, and scores agree to float rounding).
+Requests are checked here, before they queue, with pipeline.core's rules (text_problem, check_top_k, the question and
+context limits), so the service refuses what `Pipeline.answer` and `arabert-pipeline answer` refuse, with a 4xx JSON
+error naming the field. A request from another web page, or naming another Host, is refused first (policy.py). Their
+pairs wait in one queue bounded by work (tokens, limits.pair_cost), not by pairs: full, it answers 503 + Retry-After
+(the time the excess takes at the recent pace). One worker drains it: it takes the pairs that have arrived, up to
+`max_batch_tokens` (estimated from characters), waiting at most `max_wait_ms` after the oldest one, and answers each
+group of pairs with equal options with one `Pipeline.answer` call in a thread of its own, so that the event loop keeps
+reading requests while the model runs. A pair's answer does not depend on the pairs it is batched with: windows are
+padded per run and masked (tested; on the ONNX backend the answers are bitwise those of a lone call, on torch the
+spans are, and scores agree to float rounding). A client that hangs up while its pairs wait takes them out of the
+queue; at shutdown, what is still queued after `shutdown_timeout` is answered 503.
 """
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import copy
 import dataclasses
+import functools
+import hashlib
 import json
 import logging
 import math
+import re
 import time
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
@@ -37,8 +44,9 @@ from typing import TYPE_CHECKING, Any, Callable
 from ..errors import InputError
 from ..pipeline.core import check_top_k, text_problem
 from ..qa.infer import DECODINGS
-from .limits import ServeLimits
+from .limits import ServeLimits, estimate_tokens, pair_cost
 from .metrics import CONTENT_TYPE, Metrics
+from .policy import AccessPolicy
 
 if TYPE_CHECKING:
     from ..pipeline.core import Pipeline
@@ -52,9 +60,9 @@ ANSWER_FIELDS = (*PAIR_FIELDS, *OPTION_FIELDS)
 BATCH_FIELDS = ("pairs", *OPTION_FIELDS)
 ANSWER_PATH, BATCH_PATH = "/v1/answer", "/v1/answer/batch"
 PATHS = (ANSWER_PATH, BATCH_PATH, "/health", "/metrics", "/openapi.json", "/")
-# Characters per model token, measured with the shipped model on ARCD-test (question + context over all of its
-# windows): median 3.9, 5th percentile 2.8. Dividing by 3 overestimates most pairs, so a batch stays within its bound.
-CHARS_PER_TOKEN = 3
+# Retry-After of the requests answered 503 because the server is stopping: a restarted server loads the shipped model
+# in well under this.
+STOPPING_RETRY_AFTER_S = 5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,20 +88,53 @@ class RequestError(Exception):
         self.status, self.field, self.message, self.headers = status, field, message, headers or {}
 
 
+class ClientGone(Exception):
+    """The client hung up before its answer was sent: nothing to answer, and no fault of the service."""
+
+
+# A refusal sent before the body is read: the client may still be sending it, and reading it only to throw it away
+# would hold the connection (and let a slow client hold it at will).
+CLOSE = {"Connection": "close"}
+
+
 # Reading requests ----------------------------------------------------------------------------------------------------
 
-async def read_json_object(request, max_bytes: int) -> dict[str, Any]:
-    """The body as a JSON object; 413 past `max_bytes` (read no further than that), 400 for bytes that are not UTF-8
-    JSON, 422 for JSON that is not an object."""
+def check_content_type(headers) -> None:
+    """415 unless the body is declared JSON: a web page can send text/plain or a form to another origin without a CORS
+    preflight, but not application/json."""
+    value = headers.get("content-type")
+    media, _, parameters = (value or "").partition(";")
+    charset = next((v.strip().strip('"').lower() for k, _, v in (p.partition("=") for p in parameters.split(";"))
+                    if k.strip().lower() == "charset"), "utf-8")
+    if media.strip().lower() != "application/json" or charset not in ("utf-8", "utf8"):
+        got = "none" if value is None else repr(value[:100])
+        raise RequestError(415, "Content-Type", f"must be application/json (UTF-8), got {got}", CLOSE)
+
+
+async def read_json_object(request, max_bytes: int, timeout: float) -> dict[str, Any]:
+    """The body as a JSON object; 413 past `max_bytes` (read no further than that), 408 if it has not all arrived
+    `timeout` seconds after its reading began, 400 for bytes that are not UTF-8 JSON, 422 for JSON that is not an
+    object; ClientGone if the client hangs up."""
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > max_bytes:
-        raise RequestError(413, "body", f"{int(declared):,} bytes, more than the {max_bytes:,} allowed")
-    chunks, size = [], 0
-    async for chunk in request.stream():
+        raise RequestError(413, "body", f"{int(declared):,} bytes, more than the {max_bytes:,} allowed", CLOSE)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    chunks, size, more = [], 0, True
+    while more:
+        try:
+            message = await asyncio.wait_for(request.receive(), max(0.0, deadline - loop.time()))
+        except asyncio.TimeoutError:
+            raise RequestError(408, "body", f"not received within {timeout:g} s ({size:,} bytes arrived)",
+                               CLOSE) from None
+        if message["type"] == "http.disconnect":
+            raise ClientGone()
+        chunk = message.get("body", b"")
         size += len(chunk)
         if size > max_bytes:
-            raise RequestError(413, "body", f"more than the {max_bytes:,} bytes allowed")
+            raise RequestError(413, "body", f"more than the {max_bytes:,} bytes allowed", CLOSE)
         chunks.append(chunk)
+        more = message.get("more_body", False)
     data = b"".join(chunks)
     if not data.strip():
         raise RequestError(400, "body", "empty: expected a JSON object")
@@ -144,11 +185,12 @@ def parse_pair(record: dict, limits: ServeLimits, prefix: str = "") -> tuple[str
         if field not in record:
             raise RequestError(422, f"{prefix}{field}", "missing")
         value = record[field]
-        limit = limits.max_context_chars if field == "context" else None
-        if limit is not None and isinstance(value, str) and len(value) > limit:
+        limit = limits.max_context_chars if field == "context" else limits.max_question_chars
+        if isinstance(value, str) and len(value) > limit:
+            advice = "split the text" if field == "context" else "shorten it"
             raise RequestError(413, f"{prefix}{field}", f"is {len(value):,} characters long, more than the "
-                                                        f"{limit:,} allowed (split the text)")
-        problem = text_problem(value, limit)
+                                                        f"{limit:,} allowed ({advice})")
+        problem = text_problem(value, limit, field)
         if problem is not None:
             if not isinstance(value, str):
                 problem = f"must be a string, got {_json_type(value)}"
@@ -166,14 +208,10 @@ def _json_preview(value: object) -> str:
     return text if len(text) <= 40 else text[:40] + "…"
 
 
-def estimate_tokens(question: str, context: str) -> int:
-    return (len(question) + len(context)) // CHARS_PER_TOKEN + 3  # [CLS] and two [SEP]
-
-
 # The batcher ---------------------------------------------------------------------------------------------------------
 
 class ServiceStopped(Exception):
-    """A pair still queued when the server stopped without draining (its graceful-shutdown time ran out)."""
+    """A pair still queued when the server stopped: its shutdown_timeout ran out before the worker reached it."""
 
 
 class QueueFull(Exception):
@@ -182,18 +220,24 @@ class QueueFull(Exception):
         self.retry_after = retry_after
 
 
+class QueueClosed(Exception):
+    """The server is stopping: it takes no more pairs."""
+
+
 @dataclasses.dataclass(eq=False)
 class _Job:
     question: str
     context: str
     options: Options
-    tokens: int
+    tokens: int  # model tokens, estimated: what a batch is bounded by
+    cost: int  # work, in tokens: what the queue is bounded by
     future: asyncio.Future
     queued: float
 
 
 class Batcher:
-    """One bounded queue of pairs and one worker that answers them in batches (see the module docstring).
+    """One queue of pairs, bounded by their cost (limits.pair_cost), and one worker that answers them in batches (see
+    the module docstring).
 
     `answer(options, pairs)` runs in the worker's thread and returns, per pair, a list of Answers or the PairError
     that pair alone raises.
@@ -211,16 +255,20 @@ class Batcher:
         # One thread: batches run one after the other, so the model is never called from two threads at once.
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="arabert-serve-model")
         self._task: asyncio.Task | None = None
-        self._seconds_per_pair = 0.01  # running estimate, for Retry-After
+        self._closing: asyncio.TimerHandle | None = None
+        self.queued_cost = 0  # of the pairs accepted and not answered (nor dropped) yet: what the bound counts
+        # Seconds of model time per token of cost, a running estimate for Retry-After (10,000 tokens/s to start: the
+        # shipped model's pace on one core).
+        self._seconds_per_token = 1e-4
 
     @property
     def outstanding(self) -> int:
-        """Pairs accepted and not answered yet: what the queue bound counts."""
-        return len(self._waiting) + sum(not job.future.done() for job in self._batch)
+        """Pairs accepted and not answered yet."""
+        return sum(not job.future.done() for job in self._waiting) + sum(not job.future.done() for job in self._batch)
 
     @property
     def running(self) -> int:
-        return len(self._running)
+        return sum(not job.future.done() for job in self._running)
 
     @property
     def waiting(self) -> int:
@@ -229,8 +277,22 @@ class Batcher:
     def start(self) -> None:
         self._task = asyncio.get_running_loop().create_task(self._work(), name="arabert-serve-batcher")
 
+    def close(self, seconds: float) -> None:
+        """Shutdown has begun: take no more pairs, answer the queue for `seconds`, then fail what is still waiting
+        (ServiceStopped: 503) so that every request is answered before the server's own deadline."""
+        if self._closing is None:
+            self._closing = asyncio.get_running_loop().call_later(seconds, self._fail_waiting)
+
+    def _fail_waiting(self) -> None:
+        running = set(map(id, self._running))
+        for job in [*self._waiting, *self._batch]:
+            if id(job) not in running and not job.future.done():
+                job.future.set_exception(ServiceStopped())
+
     async def stop(self) -> None:
         """Cancel the worker; pairs still queued (only when the server stops without draining) fail."""
+        if self._closing is not None:
+            self._closing.cancel()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -243,20 +305,43 @@ class Batcher:
         await asyncio.get_running_loop().run_in_executor(None, self._executor.shutdown)
 
     def submit(self, pairs: list[tuple[str, str]], options: Options) -> list[asyncio.Future]:
-        """Queue the pairs (all or none) and return their futures; QueueFull when they do not fit."""
-        if self.outstanding + len(pairs) > self.limits.max_queue:
+        """Queue the pairs (all or none) and return their futures; QueueFull when their cost does not fit, QueueClosed
+        once shutdown has begun."""
+        if self._closing is not None:
+            raise QueueClosed()
+        costs = [pair_cost(len(q), len(c)) for q, c in pairs]
+        if self.queued_cost + sum(costs) > self.limits.max_queue_tokens:
             self.metrics.rejected_full += len(pairs)
-            raise QueueFull(self.retry_after())
+            raise QueueFull(self.retry_after(sum(costs)))
         loop = asyncio.get_running_loop()
         now = time.perf_counter()
-        jobs = [_Job(q, c, options, estimate_tokens(q, c), loop.create_future(), now) for q, c in pairs]
+        jobs = [_Job(q, c, options, estimate_tokens(len(q), len(c)), cost, loop.create_future(), now)
+                for (q, c), cost in zip(pairs, costs)]
+        for job in jobs:
+            # Answered, failed or abandoned alike, a pair leaves the bound's count as soon as its future is done.
+            job.future.add_done_callback(functools.partial(self._release, job.cost))
+        self.queued_cost += sum(costs)
         self._waiting.extend(jobs)
         self._arrived.set()
         return [job.future for job in jobs]
 
-    def retry_after(self) -> int:
-        """Seconds until the queue has drained, by the recent time per pair; 1 to 60."""
-        return min(60, max(1, math.ceil(self.outstanding * self._seconds_per_pair)))
+    def _release(self, cost: int, future: asyncio.Future) -> None:
+        self.queued_cost -= cost
+
+    def abandon(self, futures: list[asyncio.Future]) -> None:
+        """The client of these pairs hung up: those not yet in a model call are dropped before they are computed."""
+        running = {id(job.future) for job in self._running}
+        for future in futures:
+            if not future.done():
+                if id(future) not in running:
+                    self.metrics.abandoned_pairs += 1
+                future.cancel()
+
+    def retry_after(self, cost: int) -> int:
+        """Seconds until `cost` more tokens of work fit, at the recent pace: the excess over the bound must be
+        answered first. At least 1."""
+        excess = self.queued_cost + cost - self.limits.max_queue_tokens
+        return max(1, math.ceil(excess * self._seconds_per_token))
 
     async def _collect(self) -> list[_Job]:
         """The next batch: FIFO, at least one pair, at most max_batch_tokens, complete once that bound is reached or
@@ -266,7 +351,7 @@ class Batcher:
         while True:
             while self._waiting:
                 job = self._waiting[0]
-                if job.future.done():  # its request was cancelled
+                if job.future.done():  # its client hung up, or the server is stopping
                     self._waiting.popleft()
                     continue
                 if batch and tokens + job.tokens > self.limits.max_batch_tokens:
@@ -294,6 +379,9 @@ class Batcher:
                 if not job.future.done():
                     groups.setdefault(job.options, []).append(job)
             for options, jobs in groups.items():
+                jobs = [job for job in jobs if not job.future.done()]  # hung up while the group before ran
+                if not jobs:
+                    continue
                 self._running = tuple(jobs)
                 started = time.perf_counter()
                 try:
@@ -306,7 +394,8 @@ class Batcher:
                     self._running = ()
                 seconds = time.perf_counter() - started
                 self.metrics.observe_batch(len(jobs), seconds)
-                self._seconds_per_pair = 0.8 * self._seconds_per_pair + 0.2 * seconds / len(jobs)
+                per_token = seconds / sum(job.cost for job in jobs)
+                self._seconds_per_token = 0.8 * self._seconds_per_token + 0.2 * per_token
                 for job, result in zip(jobs, results):
                     if job.future.done():
                         continue
@@ -376,24 +465,53 @@ class State:
         self.load_seconds: float | None = None
 
 
+def error_body(status: int, field: str | None, message: str) -> dict[str, Any]:
+    return {"error": {"status": status, "field": field, "message": message}}
+
+
+def page_headers(page: str) -> dict[str, str]:
+    """The page's Content-Security-Policy: its own inline script and style (by hash) and requests to its own origin,
+    nothing else; never inside a frame (a page that frames it could make the user click)."""
+
+    def hashes(tag: str) -> str:
+        blocks = re.findall(rf"<{tag}\b[^>]*>(.*?)</{tag}>", page, flags=re.S)
+        return " ".join(f"'sha256-{base64.b64encode(hashlib.sha256(b.encode()).digest()).decode()}'" for b in blocks)
+
+    policy = ["default-src 'none'", f"script-src {hashes('script')}", f"style-src {hashes('style')}",
+              "connect-src 'self'", "base-uri 'none'", "form-action 'none'", "frame-ancestors 'none'"]
+    return {"Content-Security-Policy": "; ".join(policy), "X-Frame-Options": "DENY"}
+
+
+async def _hung_up(receive) -> None:
+    """Returns when the client hangs up: once the body is read, the server's next message is http.disconnect."""
+    while (await receive())["type"] != "http.disconnect":
+        await asyncio.sleep(0.05)  # another server might repeat empty body messages: never spin on them
+
+
 def create_app(load: Callable[[], "Pipeline"], limits: ServeLimits = ServeLimits(), *,
-               on_load_failure: Callable[[BaseException], None] | None = None, model_name: str = ""):
+               policy: AccessPolicy | None = None, on_load_failure: Callable[[BaseException], None] | None = None,
+               model_name: str = ""):
     """The Starlette app. `load()` builds the Pipeline; it runs in a thread once the server has started, so that
-    /health answers (503) while the model loads. `on_load_failure(exc)` is called if it raises."""
+    /health answers (503) while the model loads. `on_load_failure(exc)` is called if it raises. `policy`: the hosts
+    and origins answered (default: loopback names and addresses, no other origin)."""
     from starlette.applications import Starlette
     from starlette.exceptions import HTTPException
     from starlette.middleware import Middleware
-    from starlette.requests import Request
+    from starlette.middleware.cors import CORSMiddleware
+    from starlette.requests import ClientDisconnect, Request
     from starlette.responses import HTMLResponse, JSONResponse, Response
     from starlette.routing import Route
 
     from .openapi import openapi
 
+    policy = policy if policy is not None else AccessPolicy.for_address()
     metrics = Metrics(PATHS, timed_paths=(ANSWER_PATH, BATCH_PATH))
     state = State()
     batcher: Batcher | None = None
     page = PAGE_FILE.read_text(encoding="utf-8")
+    page_security = page_headers(page)
     description = openapi(limits, DECODINGS)
+    stopping = {"Retry-After": str(STOPPING_RETRY_AFTER_S)}
 
     def not_ready() -> RequestError:
         if state.load_error is not None:
@@ -401,15 +519,29 @@ def create_app(load: Callable[[], "Pipeline"], limits: ServeLimits = ServeLimits
         return RequestError(503, None, "the model is loading", {"Retry-After": "1"})
 
     def error_response(status: int, field: str | None, message: str, headers=None) -> JSONResponse:
-        return JSONResponse({"error": {"status": status, "field": field, "message": message}}, status, headers)
+        return JSONResponse(error_body(status, field, message), status, headers)
 
-    async def wait_answers(futures: list[asyncio.Future], fields: list[str]) -> list:
-        results = await asyncio.gather(*futures, return_exceptions=True)
+    async def wait_answers(request: Request, futures: list[asyncio.Future], fields: list[str]) -> list:
+        """The answers of the pairs queued for this request; if its client hangs up first, its pairs are dropped."""
+        gathered = asyncio.gather(*futures, return_exceptions=True)
+        hangup = asyncio.ensure_future(_hung_up(request.receive))
+        try:
+            await asyncio.wait({gathered, hangup}, return_when=asyncio.FIRST_COMPLETED)
+        except BaseException:  # cancelled: nobody will read these answers either
+            batcher.abandon(futures)
+            raise
+        finally:
+            hangup.cancel()
+        if not gathered.done():
+            batcher.abandon(futures)
+            raise ClientGone()
+        results = gathered.result()
         for result, prefix in zip(results, fields):
             if isinstance(result, PairError):
                 raise RequestError(422, f"{prefix}{result.field}", result.message)
             if isinstance(result, ServiceStopped):
-                raise RequestError(503, None, "the service stopped before answering")
+                raise RequestError(503, None, "the server is stopping and could not answer in time; retry",
+                                   stopping)
             if isinstance(result, BaseException):
                 raise result
         return results
@@ -418,21 +550,25 @@ def create_app(load: Callable[[], "Pipeline"], limits: ServeLimits = ServeLimits
         try:
             return batcher.submit(pairs, state.answerer.key(options))
         except QueueFull as full:
-            raise RequestError(503, None, f"busy: {len(pairs)} more pair(s) would overflow the queue of "
-                                          f"{limits.max_queue}", {"Retry-After": str(full.retry_after)}) from None
+            raise RequestError(503, None, f"busy: {len(pairs)} more pair(s) would overflow the queue's "
+                                          f"{limits.max_queue_tokens:,} tokens of work",
+                               {"Retry-After": str(full.retry_after)}) from None
+        except QueueClosed:
+            raise RequestError(503, None, "the server is stopping; retry", stopping) from None
 
     async def read_request(request: Request, fields) -> tuple[dict, Options]:
         """The checked JSON body of an answer request and its options (503 until the model is loaded)."""
+        check_content_type(request.headers)
         if state.answerer is None:
             raise not_ready()
-        body = await read_json_object(request, limits.max_body_bytes)
+        body = await read_json_object(request, limits.max_body_bytes, limits.timeout_body)
         check_fields(body, fields)
         return body, parse_options(body, limits)
 
     async def answer(request: Request):
         body, options = await read_request(request, ANSWER_FIELDS)
         pair = parse_pair(body, limits)
-        found, = await wait_answers(enqueue([pair], options), [""])
+        found, = await wait_answers(request, enqueue([pair], options), [""])
         return JSONResponse(answer_json(found))
 
     async def answer_batch(request: Request):
@@ -445,16 +581,20 @@ def create_app(load: Callable[[], "Pipeline"], limits: ServeLimits = ServeLimits
                                              f"{_json_type(items)}")
         if not items:
             raise RequestError(422, "pairs", "empty: nothing to answer")
-        most = min(limits.max_pairs, limits.max_queue)
-        if len(items) > most:
-            raise RequestError(413, "pairs", f"{len(items):,} pairs, more than the {most} allowed in one request")
+        if len(items) > limits.max_pairs:
+            raise RequestError(413, "pairs", f"{len(items):,} pairs, more than the {limits.max_pairs} allowed in one "
+                                             "request")
         pairs = []
         for i, item in enumerate(items):
             if not isinstance(item, dict):
                 raise RequestError(422, f"pairs[{i}]", f"must be an object, got {_json_type(item)}")
             check_fields(item, PAIR_FIELDS, f"pairs[{i}].")
             pairs.append(parse_pair(item, limits, f"pairs[{i}]."))
-        found = await wait_answers(enqueue(pairs, options), [f"pairs[{i}]." for i in range(len(pairs))])
+        cost = sum(pair_cost(len(q), len(c)) for q, c in pairs)
+        if cost > limits.max_queue_tokens:
+            raise RequestError(413, "pairs", f"{cost:,} tokens of work (estimated), more than the queue's "
+                                             f"{limits.max_queue_tokens:,}: send fewer or shorter pairs at a time")
+        found = await wait_answers(request, enqueue(pairs, options), [f"pairs[{i}]." for i in range(len(pairs))])
         return JSONResponse({"results": [answer_json(answers) for answers in found]})
 
     async def health(request: Request):
@@ -467,20 +607,24 @@ def create_app(load: Callable[[], "Pipeline"], limits: ServeLimits = ServeLimits
 
     async def metrics_route(request: Request):
         text = metrics.render(waiting=batcher.waiting if batcher else 0, running=batcher.running if batcher else 0,
-                              ready=state.answerer is not None)
+                              queued_tokens=batcher.queued_cost if batcher else 0, ready=state.answerer is not None)
         return Response(text, media_type=CONTENT_TYPE)
 
     async def openapi_route(request: Request):
         return JSONResponse(description)
 
     async def page_route(request: Request):
-        return HTMLResponse(page)
+        return HTMLResponse(page, headers=page_security)
 
     async def request_error(request: Request, exc: RequestError):
         return error_response(exc.status, exc.field, exc.message, exc.headers)
 
     async def http_error(request: Request, exc: HTTPException):
         return error_response(exc.status_code, None, exc.detail, exc.headers)
+
+    async def client_gone(request: Request, exc: Exception):
+        # Never sent (the connection is gone); MetricsMiddleware counts the request as a hang-up, not a status.
+        return Response(status_code=499)
 
     async def internal_error(request: Request, exc: Exception):
         # Starlette logs the traceback after this response is sent; the client gets no part of it.
@@ -507,6 +651,11 @@ def create_app(load: Callable[[], "Pipeline"], limits: ServeLimits = ServeLimits
         log.info("arabert-pipeline serve: %s loaded in %.1f s (%s backend); answering",
                  f"model {model_name}" if model_name else "the model", state.load_seconds, pipeline.backend)
 
+    def begin_shutdown() -> None:
+        """Called by the server (server.py) when shutdown begins, before it waits for the requests in flight."""
+        if batcher is not None:
+            batcher.close(limits.shutdown_timeout)
+
     @contextlib.asynccontextmanager
     async def lifespan(app):
         loading = asyncio.get_running_loop().create_task(load_model())
@@ -528,14 +677,22 @@ def create_app(load: Callable[[], "Pipeline"], limits: ServeLimits = ServeLimits
         Route("/openapi.json", openapi_route, methods=["GET"]),
         Route("/", page_route, methods=["GET"]),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(MetricsMiddleware, metrics=metrics)],
+    middleware = [Middleware(MetricsMiddleware, metrics=metrics), Middleware(AccessMiddleware, policy=policy)]
+    if policy.origins:  # the allowed pages' preflights, and the headers that let them read the answers
+        middleware.append(Middleware(CORSMiddleware, allow_origins=list(policy.origins),
+                                     allow_methods=["GET", "POST"], allow_headers=["Content-Type"]))
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware,
                     exception_handlers={RequestError: request_error, HTTPException: http_error,
+                                        ClientGone: client_gone, ClientDisconnect: client_gone,
                                         Exception: internal_error})
+    app.state.begin_shutdown = begin_shutdown
+    app.state.serve_limits = limits  # for build_server: the connections' limits and timeouts
     return app
 
 
 class MetricsMiddleware:
-    """Counts every HTTP response by route and status, and times it (pure ASGI: no per-request task or copy)."""
+    """Counts every HTTP response by route and status, and times it (pure ASGI: no per-request task or copy). A
+    request whose client hung up before its response began is counted as that, not by the status nobody received."""
 
     def __init__(self, app, metrics: Metrics):
         self.app = app
@@ -545,15 +702,52 @@ class MetricsMiddleware:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
         started = time.perf_counter()
-        status = 500
+        status, responded, hung_up = 500, False, False
+
+        async def watch_receive():
+            nonlocal hung_up
+            message = await receive()
+            if message["type"] == "http.disconnect" and not responded:
+                hung_up = True
+            return message
 
         async def send_status(message):
-            nonlocal status
+            nonlocal status, responded
             if message["type"] == "http.response.start":
-                status = message["status"]
+                status, responded = message["status"], True
             await send(message)
 
         try:
-            await self.app(scope, receive, send_status)
+            await self.app(scope, watch_receive, send_status)
         finally:
-            self.metrics.observe_request(scope["path"], status, time.perf_counter() - started)
+            if hung_up:
+                self.metrics.observe_hangup(scope["path"])
+            else:
+                self.metrics.observe_request(scope["path"], status, time.perf_counter() - started)
+
+
+class AccessMiddleware:
+    """Refuses requests for another Host (400) or from another web page (403), as policy.py says, with the service's
+    JSON errors; before anything reads the body."""
+
+    def __init__(self, app, policy: AccessPolicy):
+        from starlette.datastructures import Headers
+        from starlette.responses import JSONResponse
+
+        self.app, self.policy = app, policy
+        self._headers, self._json = Headers, JSONResponse
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        headers = self._headers(scope=scope)
+        host = headers.get("host")
+        problem = self.policy.host_problem(host)
+        if problem is not None:
+            status, field = 400, "Host"
+        else:
+            refusal = self.policy.cross_origin_problem(scope["method"], scope.get("scheme", "http"), host, headers)
+            if refusal is None:
+                return await self.app(scope, receive, send)
+            status, (field, problem) = 403, refusal
+        await self._json(error_body(status, field, problem), status, CLOSE)(scope, receive, send)

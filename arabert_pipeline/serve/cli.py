@@ -5,25 +5,29 @@
 
 The port is bound before the model loads (--port 0 picks a free one; the line "serving on http://HOST:PORT/" on
 stderr says which), and /health answers 503 until the model is loaded. SIGTERM (or Ctrl-C) stops accepting
-connections, answers the requests in flight, and exits 0.
+connections, answers the queue for --shutdown-timeout seconds (what is still queued then gets 503 + Retry-After), and
+exits 0.
 """
 from __future__ import annotations
 
 import argparse
-import ipaddress
+import dataclasses
+import errno
 import logging
+import math
 import signal
 import socket
 import threading
+import time
 import warnings
 
 from ..errors import ConfigError, InputError
-from ..pipeline.core import BACKENDS, BUNDLED_MODELS, DEFAULT_MODEL, MAX_CONTEXT_CHARS
+from ..pipeline.core import BACKENDS, BUNDLED_MODELS, DEFAULT_MODEL
 
 log = logging.getLogger(__name__)
-# Requests in flight when SIGTERM arrives get this long to finish before they are cancelled: a full queue of the
-# shipped model's pairs drains in a few seconds.
-GRACEFUL_SHUTDOWN_S = 30
+# File descriptors the process needs besides its connections: the listening socket, stdio, the event loop's, the
+# model's files and the thread pools' (the shipped model's server holds ~30).
+FD_RESERVE = 64
 
 
 def register(subparsers) -> None:
@@ -36,7 +40,9 @@ def register(subparsers) -> None:
         description="Serve a QA model over HTTP: POST /v1/answer and /v1/answer/batch (JSON; answers identical to "
         "Pipeline.answer), GET / (a web page in Arabic), /health, /metrics (Prometheus), /openapi.json. "
         "Concurrent requests are answered together in one model batch (--max-batch-tokens, --max-wait-ms). "
-        "Listens on the loopback interface unless --host says otherwise; there is no authentication.",
+        "Listens on the loopback interface unless --host says otherwise; there is no authentication. Requests naming "
+        "another Host, or sent by another web page (cross-origin), are refused unless --allowed-hosts / "
+        "--allowed-origins name them.",
     )
     p.add_argument("--model", default=DEFAULT_MODEL,
                    help=f"bundled model name ({', '.join(BUNDLED_MODELS)}), QA model dir or hub id (default: "
@@ -54,10 +60,12 @@ def register(subparsers) -> None:
     p.add_argument("--max-wait-ms", type=float, default=defaults.max_wait_ms,
                    help="how long a batch waits after its first pair for more to arrive; at 0 it takes what queued "
                         "while the previous batch ran (default: %(default)s)")
-    p.add_argument("--max-queue", type=int, default=defaults.max_queue,
-                   help="pairs accepted and not yet answered; beyond, requests get 503 + Retry-After "
-                        "(default: %(default)s)")
-    p.add_argument("--max-context-chars", type=int, default=MAX_CONTEXT_CHARS,
+    p.add_argument("--max-queue-tokens", type=int, default=defaults.max_queue_tokens,
+                   help="work accepted and not yet answered, in tokens (characters / 3, +16 a pair); beyond, requests "
+                        "get 503 + Retry-After, the time the excess takes at the recent pace (default: %(default)s)")
+    p.add_argument("--max-question-chars", type=int, default=defaults.max_question_chars,
+                   help="longer questions get 413 (the model's reader reads all of a question; default: %(default)s)")
+    p.add_argument("--max-context-chars", type=int, default=defaults.max_context_chars,
                    help="longer contexts get 413 (memory and time grow with the context; default: %(default)s)")
     p.add_argument("--max-body-bytes", type=int,
                    help="larger request bodies get 413 (default: 1 MiB, or room for a --max-context-chars context "
@@ -66,6 +74,26 @@ def register(subparsers) -> None:
                    help="largest top_k a request may ask (default: %(default)s)")
     p.add_argument("--max-pairs", type=int, default=defaults.max_pairs,
                    help="most pairs in one /v1/answer/batch request (default: %(default)s)")
+    p.add_argument("--max-connections", type=int, default=defaults.max_connections,
+                   help="connections open at once; beyond, a new one gets 503 and is closed (lowered to fit the "
+                        "open-files limit if that cannot be raised; default: %(default)s)")
+    p.add_argument("--timeout-headers", type=float, default=defaults.timeout_headers,
+                   help="seconds a client has to send a request's head, from connecting or from its first byte "
+                        "(default: %(default)s)")
+    p.add_argument("--timeout-body", type=float, default=defaults.timeout_body,
+                   help="seconds a client has to send a request's body, from the end of its head; then 408 "
+                        "(default: %(default)s)")
+    p.add_argument("--timeout-keep-alive", type=float, default=defaults.timeout_keep_alive,
+                   help="seconds an idle kept-alive connection stays open after a response (default: %(default)s)")
+    p.add_argument("--shutdown-timeout", type=float, default=defaults.shutdown_timeout,
+                   help="after SIGTERM, seconds the queue is answered for; what is still queued then gets 503 + "
+                        "Retry-After (default: %(default)s)")
+    p.add_argument("--allowed-hosts", default="",
+                   help="comma-separated names (or *.domain patterns) besides this machine's loopback names and the "
+                        "--host address that requests may name in their Host header; * for any (default: none)")
+    p.add_argument("--allowed-origins", default="",
+                   help="comma-separated web page origins (scheme://host[:port]) allowed to call the API from a "
+                        "browser (CORS); * for any page on the web (default: none: only the server's own page)")
     p.add_argument("--access-log", action="store_true", help="log every request on stdout (uvicorn's access log)")
     p.set_defaults(run=run_serve)
 
@@ -73,19 +101,31 @@ def register(subparsers) -> None:
 def run_serve(args: argparse.Namespace) -> int:
     from .app import create_app
     from .limits import ServeLimits
+    from .policy import AccessPolicy, is_loopback
 
     if not 0 <= args.port <= 65535:
         raise InputError(f"must be from 0 to 65535, got {args.port}", field="--port")
     limits = ServeLimits(max_batch_tokens=args.max_batch_tokens, max_wait_ms=args.max_wait_ms,
-                         max_queue=args.max_queue, max_body_bytes=args.max_body_bytes,
-                         max_context_chars=args.max_context_chars, max_top_k=args.max_top_k,
-                         max_pairs=args.max_pairs)
+                         max_queue_tokens=args.max_queue_tokens, max_body_bytes=args.max_body_bytes,
+                         max_context_chars=args.max_context_chars, max_question_chars=args.max_question_chars,
+                         max_top_k=args.max_top_k, max_pairs=args.max_pairs, max_connections=args.max_connections,
+                         timeout_headers=args.timeout_headers, timeout_body=args.timeout_body,
+                         timeout_keep_alive=args.timeout_keep_alive, shutdown_timeout=args.shutdown_timeout)
+    allowed_hosts, allowed_origins = _names(args.allowed_hosts), _names(args.allowed_origins)
+    for flag, hosts, origins in (("--allowed-hosts", allowed_hosts, ()), ("--allowed-origins", (), allowed_origins)):
+        try:  # before the model is resolved and the port taken
+            AccessPolicy.for_address(None, None, hosts, origins)
+        except ValueError as exc:
+            raise InputError(str(exc), field=flag) from None
     backend = _check_model(args)
     sock = bind(args.host, args.port)
+    bound = sock.getsockname()[0]
+    policy = AccessPolicy.for_address(args.host, bound, allowed_hosts, allowed_origins)
+    limits = fit_open_files(limits)
     url = f"http://{_url_host(args.host)}:{sock.getsockname()[1]}/"
     # A service answers every user's text; the per-call warning about text without an Arabic letter would fill the log.
     warnings.filterwarnings("ignore", message=r".*no Arabic letter: answered anyway", category=UserWarning)
-    if not _is_loopback(args.host):
+    if not is_loopback(bound):  # the address bound, not the name given: 127.1, ::1 and localhost are loopback too
         log.warning("arabert-pipeline serve: listening on %s, reachable from other machines, with no "
                     "authentication", args.host)
 
@@ -100,13 +140,13 @@ def run_serve(args: argparse.Namespace) -> int:
 
             hf_logging.disable_progress_bar()
         return Pipeline(args.model, preprocessing=args.preprocessing, backend=args.backend,
-                        max_context_chars=args.max_context_chars)
+                        max_context_chars=args.max_context_chars, max_question_chars=args.max_question_chars)
 
     def on_load_failure(exc: BaseException) -> None:
         failures.append(exc)
         server.should_exit = True
 
-    app = create_app(load, limits, on_load_failure=on_load_failure, model_name=str(args.model))
+    app = create_app(load, limits, policy=policy, on_load_failure=on_load_failure, model_name=str(args.model))
     server = build_server(app, access_log=args.access_log)
     log.info("arabert-pipeline serve: serving on %s (model %s, loading)", url, args.model)
     with _sigterm_returns():
@@ -118,13 +158,61 @@ def run_serve(args: argparse.Namespace) -> int:
 
 
 def build_server(app, *, access_log: bool = False, log_config="default"):
-    """A uvicorn server for `app`; `log_config=None` leaves the process's logging as it is (tests)."""
-    import uvicorn
+    """A uvicorn server for `app` (made by create_app, whose limits it applies to connections: server.py);
+    `log_config=None` leaves the process's logging as it is (tests)."""
+    from .server import build
 
-    options = {} if log_config == "default" else {"log_config": log_config}
-    config = uvicorn.Config(app, lifespan="on", access_log=access_log, log_level="info",
-                            timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S, **options)
-    return uvicorn.Server(config)
+    return build(app, app.state.serve_limits, access_log=access_log, log_config=log_config)
+
+
+def fit_open_files(limits):
+    """`limits`, with max_connections within the open-files limit: raised to fit (up to the hard limit) if it can be,
+    else max_connections lowered, so that the server refuses connections itself instead of failing to accept them."""
+    try:
+        import resource
+    except ImportError:  # not on POSIX
+        return limits
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    needed = limits.max_connections + FD_RESERVE
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return limits
+    target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+    if target > soft:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+        except (ValueError, OSError):
+            pass
+    if soft >= needed:
+        return limits
+    fitted = max(1, soft - FD_RESERVE)
+    log.warning("arabert-pipeline serve: --max-connections %d lowered to %d: the open-files limit is %d (ulimit -n)",
+                limits.max_connections, fitted, soft)
+    return dataclasses.replace(limits, max_connections=fitted)
+
+
+def _names(value: str) -> list[str]:
+    return [name.strip() for name in value.split(",") if name.strip()]
+
+
+class ListeningSocket(socket.socket):
+    """A listening socket whose accept, once it has failed for want of file descriptors, reports "nothing to accept"
+    for the next moment. asyncio's accept loop goes on calling accept after such a failure, once for every connection
+    the backlog may hold (2,048), logging each failure and scheduling a retry for each: a tight loop at the open-files
+    limit. After the first failure it stops there, and asyncio's one retry (a second later) tries again."""
+
+    PAUSE_S = 0.5
+    _failed_at = -math.inf
+
+    def accept(self):
+        if time.monotonic() - self._failed_at < self.PAUSE_S:
+            raise BlockingIOError(errno.EAGAIN, "paused after running out of file descriptors")
+        try:
+            return super().accept()
+        except OSError as exc:
+            if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                self._failed_at = time.monotonic()
+            raise
 
 
 def bind(host: str, port: int) -> socket.socket:
@@ -134,7 +222,7 @@ def bind(host: str, port: int) -> socket.socket:
                                                              flags=socket.AI_PASSIVE)[0]
     except socket.gaierror as exc:
         raise InputError(f"cannot resolve {host!r} ({exc.strerror})", field="--host") from None
-    sock = socket.socket(family, kind, proto)
+    sock = ListeningSocket(family, kind, proto)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind(address)
@@ -154,13 +242,6 @@ def _check_model(args: argparse.Namespace) -> str:
 
 def _url_host(host: str) -> str:
     return f"[{host}]" if ":" in host else host
-
-
-def _is_loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return host == "localhost"
 
 
 class _sigterm_returns:

@@ -54,6 +54,8 @@ class Metrics:
         self.batch_pairs = Histogram(BATCH_BUCKETS)
         self.batch_seconds = Histogram(LATENCY_BUCKETS)
         self.rejected_full = 0
+        self.hangups: Counter[str] = Counter()
+        self.abandoned_pairs = 0
 
     def path_label(self, path: str) -> str:
         return path if path in self.paths else "other"
@@ -64,11 +66,14 @@ class Metrics:
         if label in self.latency:
             self.latency[label].observe(seconds)
 
+    def observe_hangup(self, path: str) -> None:
+        self.hangups[self.path_label(path)] += 1
+
     def observe_batch(self, pairs: int, seconds: float) -> None:
         self.batch_pairs.observe(pairs)
         self.batch_seconds.observe(seconds)
 
-    def render(self, *, waiting: int, running: int, ready: bool) -> str:
+    def render(self, *, waiting: int, running: int, queued_tokens: int, ready: bool) -> str:
         lines = [
             "# HELP arabert_serve_requests_total HTTP requests answered, by route and status code.",
             "# TYPE arabert_serve_requests_total counter",
@@ -82,6 +87,13 @@ class Metrics:
         for (path, status), count in sorted(self.requests.items()):
             if status >= 400:
                 lines.append(f'arabert_serve_errors_total{{path="{path}",status="{status}"}} {count}')
+        lines += [
+            "# HELP arabert_serve_client_hangups_total Requests whose client hung up before the response, by route "
+            "(not in requests_total: nobody received a status).",
+            "# TYPE arabert_serve_client_hangups_total counter",
+        ]
+        for path, count in sorted(self.hangups.items()):
+            lines.append(f'arabert_serve_client_hangups_total{{path="{path}"}} {count}')
         lines += [
             "# HELP arabert_serve_request_duration_seconds Time from a request's arrival to its response.",
             "# TYPE arabert_serve_request_duration_seconds histogram",
@@ -101,9 +113,15 @@ class Metrics:
             "# HELP arabert_serve_running_pairs Pairs in the model call under way.",
             "# TYPE arabert_serve_running_pairs gauge",
             f"arabert_serve_running_pairs {running}",
+            "# HELP arabert_serve_queue_tokens Work accepted and not answered yet, in tokens (the queue's bound).",
+            "# TYPE arabert_serve_queue_tokens gauge",
+            f"arabert_serve_queue_tokens {queued_tokens}",
             "# HELP arabert_serve_rejected_full_total Pairs refused with 503 because the queue was full.",
             "# TYPE arabert_serve_rejected_full_total counter",
             f"arabert_serve_rejected_full_total {self.rejected_full}",
+            "# HELP arabert_serve_abandoned_pairs_total Queued pairs dropped unanswered because their client hung up.",
+            "# TYPE arabert_serve_abandoned_pairs_total counter",
+            f"arabert_serve_abandoned_pairs_total {self.abandoned_pairs}",
             "# HELP arabert_serve_ready 1 once the model is loaded and answering.",
             "# TYPE arabert_serve_ready gauge",
             f"arabert_serve_ready {int(ready)}",

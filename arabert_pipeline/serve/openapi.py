@@ -23,18 +23,25 @@ def openapi(limits, decodings: tuple[str, ...]) -> dict[str, Any]:
                                     "the span of highest expected F1."},
     }
     pair = {
-        "question": {**text},
+        "question": {**text, "maxLength": limits.max_question_chars, "description": "Over maxLength: 413."},
         "context": {**text, "maxLength": limits.max_context_chars,
                     "description": "The passage that holds the answer; over maxLength: 413."},
     }
     error = {"$ref": "#/components/schemas/Error"}
     errors = {
-        "400": {"description": "The body is not UTF-8 JSON.", "content": {"application/json": {"schema": error}}},
-        "413": {"description": "The body, the context or the number of pairs is over the server's limit.",
+        "400": {"description": "The body is not UTF-8 JSON, or the Host header does not name this server.",
+                "content": {"application/json": {"schema": error}}},
+        "403": {"description": "A request from another web page (Origin, Sec-Fetch-Site) than those the server "
+                               "allows.", "content": {"application/json": {"schema": error}}},
+        "408": {"description": "The body did not arrive in time.", "content": {"application/json": {"schema": error}}},
+        "413": {"description": "The body, the question, the context, the number of pairs or their work is over the "
+                               "server's limit.", "content": {"application/json": {"schema": error}}},
+        "415": {"description": "The Content-Type is not application/json.",
                 "content": {"application/json": {"schema": error}}},
         "422": {"description": "A field is missing, of the wrong type or out of range; `field` names it.",
                 "content": {"application/json": {"schema": error}}},
-        "503": {"description": "The model is loading, or the queue is full: retry after Retry-After seconds.",
+        "503": {"description": "The model is loading, the queue is full or the server is stopping: retry after "
+                               "Retry-After seconds.",
                 "headers": {"Retry-After": {"schema": {"type": "integer"}}},
                 "content": {"application/json": {"schema": error}}},
     }
@@ -73,7 +80,7 @@ def openapi(limits, decodings: tuple[str, ...]) -> dict[str, Any]:
                      "properties": pair},
             "BatchRequest": {"type": "object", "additionalProperties": False, "required": ["pairs"],
                              "properties": {"pairs": {"type": "array", "minItems": 1,
-                                                      "maxItems": min(limits.max_pairs, limits.max_queue),
+                                                      "maxItems": limits.max_pairs,
                                                       "items": {"$ref": "#/components/schemas/Pair"}},
                                             **options}},
             "Answer": {"type": "object", "required": ["text", "start", "end", "score"], "properties": {
