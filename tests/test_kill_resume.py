@@ -1,0 +1,211 @@
+"""Resume after a real kill: pretraining, fine-tuning and preprocessing runs stopped by SIGKILL, SIGTERM or SIGINT
+and continued with --resume end exactly where an uninterrupted run ends (issue 43).
+
+SIGKILL goes to a real `arabert-pipeline` subprocess, at full speed: it may land inside a step, a checkpoint being
+written or a log row. SIGTERM and SIGINT reach the trainer's own handlers (the engine finishes the step, saves a
+checkpoint and exits 130); for training they are sent by a run in this process to itself, which spares another start
+of torch (seconds each). Preprocessing has no handler: SIGINT interrupts it mid-chunk. Tiny sizes; a few seconds per
+test, so marked slow."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from arabert_pipeline.cli import main
+from data_slices import write_first_articles, write_first_documents
+
+from conftest import REPO, SHARED_DATA, build_tiny_bert
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.slow
+SHARD = SHARED_DATA / "corpus" / "ant-jawharafm-000.txt.xz"
+
+# The CLI, as `arabert-pipeline` runs it, announcing each optimizer step from HOLD_AFTER_STEP on in the file
+# HOLD_MARKER, and slowed from three steps later: the signal lands at full speed, unless this test was slow to send
+# it, and the run cannot end first however slow that was.
+HELD_CLI = r"""
+import os, sys, time
+from arabert_pipeline.cli import main
+from arabert_pipeline.training.engine import Engine
+
+after, marker = int(os.environ["HOLD_AFTER_STEP"]), os.environ["HOLD_MARKER"]
+train_step = Engine.train_step
+
+def held(self):
+    metrics = train_step(self)
+    if self.state.step >= after:
+        with open(marker, "a") as f:
+            f.write(f"{self.state.step}\n")
+        if self.state.step >= after + 3:
+            time.sleep(0.2)
+    return metrics
+
+Engine.train_step = held
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def signal_when(command: list[str], ready, signum: int, env: dict | None = None, timeout: float = 300) -> int:
+    """Run `command`, send it `signum` as soon as `ready()` holds, and return its exit code."""
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as stderr:  # a pipe left unread could fill and block it
+        process = subprocess.Popen(command, env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO),
+                                                 **(env or {})}, stdout=subprocess.DEVNULL, stderr=stderr)
+        deadline = time.monotonic() + timeout
+        try:
+            while not ready():
+                if process.poll() is not None:
+                    stderr.seek(0)
+                    pytest.fail(f"the run ended ({process.returncode}) before the point to stop it at: "
+                                f"{stderr.read()[-2000:]}")
+                assert time.monotonic() < deadline, "the point to stop the run at never came"
+                time.sleep(0.005)
+            process.send_signal(signum)
+            return process.wait(timeout=timeout)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+
+def held_run(argv: list[str], out: Path, step: int, signum: int) -> int:
+    marker = out.parent / f"{out.name}.step"
+    return signal_when([sys.executable, "-c", HELD_CLI, *argv, "-o", str(out)], marker.exists, signum,
+                       env={"HOLD_AFTER_STEP": str(step), "HOLD_MARKER": str(marker)})
+
+
+def signal_self_at(monkeypatch, step: int, signum: int) -> None:
+    """The run in this process sends itself `signum` right after optimizer step `step`."""
+    from arabert_pipeline.training.engine import Engine
+
+    # The engine's handlers are installed from the main thread only; elsewhere the signal would end the test run.
+    assert threading.current_thread() is threading.main_thread()
+    train_step = Engine.train_step
+
+    def then_signal(self):
+        metrics = train_step(self)
+        if self.state.step == step:
+            # Without the engine's handler SIGTERM would end pytest itself, and SIGINT skip the checkpoint.
+            if signal.getsignal(signum) in (signal.SIG_DFL, signal.SIG_IGN, signal.default_int_handler):
+                pytest.fail(f"no handler of the engine's for {signal.Signals(signum).name} during training")
+            os.kill(os.getpid(), signum)
+        return metrics
+
+    monkeypatch.setattr(Engine, "train_step", then_signal)
+
+
+def checkpoint_steps(out: Path) -> list[int]:
+    return sorted(int(p.name.removeprefix("step-")) for p in (out / "checkpoints").glob("step-*"))
+
+
+def same_weights(a: Path, b: Path) -> None:
+    from safetensors.torch import load_file
+
+    first, second = load_file(a / "model.safetensors"), load_file(b / "model.safetensors")
+    assert first.keys() == second.keys()
+    assert all(torch.equal(first[k], second[k]) for k in first), "the resumed model differs"
+
+
+def curve(run: Path) -> list[tuple]:
+    rows = [json.loads(line) for line in (run / "log.jsonl").read_text(encoding="utf-8").splitlines()]
+    return [(r["step"], r.get("loss"), r.get("eval_loss")) for r in rows]
+
+
+# Pretraining -------------------------------------------------------------------------------------------------------
+
+def test_pretraining_killed_then_terminated_resumes_to_the_uninterrupted_model(tmp_path, monkeypatch):
+    if not SHARD.exists():
+        pytest.skip(f"needs the shared corpus at {SHARD}")
+    from arabert_pipeline.tokenizer import train_tokenizer
+
+    torch.set_num_threads(1)
+    corpus = write_first_documents(SHARD, tmp_path / "corpus.txt", 60)
+    train_tokenizer([str(corpus)], tmp_path / "tok", model_type="wordpiece", vocab_size=500, preprocess="none",
+                    threads=1, progress=False)
+    argv = ["pretrain", "--tokenizer", str(tmp_path / "tok"), "--corpus", str(corpus), "--model-size", "tiny",
+            "--max-seq-length", "32", "--steps", "16", "--batch-size", "4", "--eval-sequences", "8", "--eval-every",
+            "6", "--log-every", "1", "--keep-checkpoints", "2", "--bf16", "off", "--cache-dir",
+            str(tmp_path / "cache"), "--no-progress"]
+    straight, out = tmp_path / "straight", tmp_path / "run"
+    assert main([*argv, "-o", str(straight), "--save-every", "16"]) == 0
+    argv += ["--save-every", "1"]  # a checkpoint at every step: the kill may well land in the writing of one
+
+    assert held_run(argv, out, step=3, signum=signal.SIGKILL) == -signal.SIGKILL
+    killed_at = checkpoint_steps(out)
+    assert killed_at and 2 <= killed_at[-1] < 15 and not (out / "config.json").exists()
+    stop = min(killed_at[-1] + 5, 15)
+    signal_self_at(monkeypatch, step=stop, signum=signal.SIGTERM)
+    assert main([*argv, "-o", str(out), "--resume"]) == 130
+    assert checkpoint_steps(out)[-1] == stop  # the handler let the step finish and saved it
+    monkeypatch.undo()
+    assert main([*argv, "-o", str(out), "--resume"]) == 0
+    assert curve(out) == curve(straight)
+    same_weights(out, straight)
+
+
+# Fine-tuning -------------------------------------------------------------------------------------------------------
+
+def test_finetuning_interrupted_by_sigint_resumes_to_the_uninterrupted_model(shared_data, tmp_path, monkeypatch):
+    """The fine-tuning side of the engine's handler (the SIGKILL of a subprocess is the pretraining test's: the same
+    engine, and another torch start would cost seconds)."""
+    from arabert_pipeline.qa.data import read_squad
+
+    torch.set_num_threads(1)
+    train = write_first_articles("arcd-train", tmp_path / "train1.json", 1)
+    contexts = [e["context"] for e in read_squad(str(train), misaligned="keep").examples]
+    model = build_tiny_bert(tmp_path / "mlm", contexts, "BertForMaskedLM", vocab_size=300, max_positions=128)
+    argv = ["finetune", "--model", str(model), "--train", str(train), "--epochs", "2", "--batch-size", "4",
+            "--max-seq-length", "64", "--doc-stride", "32", "--max-question-tokens", "16", "--skip-misaligned",
+            "--bf16", "off", "--no-progress"]
+    straight, out = tmp_path / "straight", tmp_path / "run"
+    assert main([*argv, "-o", str(straight), "--save-steps", "0"]) == 0
+
+    argv += ["--save-steps", "2"]
+    signal_self_at(monkeypatch, step=3, signum=signal.SIGINT)  # between two checkpoints: one is saved for it
+    assert main([*argv, "-o", str(out)]) == 130
+    assert checkpoint_steps(out)[-1] == 3 and not (out / "config.json").exists()
+    monkeypatch.undo()
+    assert main([*argv, "-o", str(out), "--resume"]) == 0
+    same_weights(out, straight)
+
+
+# Preprocessing -----------------------------------------------------------------------------------------------------
+
+def test_preprocessing_killed_then_interrupted_resumes_to_the_uninterrupted_output(tmp_path):
+    from arabert_pipeline.preprocess.corpus import preprocess_corpus
+
+    if not SHARD.exists():
+        pytest.skip(f"needs the shared corpus at {SHARD}")
+    corpus = write_first_documents(SHARD, tmp_path / "corpus.txt", 40)
+    options = dict(config="arabertv2", workers=1, chunk_lines=10, checkpoint_chunks=1, progress=False)
+    straight = tmp_path / "straight.txt"
+    preprocess_corpus([str(corpus)], str(straight), **options)
+    lines = len(straight.read_text(encoding="utf-8").splitlines())
+    out = tmp_path / "out.txt"
+    command = [sys.executable, "-m", "arabert_pipeline.cli", "preprocess", str(corpus), "-o", str(out),
+               "--preprocessing", "arabertv2", "--workers", "1", "--chunk-lines", "10", "--checkpoint-chunks", "1",
+               "--no-progress"]
+    checkpoint = Path(f"{out}.part.json")
+
+    def written(at_least):
+        def ready():
+            try:
+                return json.loads(checkpoint.read_text(encoding="utf-8"))["lines"] >= at_least
+            except (OSError, ValueError, KeyError):
+                return False
+        return ready
+
+    assert signal_when(command, written(lines // 4), signal.SIGKILL) == -signal.SIGKILL
+    assert not out.exists()
+    assert signal_when([*command, "--resume"], written(lines // 2), signal.SIGINT) == 130
+    assert not out.exists() and json.loads(checkpoint.read_text(encoding="utf-8"))["lines"] < lines
+    assert main(command[3:] + ["--resume"]) == 0
+    assert out.read_bytes() == straight.read_bytes()
