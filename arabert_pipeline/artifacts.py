@@ -667,8 +667,12 @@ def describe_exception(exc: BaseException) -> str:
 def load_pretrained_tokenizer(source: str | os.PathLike,
                               hint: str = "a model directory needs the tokenizer it was trained with saved beside it"):
     """AutoTokenizer.from_pretrained(source); a local directory must hold tokenizer files (without them transformers
-    builds a 5-token default vocabulary that tokenizes everything as [UNK]), and any failure names the source."""
+    builds a 5-token default vocabulary that tokenizes everything as [UNK]), and any failure names the source.
+    A hub tokenizer that would split the Farasa markers or placeholders its model saw whole is mended
+    (tokenizer/markers.py, arabert issue #151)."""
     from transformers import AutoTokenizer
+
+    from .tokenizer.markers import keep_whole
 
     path = Path(source)
     if path.is_dir():
@@ -681,9 +685,11 @@ def load_pretrained_tokenizer(source: str | os.PathLike,
             f"{path} holds no tokenizer files (none of {', '.join(TOKENIZER_VOCAB_FILES)}): {hint}"
         )
     try:
-        return AutoTokenizer.from_pretrained(os.fspath(source))
+        tokenizer = AutoTokenizer.from_pretrained(os.fspath(source))
     except Exception as exc:  # whatever a broken or foreign directory raises, the user needs its name
         raise ConfigError(f"cannot load a tokenizer from {source} ({describe_exception(exc)})") from exc
+    keep_whole(tokenizer, source)
+    return tokenizer
 
 
 # config.json fields that size the model: each must be a positive integer (a string "32000" or -1 layers would load

@@ -11,8 +11,9 @@ DESCRIPTION = """\
 Score QA models and/or prediction files side by side: EM, F1 and Sentence-Match in two variants (SOQAL-compatible,
 as in the AraBERT paper's table, and Arabic-correct), with 95% bootstrap CIs and paired comparisons against the first
 system, next to lexical reference baselines (first, random and TF-IDF sentence, sliding window, word-overlap span). Writes OUT/table.md,
-table.csv, results.json, per-question JSONL, reusable predictions and plots. "mBERT" means bert-base-multilingual-cased
-online; offline, a model like ours trained with mBERT's WordPiece vocabulary on unsegmented text (stated in reports).
+table.csv, results.json, per-question JSONL, reusable predictions and plots. The report's notes say what was run: which
+checkpoint each model was fine-tuned from and on what, whether an "mBERT" row is bert-base-multilingual-cased or a model
+trained here with its vocabulary, and how the rows relate to the AraBERT paper's Table 6.
 """
 
 
@@ -51,6 +52,11 @@ def register(subparsers) -> None:
     parser.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples (default: %(default)s)")
     parser.add_argument("--seed", type=int, default=0, help="bootstrap and random-baseline seed (default: 0)")
     parser.add_argument("--batch-size", type=int, default=32, help="inference batch size (default: %(default)s)")
+    parser.add_argument("--device", default="cpu",
+                        help="where --model systems predict: cpu, cuda, cuda:1, mps (default: %(default)s)")
+    parser.add_argument("--preprocessing", choices=("arabertv02", "arabertv2", "none"),
+                        help="for --model checkpoints that do not record theirs (a QA checkpoint from the hub: "
+                        "arabertv2 for AraBERTv2, arabertv02 for v0.2, none for mBERT); models that record one use it")
     parser.add_argument("--limit", type=int, metavar="N", help="only the first N questions of each dataset")
     parser.add_argument("--pretraining-log", action="append", default=[], metavar="LABEL=LOG.jsonl",
                         help="add a pretraining run's log.jsonl: loss curves and held-out metrics (repeatable)")
@@ -95,7 +101,8 @@ def run(args: argparse.Namespace) -> int:
     config = EvaluateConfig(
         data=args.data, out=args.out, systems=list(args.systems), labels=args.label, baselines=baselines,
         resamples=args.resamples, seed=args.seed, batch_size=args.batch_size, limit=args.limit,
-        pretraining_logs=logs, whole_words=args.whole_words, no_answer=args.no_answer,
+        pretraining_logs=logs, whole_words=args.whole_words, no_answer=args.no_answer, device=args.device,
+        preprocessing=args.preprocessing,
     )
     results = run_evaluation(config, log=lambda message: print(message, file=sys.stderr))
     print_summary(results)

@@ -28,13 +28,14 @@ import dataclasses
 import gzip
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..artifacts import (MAX_DATA_FILE_BYTES, atomic_directory, check_input_file, check_local_source,
-                         describe_exception, portable_path, read_metadata, read_text_file)
+                         describe_exception, portable_path, read_metadata, read_text_file, torch_device)
 from ..errors import ConfigError, InputError
 from . import metrics
 from .baselines import BASELINES, baseline_predictions
@@ -44,6 +45,7 @@ from .load import RESULTS_FILE, per_question_file, safe_name
 from .tables import csv_report, markdown_report
 
 
+# Said when nothing run here shows which mBERT is meant (prediction files only); describe_setup says it from the models.
 MBERT_NOTE = (
     '"mBERT" means `bert-base-multilingual-cased` when the Hugging Face hub is reachable. Offline it means a model of '
     "the same size and pretrained with the same compute as ours, but with mBERT's WordPiece vocabulary "
@@ -55,9 +57,12 @@ PAPER_NOTE = (
     "Published numbers (AraBERT paper, Antoun et al. 2020, Table 6): ARCD-test, EM / F1 / SM from SOQAL's evaluate.py "
     "(= the SOQAL-compatible variant here) of BERT-base models (12 layers, hidden 768; AraBERT pretrained on ~24 GB "
     "of Arabic text, mBERT on the Wikipedias of 104 languages) fine-tuned on Arabic-SQuAD (48,344 questions) + "
-    "ARCD-train. A reference point, not a comparable row: the models evaluated here are much smaller, pretrained on "
-    "far less text and, offline, fine-tuned without Arabic-SQuAD."
+    "ARCD-train."
 )
+MBERT_HUB_ID = "bert-base-multilingual-cased"
+MBERT_VOCAB_SIZE = 119_547
+BERT_BASE = (12, 768)  # (layers, hidden): the paper's models
+PAPER_TRAINING_DATA = {"arabic-squad", "arcd-train"}
 METRIC_NOTE = (
     "SOQAL = the definitions of SOQAL's bert/evaluate.py used for the paper (every 'ال' removed even inside words, "
     "no Arabic punctuation/diacritic handling, sentences split by English Punkt so '؟' is no boundary). Arabic = "
@@ -83,6 +88,8 @@ class EvaluateConfig:
     pretraining_logs: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # (label, log.jsonl path)
     whole_words: bool = True  # model answers widened to whole words (QAModel.whole_words)
     no_answer: bool = False  # models also scored on SQuAD 2.0-style negatives with allow_no_answer
+    device: str = "cpu"  # where models predict: cpu, cuda, cuda:1, mps
+    preprocessing: str | None = None  # for models that record none (a hub QA checkpoint); others keep their own
 
 
 @dataclasses.dataclass
@@ -128,17 +135,80 @@ def load_predictions_file(path: str | os.PathLike) -> dict[str, tuple[str, int |
 
 
 def _model_info(source: str) -> dict[str, Any]:
-    """What a report needs to say about a model: its preprocessing and size, from its dir when it is local."""
+    """What a report needs to say about a model: the checkpoint it was fine-tuned from, its training sets, its
+    preprocessing and size (a hub model's from its config.json, where the hub or its cache has it)."""
     path = Path(source)
+    config: dict[str, Any] = {}
     if not path.is_dir():
-        return {"hub_id": source}
-    info: dict[str, Any] = {"preprocessing": read_metadata(path, missing_ok=True).get("preprocessing")}
-    config_file = path / "config.json"
-    if config_file.is_file():
-        config = json.loads(config_file.read_text(encoding="utf-8"))
-        for key in ("model_type", "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads"):
+        info: dict[str, Any] = {"hub_id": source}
+        try:
+            from transformers import AutoConfig
+
+            config = AutoConfig.from_pretrained(source).to_dict()
+        except Exception:  # unreachable or unknown here: QAModel.load says why when the model is loaded
+            pass
+    else:
+        metadata = read_metadata(path, missing_ok=True)
+        info = {"base_model": metadata.get("base_model"), "preprocessing": metadata.get("preprocessing")}
+        names = [entry.get("name") for entry in metadata.get("training_data") or () if isinstance(entry, dict)]
+        info["training_data"] = " + ".join(Path(str(name)).name for name in names) if names else None
+        config_file = path / "config.json"
+        if config_file.is_file():
+            config = json.loads(config_file.read_text(encoding="utf-8"))
+    for key in ("model_type", "vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads"):
+        if key in config:
             info[key] = config.get(key)
     return info
+
+
+def _is_hub_id(name: object) -> bool:
+    return isinstance(name, str) and re.fullmatch(r"[\w.-]+(/[\w.-]+)?", name) is not None \
+        and not Path(name).exists()
+
+
+def describe_setup(systems: list[System]) -> tuple[str | None, str, bool]:
+    """The report's notes, from what was run: what its mBERT rows are (None: no mBERT row), how the rows relate to
+    the paper's Table 6, and whether they follow its protocol (BERT-base checkpoints from the hub, fine-tuned on
+    Arabic-SQuAD + ARCD-train)."""
+    models = [s for s in systems if s.kind == "model"]
+    files = [s.label for s in systems if s.kind == "predictions"]
+    origin = {s.label: s.info.get("base_model") or s.info.get("hub_id") for s in models}
+    hub_mbert = [s.label for s in models if str(origin[s.label]).split("/")[-1] == MBERT_HUB_ID]
+    vocab_mbert = [s.label for s in models if s.label not in hub_mbert
+                   and s.info.get("vocab_size") == MBERT_VOCAB_SIZE]
+    notes = []
+    if hub_mbert:
+        notes.append(f"{', '.join(hub_mbert)}: fine-tuned from `{MBERT_HUB_ID}` (the hub checkpoint), not from a "
+                     "model pretrained here with its vocabulary.")
+    if vocab_mbert:
+        notes.append(f"{', '.join(vocab_mbert)}: not mBERT itself but a model pretrained here with mBERT's WordPiece "
+                     "vocabulary (119,547 entries) on unsegmented text (preprocessing `none`).")
+    mbert_note = " ".join(notes) if notes else (MBERT_NOTE if not models else None)
+    if not models:
+        return mbert_note, PAPER_NOTE + " Whether the rows here are comparable is not known: prediction files do not " \
+            "say what model made them or how it was trained.", False
+    differences: dict[str, list[str]] = {}
+    for s in models:
+        layers, hidden = s.info.get("num_hidden_layers"), s.info.get("hidden_size")
+        if (layers, hidden) != BERT_BASE:
+            size = f"L{layers}/H{hidden}" if layers and hidden else "size unknown"
+            differences.setdefault(f"not BERT-base ({size})", []).append(s.label)
+        if not _is_hub_id(origin[s.label]):
+            differences.setdefault("pretrained here, on far less text than the published checkpoints",
+                                   []).append(s.label)
+        data = s.info.get("training_data")
+        if data is None:
+            differences.setdefault("training data not recorded", []).append(s.label)
+        elif not PAPER_TRAINING_DATA <= set(data.split(" + ")):
+            differences.setdefault(f"fine-tuned on {data}, not Arabic-SQuAD + ARCD-train", []).append(s.label)
+    if files:
+        differences["prediction files, their models not described"] = files
+    if not differences:
+        return mbert_note, PAPER_NOTE + " The models here follow that protocol: BERT-base checkpoints from the hub " \
+            "fine-tuned on Arabic-SQuAD + ARCD-train, scored with the same metric (SOQAL variant). What still " \
+            "differs (seeds, v0.1/v1 preprocessing, hyper-parameters) is in docs/experiments/table6.md.", True
+    detail = "; ".join(f"{what}: {', '.join(labels)}" for what, labels in differences.items())
+    return mbert_note, PAPER_NOTE + f" A reference point, not a comparable row: {detail}.", False
 
 
 def _predict_with_model(model, examples: list[dict], batch_size: int) -> dict[str, tuple[str, int | None]]:
@@ -239,6 +309,7 @@ def run_evaluation(config: EvaluateConfig, log=print) -> dict:
                   for (_, label), rows in per_question.items() if label == s.label for r in rows if not r["missing"]}
         for s in systems if s.kind == "model"
     }
+    mbert_note, paper_note, comparable = describe_setup(systems)
     results = {
         "created_by": "arabert-pipeline evaluate",
         "config": {**dataclasses.asdict(config), "out": portable_path(config.out),
@@ -248,9 +319,9 @@ def run_evaluation(config: EvaluateConfig, log=print) -> dict:
         "systems": [{**dataclasses.asdict(s), "source": portable_path(s.source)} for s in systems],
         "datasets": datasets,
         "score_keys": list(metrics.SCORE_KEYS),
-        "mbert_note": MBERT_NOTE,
+        "mbert_note": mbert_note,
         "metric_note": METRIC_NOTE,
-        "paper_table6": {"note": PAPER_NOTE, "dataset": "arcd-test", "variant": "soqal",
+        "paper_table6": {"note": paper_note, "comparable": comparable, "dataset": "arcd-test", "variant": "soqal",
                          "rows": {name: dict(zip(("em", "f1", "sm"), row)) for name, row in PAPER_TABLE6.items()}},
         "pretraining": {label: pretraining_summary(rows) for label, rows in pretraining.items()},
     }
@@ -284,7 +355,10 @@ def _evaluate_dataset(config, source, key, systems, answers, models, log) -> tup
             if system.label not in models:
                 from ..qa.infer import QAModel
 
-                models[system.label] = QAModel.load(system.source, whole_words=config.whole_words)
+                own = system.info.get("preprocessing") if "hub_id" not in system.info else None
+                models[system.label] = QAModel.load(system.source, whole_words=config.whole_words,
+                                                    device=config.device,
+                                                    preprocessing=None if own else config.preprocessing)
             predictions = _predict_with_model(models[system.label], examples, config.batch_size)
         elif system.kind == "predictions":
             predictions = answers[system.label]
@@ -339,6 +413,12 @@ def _systems(config: EvaluateConfig) -> list[System]:
         raise ConfigError(f"--seed {config.seed}: use a non-negative integer")
     if config.batch_size < 1:
         raise ConfigError(f"--batch-size {config.batch_size}: use at least 1")
+    if config.preprocessing is not None:
+        from ..preprocess.preprocessor import preprocessing_name
+
+        preprocessing_name(config.preprocessing)
+    if config.device != "cpu" and any(kind == "model" for kind, _ in config.systems):
+        torch_device(config.device)  # before any data is read or model loaded
     if len(config.labels) > len(config.systems):
         raise ConfigError(f"{len(config.labels)} --label for {len(config.systems)} --model/--predictions")
     unknown = [b for b in config.baselines if b not in BASELINES]

@@ -109,7 +109,7 @@ def markdown_report(results: dict) -> str:
     config = results["config"]
     parts = [
         "# Side-by-side QA evaluation",
-        f"**mBERT.** {results['mbert_note']}",
+        *([f"**mBERT.** {results['mbert_note']}"] if results.get("mbert_note") else []),
         f"**Metrics.** {results['metric_note']} Values are ×100 means over all questions with 95% bootstrap CIs "
         f"({config['resamples']} resamples, seed {config['seed']}); a missing prediction scores 0.",
         "## Systems", systems_table(results),
@@ -131,8 +131,9 @@ def markdown_report(results: dict) -> str:
         parts += ["## Pretraining runs", "Last logged training values and last held-out evaluation "
                   "(fixed masks on held-out documents) of each run given with --pretraining-log.",
                   pretraining_table(results)]
-    parts += ["## Reference: the AraBERT paper's Table 6 (not comparable)", results["paper_table6"]["note"],
-              paper_table(results)]
+    same = results["paper_table6"].get("comparable")
+    parts += [f"## Reference: the AraBERT paper's Table 6 ({'same protocol' if same else 'not comparable'})",
+              results["paper_table6"]["note"], paper_table(results)]
     return "\n\n".join(parts) + "\n"
 
 

@@ -7,7 +7,7 @@ import argparse
 from ..cliargs import BF16_CHOICES, bf16_choice
 
 # FinetuneConfig's defaults, repeated so that `--help` needs no numpy import (a test keeps the two equal).
-_DEFAULTS = dict(epochs=4, lr=3e-5, batch_size=32, weight_decay=0.01, warmup_ratio=0.1, layer_lr_decay=1.0, patience=0,
+_DEFAULTS = dict(epochs=4, lr=3e-5, batch_size=32, grad_accum=1, weight_decay=0.01, warmup_ratio=0.1, layer_lr_decay=1.0, patience=0,
                  max_seq_length=384,
                  doc_stride=128, max_question_tokens=64, max_answer_tokens=30, seed=42, bf16="auto", save_steps=0)
 
@@ -40,7 +40,16 @@ def register(subparsers) -> None:
                    help="needed for checkpoints without arabert_pipeline.json (arabertv2, arabertv02, none)")
     p.add_argument("--epochs", type=int, default=_DEFAULTS["epochs"])
     p.add_argument("--lr", type=float, default=_DEFAULTS["lr"])
-    p.add_argument("--batch-size", type=int, default=_DEFAULTS["batch_size"])
+    p.add_argument("--batch-size", type=int, default=_DEFAULTS["batch_size"],
+                   help="windows per micro-batch per process (memory: docs/finetuning.md)")
+    p.add_argument("--grad-accum", type=int, default=_DEFAULTS["grad_accum"],
+                   help="micro-batches per optimizer step: a step reads batch-size × grad-accum × processes windows "
+                   "(the paper's 32 as --batch-size 8 --grad-accum 4 where 32 do not fit)")
+    p.add_argument("--max-steps", type=int, metavar="N",
+                   help="end the schedule (warm-up and decay fitted to it) after N optimizer steps: a smoke run")
+    p.add_argument("--time-budget", type=float, metavar="MIN",
+                   help="fit the schedule to MIN minutes of wall-clock time from the measured speed, never beyond "
+                   "--epochs / --max-steps; the model is evaluated and saved as after a full run")
     p.add_argument("--weight-decay", type=float, default=_DEFAULTS["weight_decay"])
     p.add_argument("--warmup-ratio", type=float, default=_DEFAULTS["warmup_ratio"])
     p.add_argument("--layer-lr-decay", type=float, default=_DEFAULTS["layer_lr_decay"],
@@ -119,6 +128,7 @@ def register_tune_decoding(subparsers) -> None:
                    help="map answer scores to the dev rate of right answers (SOQAL F1 >= 0.5): auto chooses the map "
                         "with the lowest out-of-fold calibration error on --dev (default: %(default)s)")
     p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--device", default="cpu", help="where the model predicts: cpu, cuda, cuda:1, mps")
     p.add_argument("--overwrite", action="store_true", help="replace an earlier tune-decoding output in OUTPUT")
     p.set_defaults(run=run_tune_decoding)
 
@@ -133,7 +143,8 @@ def run_tune_decoding(args: argparse.Namespace) -> int:
              "expected_f1_temperature": args.expected_f1_temperature, "reader_weight": args.reader_weight}
     chosen, rows, no_answer = tune_model_decoding(args.model_dir, args.dev, args.output, fixed=fixed,
                                                   batch_size=args.batch_size, reader=args.reader,
-                                                  calibration_method=args.calibration, overwrite=args.overwrite)
+                                                  calibration_method=args.calibration, overwrite=args.overwrite,
+                                                  device=args.device)
     for row in rows:
         print(f"{describe_decoding(row)}: dev {DEV_METRIC} {row['score']:.2f}")
     print(describe_no_answer(no_answer))

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..artifacts import (
     MODEL_DIR_FILES, OutputKind, OutputLock, atomic_directory, check_local_source, claim_output_dir, portable_path,
-    read_metadata, write_metadata,
+    read_metadata, torch_device, write_metadata,
 )
 from ..errors import ConfigError
 from .calibration import CORRECT_AT, Calibration, choose_calibration
@@ -199,7 +199,7 @@ def describe_decoding(row: dict[str, Any]) -> str:
 
 def tune_model_decoding(model_dir: str | Path, dev: list[str], output: str | Path, *,
                         fixed: dict[str, Any] | None = None, batch_size: int = 32, reader: str | Path | None = None,
-                        calibration_method: str = "auto", overwrite: bool = False
+                        calibration_method: str = "auto", overwrite: bool = False, device: str = "cpu"
                         ) -> tuple[dict[str, Any], list[dict[str, Any]], dict[str, Any]]:
     """Choose the decoding settings, the no-answer threshold and the score calibration (`calibration_method`: auto
     or one of calibration.METHODS) of the QA model in `model_dir` on `dev`; write the tuned copy to `output`. `reader`: a train-reader output to attach as the model's companion (reader_companion.py;
@@ -218,6 +218,7 @@ def tune_model_decoding(model_dir: str | Path, dev: list[str], output: str | Pat
         raise ConfigError(f"expected_f1_temperature must be between 0.01 and 100, got {temperature}")
     if batch_size < 1:
         raise ConfigError(f"batch_size must be ≥ 1, got {batch_size}")
+    torch_device(device)
     metadata = read_metadata(model_dir)
     if metadata.get("task") != "question-answering":
         raise ConfigError(f"{model_dir} is not a QA model dir (its arabert_pipeline.json has no task "
@@ -232,7 +233,7 @@ def tune_model_decoding(model_dir: str | Path, dev: list[str], output: str | Pat
             raise ConfigError(f"{model_dir} was trained on {', '.join(overlap)}: tune on sets it has not seen")
         inputs = [model_dir, *([reader] if reader is not None else []), *[s for s in dev if Path(s).exists()]]
         claim_output_dir(output, TUNE_OUTPUT, inputs=inputs, overwrite=overwrite)
-        qa = QAModel.load(model_dir)
+        qa = QAModel.load(model_dir, device=device)
         qa.settings = dataclasses.replace(qa.settings, calibration=None)  # fitted anew, on the raw probabilities
         companion_home = None
         if reader is not None:

@@ -25,6 +25,7 @@ best epoch's weights, early stopping, and the decoder and no-answer threshold ch
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -44,9 +45,11 @@ from ..artifacts import (
 from ..cliargs import BF16_CHOICES
 from ..errors import ConfigError, InputError
 from ..tokenizer.export import save_pretrained_tokenizer
+from ..tokenizer.markers import check_preprocessing_fits
 from ..training import (
     CHECKPOINTS, LOG_FILE, Engine, LoopSettings, make_optimizer, parameter_groups, warmup_steps,
 )
+from ..training.engine import quiet_transformers
 from .align import QAPreprocessing, align_examples
 from .architectures import prepare_qa_model
 from .data import SquadFile, dataset_license, dataset_names, read_squad, unanswerable_examples
@@ -94,7 +97,10 @@ class FinetuneConfig:
     preprocessing: str | None = None  # required for checkpoints without arabert_pipeline.json
     epochs: int = 4
     lr: float = 3e-5
-    batch_size: int = 32
+    batch_size: int = 32  # windows per micro-batch per process; a step reads batch_size × grad_accum × processes
+    grad_accum: int = 1  # micro-batches per optimizer step: the paper's 32 as 8 × 4 where 32 windows do not fit
+    max_steps: int | None = None  # stop the schedule (warm-up and decay included) after this many optimizer steps
+    time_budget: float | None = None  # minutes: the schedule is fitted to them from the measured speed (engine)
     weight_decay: float = 0.01
     warmup_ratio: float = 0.1
     layer_lr_decay: float = 1.0  # lr × decay^(layers above): ELECTRA's 0.8 keeps lower layers closer to pretraining
@@ -140,10 +146,13 @@ class FinetuneConfig:
             raise ConfigError(f"bf16={config.bf16!r}: use one of {', '.join(BF16_CHOICES)}")
         if config.allow_leakage and config.drop_leaking_train:
             raise ConfigError("choose one of --allow-leakage and --drop-leaking-train")
-        positive = ("epochs", "batch_size", "max_seq_length", "doc_stride", "max_question_tokens", "max_answer_tokens")
+        positive = ("epochs", "batch_size", "grad_accum", "max_seq_length", "doc_stride", "max_question_tokens",
+                    "max_answer_tokens")
         for name in positive:
             if getattr(config, name) < 1:
                 raise ConfigError(f"{name} must be ≥ 1, got {getattr(config, name)}")
+        if config.max_steps is not None and config.max_steps < 1:
+            raise ConfigError(f"max_steps must be ≥ 1, got {config.max_steps}")
         if not 0 <= config.warmup_ratio < 1:
             raise ConfigError(f"warmup_ratio must be in [0, 1), got {config.warmup_ratio}")
         if not 0 < config.layer_lr_decay <= 1:
@@ -159,14 +168,16 @@ class FinetuneConfig:
         return config
 
     def fingerprint(self) -> dict[str, Any]:
-        """What a resumed run must share with the interrupted one."""
+        """What a resumed run must share with the interrupted one (a time budget may change: the engine refits the
+        schedule to the new one)."""
         skip = {"output", "resume", "overwrite", "progress", "download", "save_steps"}
         return {k: v for k, v in dataclasses.asdict(self).items() if k not in skip}
 
     def loop_settings(self) -> LoopSettings:
         return LoopSettings(
             output=self.output, lr=self.lr, warmup=self.warmup_ratio, seed=self.seed, weight_decay=self.weight_decay,
-            layer_lr_decay=self.layer_lr_decay, bf16=self.bf16, max_grad_norm=MAX_GRAD_NORM, log_every=LOG_EVERY,
+            layer_lr_decay=self.layer_lr_decay, bf16=self.bf16, grad_accum=self.grad_accum,
+            max_grad_norm=MAX_GRAD_NORM, time_budget=self.time_budget, log_every=LOG_EVERY,
             save_every=self.save_steps, keep_checkpoints=1, resume=self.resume, overwrite=self.overwrite,
             progress=self.progress,
         )
@@ -244,6 +255,9 @@ class QATrainer(Engine):
 
         self.tokenizer = load_pretrained_tokenizer(config.model)
         check_fast_tokenizer(self.tokenizer)
+        warning = check_preprocessing_fits(self.tokenizer, self.preprocessing, config.model)
+        if warning:
+            self.say(warning)
         qa_preprocessing = QAPreprocessing(self.preprocessing)
         aligned, self.alignment = align_examples(train_examples, qa_preprocessing)
         self.say(self.alignment.summary())
@@ -282,7 +296,8 @@ class QATrainer(Engine):
         transformers.logging.set_verbosity_error()  # its load report lists the fresh QA head: said below in one line
         try:
             # fp32 master weights whatever the checkpoint's storage dtype; bf16 is only used inside autocast.
-            model, info = load_pretrained_model(AutoModelForQuestionAnswering, config.model, dtype=torch.float32)
+            with contextlib.nullcontext() if config.progress else quiet_transformers():  # its "Loading weights" bar
+                model, info = load_pretrained_model(AutoModelForQuestionAnswering, config.model, dtype=torch.float32)
         finally:
             transformers.logging.set_verbosity(verbosity)
         check_vocabulary_size(model, self.tokenizer, config.model)
@@ -301,8 +316,13 @@ class QATrainer(Engine):
             self.losses, self.running, self.dev_history = [], [], []
             total = self.steps_per_epoch() * config.epochs
             if total < 1:
-                raise ConfigError(f"{len(self.windows)} training windows do not fill one batch on each of "
-                                  f"{self.world} processes: use a smaller --batch-size")
+                raise ConfigError(f"{len(self.windows)} training windows do not fill one step of {config.batch_size} × "
+                                  f"{config.grad_accum} (--grad-accum) on each of {self.world} processes: use a "
+                                  "smaller --batch-size")
+            total = min(total, self.step_cap())
+            if self.budget is not None:
+                total = min(total, self.steps_within_budget())
+                self.say(f"time budget: {total} steps planned from the measured speed")
             self.state.total_steps, self.state.warmup_steps = total, warmup_steps(config.warmup_ratio, total)
         else:
             self.say(f"resumed from {checkpoint} at step {self.state.step}/{self.state.total_steps}")
@@ -311,6 +331,11 @@ class QATrainer(Engine):
 
     def epoch_plan(self, epoch: int) -> list[np.ndarray]:
         return epoch_batches(self.windows, self.config.batch_size, self.config.seed, epoch)
+
+    def step_cap(self) -> int:
+        """--epochs and --max-steps: a --time-budget refit never plans beyond them."""
+        total = self.steps_per_epoch() * self.config.epochs
+        return total if self.config.max_steps is None else min(total, self.config.max_steps)
 
     def make_batch(self, rows: np.ndarray, epoch: int, index: int):
         return self.to_device(collate(self.windows, rows, self.tokenizer.pad_token_id or 0, labels=True,
@@ -327,7 +352,9 @@ class QATrainer(Engine):
 
     def config_differences(self, stored: dict[str, Any]) -> list[str]:
         current = self.config.fingerprint()
-        return sorted(k for k in current.keys() | stored.keys() if stored.get(k) != current.get(k))
+        budgets = current.get("time_budget") is not None and stored.get("time_budget") is not None
+        return sorted(k for k in current.keys() | stored.keys() if stored.get(k) != current.get(k)
+                      and not (budgets and k == "time_budget"))
 
     def extra_state(self) -> dict[str, Any]:
         return {"losses": self.losses, "running": self.running, "dev": self.dev_history}
@@ -387,6 +414,10 @@ class QATrainer(Engine):
             return
         config, model = self.config, self.unwrapped()
         model.eval()
+        planned = self.steps_per_epoch() * config.epochs
+        if self.state.step < planned:
+            self.say(f"ended after {self.state.step} of the {planned} steps of {config.epochs} epoch(s) "
+                     "(--max-steps / --time-budget)")
         chosen = {}
         if self.dev_history:
             best = int(np.argmax(self.dev_history))

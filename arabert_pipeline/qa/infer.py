@@ -39,6 +39,7 @@ from ..artifacts import (
     read_json_file, read_metadata, torch_device,
 )
 from ..errors import ConfigError, InputError
+from ..tokenizer.markers import check_preprocessing_fits
 from .align import QAPreprocessing
 from .calibration import Calibration
 from .architectures import prepare_qa_model
@@ -237,6 +238,11 @@ class QAModel:
             )
         tokenizer = load_pretrained_tokenizer(path_or_hub_id)
         check_vocabulary_size(model, tokenizer, path_or_hub_id)
+        warning = check_preprocessing_fits(tokenizer, preprocessing, path_or_hub_id)
+        if warning:
+            import logging
+
+            logging.getLogger(__name__).warning(warning)
         prepare_qa_model(model, question_overlap=settings.question_overlap, source=path_or_hub_id)
         idf = _read_sentence_idf(path_or_hub_id, required=settings.sentence_prior > 0)
         reader = load_companion(path_or_hub_id, preprocessing, required=settings.reader_weight > 0)

@@ -287,6 +287,11 @@ class Engine:
         """Evaluation time per optimizer step, estimated from a micro-batch's forward + backward time."""
         return 0.0
 
+    def step_cap(self) -> int | None:
+        """The most optimizer steps a --time-budget refit may plan (fine-tuning: its epochs and --max-steps); None:
+        as many as the budget holds."""
+        return None
+
     # ------------------------------------------------------------------------------------------- the loop
 
     def request_stop(self) -> None:
@@ -367,6 +372,8 @@ class Engine:
 
         per_step = self.budget.seconds_per_step(self.state) + getattr(self, "eval_seconds_per_step", 0.0)
         total = [self.budget.remaining_total(self.state, per_step)]
+        if self.step_cap() is not None:
+            total[0] = min(total[0], self.step_cap())
         broadcast_object_list(total)
         self.budget.replan(self.state, total[0])
         self.budget_changed = False
@@ -414,6 +421,7 @@ class Engine:
                            "tokens_per_second": round(window_tokens / (now - window_start), 1)}
                     row.update({key: self.mean_over_processes(value / self.window_steps)
                                 for key, value in self.window.items()})
+                    row.update(peak_memory(self.accelerator.device))
                     self.log(row, board)
                     bar.set_postfix(loss=f"{row['loss']:.3f}", tok_s=f"{row['tokens_per_second']:.0f}")
                     self.window, self.window_steps = {}, 0
@@ -597,6 +605,17 @@ class Engine:
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
         self.accelerator.wait_for_everyone()
+
+
+def peak_memory(device) -> dict[str, float]:
+    """GiB at the high-water mark so far: the process's resident memory, and the CUDA allocator's on a GPU (the
+    numbers a batch size is chosen by; host-side queries, no device sync)."""
+    import resource
+
+    peak = {"peak_rss_gib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2)}  # KiB on Linux
+    if device.type == "cuda":
+        peak["peak_cuda_gib"] = round(torch.cuda.max_memory_allocated(device) / 2**30, 2)
+    return peak
 
 
 @contextlib.contextmanager
