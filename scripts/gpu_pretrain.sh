@@ -12,16 +12,55 @@
 #                      and the machine's own torch / transformers / tokenizers.
 #   unpack OUT MODEL   here again: the pieces joined into the model directory MODEL, weights back in fp32, ready for
 #                      `arabert-pipeline finetune --model MODEL`.
+#   qa DIR OUT         on the GPU: DIR holds an encoder as pieces (model.tar.part-*, what run returned) and a SQuAD
+#                      training set (train.json.xz, e.g. make-synthetic-qa's output): the encoder fine-tuned on it for
+#                      $EPOCHS epochs (no dev set: what a CPU can't do in hours, the real sets and dev follow here), the
+#                      QA model returned as pieces like run's; a safety limit stops it at its last checkpoint.
 #
 # The model is the same DeBERTa recipe as the shipped encoder (scripts/train_default_model.sh step 3), deeper and
 # wider ($SIZE, default L6-H384: ~23 M parameters, 44 MiB in fp16), with GPU-sized batches. CPU test at tiny size:
-# tests/test_gpu_pretrain_script.py. Variables: ARABERT_PIPELINE_DATA (prepare), SIZE, MINUTES, BATCH, LR, SEQ.
+# tests/test_gpu_pretrain_script.py. Variables: ARABERT_PIPELINE_DATA (prepare), SIZE, MINUTES, BATCH, LR, SEQ, and for qa EPOCHS, STRIDE,
+# SAVE_STEPS, HARD_LIMIT (seconds).
 set -euo pipefail
 
-mode=${1:?usage: gpu_pretrain.sh prepare DIR | run DIR OUT | unpack OUT MODEL}
+mode=${1:?usage: gpu_pretrain.sh prepare DIR | run DIR OUT | unpack OUT MODEL | qa DIR OUT}
 here=$(cd "$(dirname "$0")/.." && pwd)
 python=${PYTHON:-python3}
 ship=$here/arabert_pipeline/models/arabert-mini
+
+# The run directory's model (or, when the safety limit stopped it, its newest checkpoint's) as 15 MiB pieces of a tar
+# in OUT, weights in fp16.
+pack() {
+    local run=$1 out=$2 work=${WORK:-/tmp/gpu-pretrain}
+    "$python" - "$run" "$work/pack" <<'EOF'
+import json, shutil, sys
+from pathlib import Path
+from safetensors.torch import load_file, save_file
+
+run, pack = Path(sys.argv[1]), Path(sys.argv[2])
+if (run / "model.safetensors").exists():
+    source = run
+else:  # stopped at the safety limit: the newest checkpoint's exported model
+    saved = sorted((run / "checkpoints").glob("step-*"), key=lambda p: int(p.name.split("-")[-1]))
+    if not saved:
+        sys.exit(f"{run}: neither a final model nor a checkpoint to pack")
+    source = saved[-1] / "model"
+    print(f"no final export; packing {source}")
+shutil.rmtree(pack, ignore_errors=True)
+pack.mkdir(parents=True)
+for name in ("config.json", "arabert_pipeline.json", "tokenizer.json", "tokenizer_config.json", "sentence_idf.json"):
+    if (source / name).exists():
+        shutil.copy(source / name, pack / name)
+weights = load_file(source / "model.safetensors")
+save_file({k: v.half() if v.is_floating_point() else v for k, v in weights.items()}, pack / "model.safetensors",
+          metadata={"format": "pt"})
+for name in ("log.jsonl",):
+    if (run / name).exists():
+        shutil.copy(run / name, pack / name)
+print(json.dumps({"packed": str(source), "tensors": len(weights)}))
+EOF
+    tar -C "$work/pack" -cf - . | split -b 15M -d - "$out/model.tar.part-"
+}
 
 case "$mode" in
 prepare)
@@ -61,31 +100,27 @@ run)
         --seed 0 --save-every 1000 --eval-every 500 --log-every 20 --bf16 auto --cache-dir "$work/cache" \
         --no-progress || status=$?
     echo "pretrain exit $status after $(( $(date +%s) - began )) s"
-    "$python" - "$run" "$work/pack" <<'EOF'
-import json, shutil, sys
-from pathlib import Path
-from safetensors.torch import load_file, save_file
-
-run, pack = Path(sys.argv[1]), Path(sys.argv[2])
-if (run / "model.safetensors").exists():
-    source = run
-else:  # stopped at the safety limit: the newest checkpoint's exported model
-    source = max((run / "checkpoints").glob("step-*"), key=lambda p: int(p.name.split("-")[-1])) / "model"
-    print(f"no final export; packing {source}")
-shutil.rmtree(pack, ignore_errors=True)
-pack.mkdir(parents=True)
-for name in ("config.json", "arabert_pipeline.json", "tokenizer.json", "tokenizer_config.json"):
-    if (source / name).exists():
-        shutil.copy(source / name, pack / name)
-weights = load_file(source / "model.safetensors")
-save_file({k: v.half() if v.is_floating_point() else v for k, v in weights.items()}, pack / "model.safetensors",
-          metadata={"format": "pt"})
-for name in ("log.jsonl",):
-    if (run / name).exists():
-        shutil.copy(run / name, pack / name)
-print(json.dumps({"packed": str(source), "tensors": len(weights)}))
-EOF
-    tar -C "$work/pack" -cf - . | split -b 15M -d - "$out/model.tar.part-"
+    pack "$run" "$out"
+    ls -l "$out"
+    ;;
+qa)
+    dir=${2:?qa DIR OUT} out=${3:?qa DIR OUT}
+    mkdir -p "$out"
+    work=${WORK:-/tmp/gpu-qa}
+    exec > >(tee -a "$out/run.log") 2>&1
+    nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
+    export PYTHONPATH=$here${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+    mkdir -p "$work"
+    bash "$0" unpack "$dir" "$work/encoder"
+    xz -dc "$dir/train.json.xz" > "$work/train.json"
+    began=$(date +%s)
+    status=0
+    timeout -s INT "${HARD_LIMIT:-200}" "$python" -m arabert_pipeline.cli finetune --model "$work/encoder" \
+        -o "$work/qa" --train "$work/train.json" --epochs "${EPOCHS:-1}" --lr "${LR:-3e-4}" \
+        --batch-size "${BATCH:-64}" --question-overlap --max-seq-length "${SEQ:-256}" --doc-stride "${STRIDE:-128}" \
+        --skip-misaligned --seed 0 --save-steps "${SAVE_STEPS:-200}" --no-progress || status=$?
+    echo "finetune exit $status after $(( $(date +%s) - began )) s"
+    pack "$work/qa" "$out"
     ls -l "$out"
     ;;
 unpack)

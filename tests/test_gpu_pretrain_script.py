@@ -2,6 +2,7 @@
 pieces it returns into a model directory here (unpack), so that the call works the first time a GPU is lent."""
 from __future__ import annotations
 
+import json
 import lzma
 import os
 import subprocess
@@ -57,3 +58,23 @@ def test_run_packs_pieces_that_unpack_into_a_loadable_model(tmp_path):
     # unpack never replaces a directory it did not create
     again = script("unpack", str(out), str(model), env=env)
     assert again.returncode == 2 and "exists" in again.stderr
+
+    # qa: the returned pieces and a SQuAD set carried to the GPU come back as a QA model, pieces again
+    for piece in pieces:
+        (carried / piece.name).write_bytes(piece.read_bytes())
+    paragraphs = (tmp_path / "corpus.txt").read_text(encoding="utf-8").split("\n")
+    context = next(p for p in paragraphs if len(p.split()) > 30)
+    answer = context.split()[5]
+    squad = {"data": [{"title": "t", "paragraphs": [{"context": context, "qas": [
+        {"id": f"q{i}", "question": "ما " + " ".join(context.split()[:4]) + "؟",
+         "answers": [{"text": answer, "answer_start": context.index(answer)}]} for i in range(6)]}]}]}
+    (carried / "train.json.xz").write_bytes(lzma.compress(json.dumps(squad, ensure_ascii=False).encode()))
+    qa_out = tmp_path / "qa-out"
+    tuned = script("qa", str(carried), str(qa_out), env=dict(env, WORK=str(tmp_path / "qa-work"), BATCH="4", STRIDE="16"))
+    assert tuned.returncode == 0, tuned.stdout + tuned.stderr
+    assert "finetune exit 0" in (qa_out / "run.log").read_text()
+    qa_model = tmp_path / "qa-model"
+    assert script("unpack", str(qa_out), str(qa_model), env=env).returncode == 0
+    from arabert_pipeline.artifacts import read_metadata
+
+    assert read_metadata(qa_model)["task"] == "question-answering" and (qa_model / "sentence_idf.json").exists()
