@@ -18,9 +18,9 @@
 #   arabertv1   ARABERTV1_MODEL=aubmindlab/bert-base-arabert      arabertv2 (Farasa), likewise closest to v1's own
 #   arabertv02  ARABERTV02_MODEL=aubmindlab/bert-base-arabertv02  arabertv02
 #   arabertv2   ARABERTV2_MODEL=aubmindlab/bert-base-arabertv2    arabertv2 (Farasa markers kept whole: issue 41)
-# Recipe (the paper's, as in Hugging Face's run_qa): LR=3e-5, EPOCHS=2 (2 to 4 in the literature; the arabert #30
-# rerun used 4), BATCH=32 windows a step, SEQ=384, STRIDE=128, warm-up 10%, weight decay 0.01, answers of at most 30
-# tokens, max-score decoding (nothing chosen on dev: the protocol has none). SEEDS="0 1 2". MICRO_BATCH=32 windows a
+# Recipe: the paper's LR=3e-5, BATCH=32 windows a step, SEQ=384, STRIDE=128; for what it does not state, BERT's SQuAD
+# recipe: EPOCHS=2 (2 to 4 in the literature; the arabert #30 rerun used 4), warm-up 10%, weight decay 0.01, answers
+# of at most 30 tokens, max-score decoding (nothing is chosen on dev: the protocol has none). SEEDS="0 1 2". MICRO_BATCH=32 windows a
 # forward pass: BATCH / MICRO_BATCH micro-batches are accumulated per step (MICRO_BATCH=8 on a 16 GB GPU or on a CPU;
 # memory per batch size in docs/finetuning.md). DEVICE: where evaluate predicts (default cuda when there is one);
 # fine-tuning uses the GPU when there is one. DOWNLOAD=1 fetches Arabic-SQuAD and ARCD into $ARABERT_PIPELINE_DATA

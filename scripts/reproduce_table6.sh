@@ -17,10 +17,11 @@
 # one window, answers exact in tokens, answers starting inside a word).
 # Usage: ARABERT_PIPELINE_DATA=../shared/data bash scripts/reproduce_table6.sh [RUNS_DIR]
 # BUDGET_MIN (default 30) and THREADS (default 2): pretraining per model; SEEDS (default "0 1"); SYSTEMS (default all
-# five); VOCAB_SIZE (default 32000); QA_FLAGS the fine-tuning data and recipe; MBERT_MODEL a hub id (or local dir) of the real mBERT to add as a
-# reference row; READER="LABEL=PREDICTIONS_DEV.json,PREDICTIONS_TEST.json" adds the
+# five; SYSTEMS="" none); VOCAB_SIZE (default 32000); QA_FLAGS the fine-tuning data and recipe (the small models');
+# READER="LABEL=PREDICTIONS_DEV.json,PREDICTIONS_TEST.json" adds the
 # static-embedding reader's rows. Rerun after an interruption: finished stages are skipped, an interrupted
 # pretraining or fine-tuning resumes from its last checkpoint (a budget counts the minutes already spent).
+# The published checkpoints (mBERT, AraBERT v0.1 / v1 / v0.2 / v2) with the paper's own recipe: scripts/paper_table6.sh.
 set -euo pipefail
 : "${ARABERT_PIPELINE_DATA:?point ARABERT_PIPELINE_DATA at the data root (corpus/, qa/, vocab/)}"
 runs=${1:-runs}
@@ -28,7 +29,7 @@ budget=${BUDGET_MIN:-30}
 vocab_size=${VOCAB_SIZE:-32000}
 threads=${THREADS:-2}
 seeds=(${SEEDS:-0 1})
-systems=(${SYSTEMS:-seg-unigram noseg-unigram noseg-wordpiece seg-wordpiece mbert-vocab})
+systems=(${SYSTEMS-seg-unigram noseg-unigram noseg-wordpiece seg-wordpiece mbert-vocab})
 qa_flags=${QA_FLAGS:---train arcd-train-rest xquad-ar --dev arcd-dev mlqa-ar-dev --hold-out arcd-test \
 tydiqa-goldp-ar-dev --question-overlap --epochs 4 --patience 1 --lr 3e-4 --max-seq-length 256 --doc-stride 128 \
 --skip-misaligned --drop-leaking-train}
@@ -89,21 +90,6 @@ for system in "${systems[@]}"; do
         models_dev+=(--model "$qa-decoded" --label "$label")
     done
 done
-# The real mBERT where the hub is reachable (MBERT_MODEL=bert-base-multilingual-cased): fine-tuned and decoded the same
-# way, on raw text; base-size, so not at equal compute (a reference row, not a system of the comparison).
-if [ -n "${MBERT_MODEL:-}" ]; then
-    for seed in "${seeds[@]}"; do
-        qa=$runs/qa/t6-mbert-hub-s$seed
-        # shellcheck disable=SC2086
-        [ -f "$qa/model.safetensors" ] || arabert-pipeline finetune --model "$MBERT_MODEL" --preprocessing none \
-            -o "$qa" $qa_flags --batch-size 32 --seed "$seed" --no-progress $(resume_flag "$qa")
-        # shellcheck disable=SC2086
-        [ -f "$qa-decoded/arabert_pipeline.json" ] || arabert-pipeline tune-decoding "$qa" --dev $dev_sets \
-            -o "$qa-decoded" --within-sentence on --decoding expected-f1 | tail -1
-        names+=("mbert-s$seed")
-        models_dev+=(--model "$qa-decoded" --label "mbert-s$seed")
-    done
-fi
 models_test=("${models_dev[@]}")
 logs=()
 for system in "${systems[@]}"; do
