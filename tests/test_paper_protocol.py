@@ -150,6 +150,25 @@ def test_finetune_accumulates_gradients_and_stops_at_max_steps(offline_hub, slic
     assert last["lr"] == pytest.approx(logged_lr(2)) and last["lr"] != pytest.approx(logged_lr(planned))
 
 
+def test_a_checkpoint_from_before_these_settings_resumes(offline_hub, slices, tmp_path):
+    """A run interrupted under the previous version (its checkpoint's config lacks grad_accum, max_steps,
+    time_budget) continues: it ran with their defaults."""
+    from arabert_pipeline.qa.finetune import FinetuneConfig, QATrainer, run_finetune
+
+    config = FinetuneConfig(model=V2, output=str(tmp_path / "qa"), train=[str(slices[0])], preprocessing="arabertv2",
+                            epochs=1, batch_size=4, progress=False)
+    trainer = QATrainer(config.resolved(), log=lambda _: None)
+    trainer.on_step = lambda engine: engine.request_stop() if engine.state.step == 1 else None
+    assert not trainer.train()
+    (state_file,) = (tmp_path / "qa" / "checkpoints").glob("*/trainer_state.json")
+    state = json.loads(state_file.read_text())
+    for name in ("grad_accum", "max_steps", "time_budget"):
+        del state["config"][name]
+    state_file.write_text(json.dumps(state))
+    config.resume = "latest"
+    assert run_finetune(config).completed
+
+
 @pytest.mark.slow
 def test_finetune_time_budget_fits_the_schedule_and_saves_the_model(offline_hub, slices, tmp_path):
     from arabert_pipeline.artifacts import read_metadata

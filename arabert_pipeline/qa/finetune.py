@@ -70,6 +70,8 @@ PROTOCOLS = {
     "offline-dev": {"train": ["arcd-train-rest", "xquad-ar"], "dev": ["arcd-dev", "mlqa-ar-dev"],
                     "eval": ["arcd-test", "tydiqa-goldp-ar-dev"]},
 }
+# Settings added after checkpoints were first written (issue 41): an older checkpoint lacks them.
+_ADDED_SETTINGS = ("grad_accum", "max_steps", "time_budget")
 MAX_GRAD_NORM = 1.0  # BERT's fine-tuning recipe clips gradients at norm 1
 WIDTH_MULTIPLE = 32  # batch widths are padded to multiples of this: few shapes, flat memory
 LENGTH_POOL = 50  # batches per pool of windows sorted by length (epoch_batches)
@@ -352,6 +354,9 @@ class QATrainer(Engine):
 
     def config_differences(self, stored: dict[str, Any]) -> list[str]:
         current = self.config.fingerprint()
+        # A checkpoint written before a setting existed ran with its default (grad_accum 1, no max_steps, ...).
+        stored = {**{f.name: f.default for f in dataclasses.fields(FinetuneConfig) if f.name in _ADDED_SETTINGS},
+                  **stored}
         budgets = current.get("time_budget") is not None and stored.get("time_budget") is not None
         return sorted(k for k in current.keys() | stored.keys() if stored.get(k) != current.get(k)
                       and not (budgets and k == "time_budget"))
