@@ -1,9 +1,17 @@
-"""--time-budget: turning minutes of wall-clock time into optimizer steps, corrected from the measured speed."""
+"""--time-budget: turning minutes of wall-clock time into optimizer steps, corrected from the measured speed
+(`BudgetPlanner`), and `BudgetSteps`, the part of `Engine` (engine.py) that measures the speed and refits the plan."""
 from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+import torch
 
 from .optim import lr_factor, warmup_steps
 from .state import TrainerState
 
+log = logging.getLogger("arabert_pipeline.training")
 REPLAN_CHECK_EVERY = 10  # steps between --time-budget checks
 
 
@@ -50,3 +58,63 @@ class BudgetPlanner:
 
     def exhausted(self, state: TrainerState) -> bool:
         return state.elapsed >= self.budget
+
+
+class BudgetSteps:
+    """--time-budget's measurements and refits, for `Engine`, which supplies `budget`, `loop`, `state`, `model`,
+    `optimizer`, `accelerator`, `epoch_plan`, `make_batch`, `forward` and `autocast`."""
+
+    def steps_within_budget(self) -> int:
+        """Time a few forward/backward passes (then undo their effects) to turn --time-budget into steps."""
+        from accelerate.utils import broadcast_object_list
+
+        rng_state = torch.get_rng_state()
+        timings = []
+        with self.accelerator.no_sync(self.model):
+            for index, rows in enumerate(self.epoch_plan(0)[:3]):
+                batch = self.make_batch(rows, 0, index)
+                began = time.perf_counter()
+                with self.autocast():
+                    loss = self.forward(batch)["loss"]
+                self.accelerator.backward(loss)
+                timings.append(time.perf_counter() - began)
+        self.optimizer.zero_grad(set_to_none=True)
+        torch.set_rng_state(rng_state)
+        micro = float(np.median(timings[1:] if len(timings) > 1 else timings))
+        self.eval_seconds_per_step = self.evaluation_seconds(micro)
+        estimate = [self.budget.first_total(micro * self.loop.grad_accum * 1.05 + self.eval_seconds_per_step)]
+        broadcast_object_list(estimate)
+        return estimate[0]
+
+    def evaluation_seconds(self, micro_batch_seconds: float) -> float:
+        """Evaluation time per optimizer step, estimated from a micro-batch's forward + backward time."""
+        return 0.0
+
+    def step_cap(self) -> int | None:
+        """The most optimizer steps a --time-budget refit may plan (fine-tuning: its epochs and --max-steps); None:
+        as many as the budget holds."""
+        return None
+
+    def replan_due(self) -> bool:
+        from accelerate.utils import broadcast_object_list
+
+        if self.state.step % REPLAN_CHECK_EVERY:  # the same on every process: no per-step broadcast (a GPU sync)
+            return False
+        due = [self.budget_changed or self.budget.due(self.state)]
+        if self.world > 1:  # clocks differ slightly: the main process decides, or one would wait in the broadcast
+            broadcast_object_list(due)
+        return due[0]
+
+    def replan_for_budget(self) -> None:
+        from accelerate.utils import broadcast_object_list
+
+        per_step = self.budget.seconds_per_step(self.state) + getattr(self, "eval_seconds_per_step", 0.0)
+        total = [self.budget.remaining_total(self.state, per_step)]
+        if self.step_cap() is not None:
+            total[0] = min(total[0], self.step_cap())
+        broadcast_object_list(total)
+        self.budget.replan(self.state, total[0])
+        self.budget_changed = False
+        if self.is_main:
+            log.info(f"time budget: {self.state.total_steps} steps at the measured {per_step:.2f} s per step")
+

@@ -1,18 +1,22 @@
 """Checkpoints on disk: OUT/checkpoints/step-NNNNNNNN/{model/, state.pt, trainer_state.json}, how they are named and
 found, and the checks a checkpoint passes before a run resumes from it (a damaged or foreign file is an error naming
-the file and field, never a KeyError or a negative step)."""
+the file and field, never a KeyError or a negative step); `Checkpointing`, the part of `Engine` (engine.py) that
+finds, restores and saves them."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
 import re
+import shutil
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from ..artifacts import read_json_file
+from ..artifacts import atomic_directory, describe_exception, load_tensor_state, read_json_file
 from ..errors import ConfigError, InputError
 from .state import TrainerState
 
@@ -157,3 +161,125 @@ def check_tensor_state(saved: Any, path: Path, processes: int) -> None:
         if not is_count(mine["window_steps"]):
             raise InputError(f"expected a non-negative integer, found {json_kind(mine['window_steps'])}", path=path,
                              field=f"{field}.window_steps")
+
+
+class Checkpointing:
+    """Finding, checking, restoring and saving checkpoints, for `Engine`, which supplies `loop`, `output`, `state`,
+    `world`, `is_main`, `accelerator`, `model`, `optimizer`, `data_key`, the metric window and the stage's
+    `config_record` / `config_differences` / `export_checkpoint` / `extra_state` / `restore_extra_state`."""
+
+    def find_checkpoint(self) -> Path | None:
+        """The checkpoint to resume from (its trainer state loaded), after checking that it fits this run."""
+        resume = self.loop.resume
+        if resume is None:  # claim_output has refused an earlier run's OUT, or emptied it (--overwrite)
+            return None
+        if resume == "latest":
+            existing = list_checkpoints(self.output)
+            if not existing:
+                raise ConfigError(
+                    f"{self.output} holds no checkpoint to resume (a finished model, or a run stopped before its first "
+                    "checkpoint): pass --overwrite instead of --resume to start it again")
+            checkpoint = existing[-1]
+        else:
+            checkpoint = Path(resume)
+            if not (checkpoint / TRAINER_STATE_FILE).is_file():
+                raise ConfigError(f"--resume {checkpoint}: not a checkpoint (no {TRAINER_STATE_FILE})")
+        saved = read_trainer_state(checkpoint / TRAINER_STATE_FILE)
+        stored_config = saved["config"]
+        differences = self.config_differences(stored_config)
+        if differences:
+            current = self.config_record()
+            detail = "; ".join(f"{k}: checkpoint {stored_config.get(k)!r}, now {current.get(k)!r}"
+                               for k in differences)
+            raise ConfigError(f"--resume {checkpoint} was written by a run with other settings ({detail})")
+        if saved["data_key"] != self.data_key:
+            raise ConfigError(f"--resume {checkpoint}: the training data or the tokenizer changed since the checkpoint "
+                              "was written (their content hash differs)")
+        if saved["processes"] != self.world:
+            raise ConfigError(
+                f"--resume {checkpoint} was written with {saved['processes']} processes, now {self.world}: "
+                "launch with the same number to continue exactly"
+            )
+        # Read and checked now, before the stage spends time on its model and data; restore() applies it.
+        tensors = load_tensor_state(checkpoint / STATE_FILE)
+        check_tensor_state(tensors, checkpoint / STATE_FILE, self.world)
+        self._checkpoint_tensors = (checkpoint, tensors)
+        self.resumed_state_file = checkpoint / TRAINER_STATE_FILE
+        self.state = TrainerState(**saved["state"])
+        self.restore_extra_state(saved["extra"])
+        self.last_saved_step = self.state.step
+        # A budgeted run resumed with another --time-budget (extended, or cut short) moves the end of its decay to the
+        # new budget at the first check, from the speed measured so far.
+        self.budget_changed = self.budget is not None and stored_config.get("time_budget") != self.loop.time_budget
+        return checkpoint
+
+    def restore(self, checkpoint: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer) -> None:
+        """Model, optimizer and this process's RNG and unlogged metric sums from a checkpoint's state.pt."""
+        path = checkpoint / STATE_FILE
+        held, self._checkpoint_tensors = self._checkpoint_tensors, None
+        if held is not None and held[0] == checkpoint:
+            saved = held[1]
+        else:
+            saved = load_tensor_state(path)
+            check_tensor_state(saved, path, self.world)
+        # A file of the right layout can still hold another model's tensors or another optimizer's groups.
+        try:
+            model.load_state_dict(saved["model"] if "model" in saved else saved["objective"])
+        except RuntimeError as exc:
+            raise InputError(f"the weights do not fit this run's model ({describe_exception(exc)})", path=path,
+                             field="model") from exc
+        try:
+            optimizer.load_state_dict(saved["optimizer"])
+        except (ValueError, KeyError, TypeError, IndexError, RuntimeError) as exc:
+            raise InputError(f"does not fit this run's optimizer ({describe_exception(exc)})", path=path,
+                             field="optimizer") from exc
+        mine = saved["processes"][self.accelerator.process_index]
+        try:
+            torch.set_rng_state(mine["torch"])
+            if "cuda" in mine and torch.cuda.is_available():
+                torch.cuda.set_rng_state(mine["cuda"])
+        except RuntimeError as exc:
+            raise InputError(f"not a random generator state ({describe_exception(exc)})", path=path,
+                             field=f"processes[{self.accelerator.process_index}]") from exc
+        self.window = {key: torch.tensor(value) for key, value in mine["window"].items()}
+        self.window_steps = mine["window_steps"]
+
+    def save_checkpoint(self) -> None:
+        """Model (a loadable directory and the training state), optimizer, per-process RNG and the trainer state,
+        written atomically; then only the last `keep_checkpoints` are kept."""
+        from accelerate.utils import gather_object
+
+        name = checkpoint_name(self.state.step)  # on every process, so that a bad step stops them all here
+        mine = {"torch": torch.get_rng_state(), "window_steps": self.window_steps,
+                "window": {key: float(value) for key, value in self.window.items()}}
+        if torch.cuda.is_available():
+            mine["cuda"] = torch.cuda.get_rng_state()
+        process_states = gather_object([mine])
+        if self.is_main:
+            target = self.output / CHECKPOINTS / name
+            with atomic_directory(target) as tmp:
+                with quiet_transformers():
+                    self.export_checkpoint(tmp / CHECKPOINT_MODEL)
+                torch.save({"model": self.unwrapped().state_dict(), "optimizer": self.optimizer.state_dict(),
+                            "processes": process_states}, tmp / STATE_FILE)
+                trainer_state = {"state": asdict(self.state), "config": self.config_record(),
+                                 "data_key": self.data_key, "processes": self.world, "extra": self.extra_state()}
+                (tmp / TRAINER_STATE_FILE).write_text(json.dumps(trainer_state, indent=2), encoding="utf-8")
+            for old in list_checkpoints(self.output)[: -self.loop.keep_checkpoints]:
+                shutil.rmtree(old, ignore_errors=True)
+        self.last_saved_step = self.state.step
+        self.accelerator.wait_for_everyone()
+
+
+@contextlib.contextmanager
+def quiet_transformers():
+    """No "Writing model shards" bar per save: it would break the training bar."""
+    from transformers.utils import logging as hf_logging
+
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if bars:
+            hf_logging.enable_progress_bar()
