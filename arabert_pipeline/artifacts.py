@@ -664,34 +664,6 @@ def describe_exception(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
 
 
-def load_pretrained_tokenizer(source: str | os.PathLike,
-                              hint: str = "a model directory needs the tokenizer it was trained with saved beside it"):
-    """AutoTokenizer.from_pretrained(source); a local directory must hold tokenizer files (without them transformers
-    builds a 5-token default vocabulary that tokenizes everything as [UNK]), and any failure names the source.
-    A hub tokenizer that would split the Farasa markers or placeholders its model saw whole is mended
-    (tokenizer/markers.py, arabert issue #151)."""
-    from transformers import AutoTokenizer
-
-    from .tokenizer.markers import keep_whole
-
-    path = Path(source)
-    if path.is_dir():
-        for name in TOKENIZER_VOCAB_FILES:  # a FIFO or device there would hang or flood the tokenizer's reader
-            if os.path.lexists(path / name) and not (path / name).is_file():
-                raise ConfigError(f"{path / name} is {_file_kind(os.stat(path / name).st_mode) or 'not a regular file'}"
-                                  ", not a tokenizer file")
-    if path.is_dir() and not any((path / name).is_file() for name in TOKENIZER_VOCAB_FILES):
-        raise ConfigError(
-            f"{path} holds no tokenizer files (none of {', '.join(TOKENIZER_VOCAB_FILES)}): {hint}"
-        )
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(os.fspath(source))
-    except Exception as exc:  # whatever a broken or foreign directory raises, the user needs its name
-        raise ConfigError(f"cannot load a tokenizer from {source} ({describe_exception(exc)})") from exc
-    keep_whole(tokenizer, source)
-    return tokenizer
-
-
 # config.json fields that size the model: each must be a positive integer (a string "32000" or -1 layers would load
 # a different model than the weights hold, or none at all).
 SIZE_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size",

@@ -27,10 +27,11 @@ from pathlib import Path
 
 import numpy as np
 
-from arabert_pipeline.artifacts import atomic_write, load_pretrained_tokenizer, read_metadata
+from arabert_pipeline.artifacts import atomic_write, read_metadata
 from arabert_pipeline.errors import ArabertPipelineError
 from arabert_pipeline.qa.align import QAPreprocessing
 from arabert_pipeline.qa.data import read_squad
+from arabert_pipeline.tokenizer.load import load_pretrained_tokenizer
 
 COLUMNS = ("preprocessing", "tokens per word", "one window (%)", "exact in tokens (%)", "starts inside a word (%)")
 

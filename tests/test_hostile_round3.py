@@ -325,7 +325,7 @@ def test_evaluate_and_preprocess_on_a_full_disk_name_their_outputs(tmp_path):
                                             ("config.json", "config.json is not a regular file")])
 def test_model_files_that_are_fifos_are_named_for_what_they_are(tmp_path, name, expected):
     from arabert_pipeline import Pipeline
-    from arabert_pipeline.artifacts import load_pretrained_tokenizer
+    from arabert_pipeline.tokenizer.load import load_pretrained_tokenizer
 
     model = tmp_path / "model"
     model.mkdir()

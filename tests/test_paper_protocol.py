@@ -88,7 +88,7 @@ def finetuned_v2(hub_cache, slices, tmp_path_factory):
 # 1. Farasa markers ----------------------------------------------------------------------------------------------
 
 def test_hub_arabertv2_tokenizer_keeps_farasa_markers_and_placeholders_whole(offline_hub):
-    from arabert_pipeline.artifacts import load_pretrained_tokenizer
+    from arabert_pipeline.tokenizer.load import load_pretrained_tokenizer
 
     tokenizer = load_pretrained_tokenizer(V2)
     vocab = tokenizer.get_vocab()
@@ -105,7 +105,7 @@ def test_hub_arabertv2_tokenizer_keeps_farasa_markers_and_placeholders_whole(off
 def test_markers_are_kept_whole_only_where_the_vocabulary_has_them(offline_hub):
     """mBERT was pretrained with BERT's own splitting: its `+` stays a token of its own; AraBERTv0.2's vocabulary has
     no markers, only its placeholders are kept whole."""
-    from arabert_pipeline.artifacts import load_pretrained_tokenizer
+    from arabert_pipeline.tokenizer.load import load_pretrained_tokenizer
 
     mbert = load_pretrained_tokenizer(MBERT).tokenize("ال+ كتاب [رابط]")
     assert mbert[:2] == ["ال", "+"] and "[" in mbert

@@ -269,9 +269,9 @@ def run_polysemy(model_dir: str | os.PathLike, data: str | os.PathLike, output_d
     from transformers import AutoModel
 
     from ..artifacts import (
-        atomic_write, check_local_source, claim_output_file, load_pretrained_model, load_pretrained_tokenizer,
-        portable_path, read_metadata,
+        atomic_write, check_local_source, claim_output_file, load_pretrained_model, portable_path, read_metadata,
     )
+    from ..tokenizer.load import load_pretrained_tokenizer
 
     output_dir = Path(output_dir)
     files = {name: output_dir / name for name in ("polysemy.md", "polysemy.json", "pca.png")}

@@ -46,11 +46,11 @@ import numpy as np
 import torch
 
 from ..artifacts import (
-    MODEL_DIR_FILES, OutputKind, check_local_source, describe_exception, load_pretrained_tokenizer, read_json_file,
-    write_metadata,
+    MODEL_DIR_FILES, OutputKind, check_local_source, describe_exception, read_json_file, write_metadata,
 )
 from ..errors import ArabertPipelineError, ConfigError, InputError
 from ..tokenizer.export import save_pretrained_tokenizer
+from ..tokenizer.load import load_pretrained_tokenizer
 from ..training import (
     CHECKPOINTS, LOG_FILE, Engine, LoopSettings, lr_factor, make_optimizer, parameter_groups, use_bf16, warmup_steps,
 )

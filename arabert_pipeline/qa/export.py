@@ -175,7 +175,7 @@ def _check_tokenizer(model_dir: Path) -> None:
     """The ONNX backend tokenizes with `tokenizers` alone: its windows must be the ones transformers gives here."""
     import numpy as np
 
-    from ..artifacts import load_pretrained_tokenizer
+    from ..tokenizer.load import load_pretrained_tokenizer
     from .features import build_windows
     from .tokenizer_adapter import TokenizerAdapter
 

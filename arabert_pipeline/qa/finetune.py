@@ -40,11 +40,12 @@ import numpy as np
 
 from ..artifacts import (
     MODEL_DIR_FILES, OutputKind, atomic_write, check_local_source, check_vocabulary_size, follow_umask,
-    load_pretrained_model, load_pretrained_tokenizer, portable_path, read_metadata, write_metadata,
+    load_pretrained_model, portable_path, read_metadata, write_metadata,
 )
 from ..cliargs import BF16_CHOICES
 from ..errors import ConfigError, InputError
 from ..tokenizer.export import save_pretrained_tokenizer
+from ..tokenizer.load import load_pretrained_tokenizer
 from ..tokenizer.markers import check_preprocessing_fits
 from ..training import (
     CHECKPOINTS, LOG_FILE, Engine, LoopSettings, make_optimizer, parameter_groups, warmup_steps,

@@ -35,10 +35,11 @@ from typing import Any, Iterable
 import numpy as np
 
 from ..artifacts import (
-    METADATA_FILE, check_vocabulary_size, load_pretrained_model, load_pretrained_tokenizer, model_config,
-    read_json_file, read_metadata, torch_device,
+    METADATA_FILE, check_vocabulary_size, load_pretrained_model, model_config, read_json_file, read_metadata,
+    torch_device,
 )
 from ..errors import ConfigError, InputError
+from ..tokenizer.load import load_pretrained_tokenizer
 from ..tokenizer.markers import check_preprocessing_fits
 from .align import QAPreprocessing
 from .calibration import Calibration

@@ -10,11 +10,12 @@ from typing import TYPE_CHECKING
 __all__ = ["TokenizerConfig", "train_tokenizer", "load_tokenizer", "import_vocab", "tokenizer_report"]
 
 if TYPE_CHECKING:
-    from .export import import_vocab, load_tokenizer
+    from .export import import_vocab
+    from .load import load_tokenizer
     from .report import tokenizer_report
     from .train import TokenizerConfig, train_tokenizer
 
-_HOMES = {"TokenizerConfig": "train", "train_tokenizer": "train", "load_tokenizer": "export",
+_HOMES = {"TokenizerConfig": "train", "train_tokenizer": "train", "load_tokenizer": "load",
           "import_vocab": "export", "tokenizer_report": "report"}
 
 

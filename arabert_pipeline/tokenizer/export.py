@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from ..artifacts import (
-    METADATA_FILE, OutputKind, OutputLock, claim_output_dir, looks_like_local_path, read_metadata,
+    METADATA_FILE, OutputKind, OutputLock, claim_output_dir, looks_like_local_path,
     remove_stale_temporaries, write_metadata,
 )
 from ..errors import ConfigError, InputError
@@ -242,39 +242,3 @@ def import_vocab(source: str | os.PathLike, output_dir: str | os.PathLike, *, pr
         save_tokenizer(backend, tmp, preprocessing=preprocessing, model_type="wordpiece",
                        vocab_size=backend.get_vocab_size(), source=str(source))
     return Path(output_dir)
-
-
-def load_tokenizer(source: str | os.PathLike, preprocessing: str | None = None):
-    """(fast tokenizer, preprocessing name) for a tokenizer or model directory, a vocab.txt or a hub id.
-
-    A directory of ours carries its preprocessing in `arabert_pipeline.json`; passing a different one is an error.
-    Anything else (a foreign directory, a vocab.txt, a hub id) needs `preprocessing` spelled out: "none" for
-    mBERT, "arabertv2" for the AraBERTv2 vocabulary, "arabertv02" for AraBERTv0.2 / AraELECTRA.
-    """
-    path = Path(source)
-    if path.is_dir():
-        stored = read_metadata(path, missing_ok=True).get("preprocessing")
-        if stored is None and preprocessing is None:
-            raise ConfigError(
-                f"{path / METADATA_FILE} not found: {path} was not produced by arabert-pipeline, so the "
-                "preprocessing its tokenizer expects is unknown. Pass it explicitly (e.g. preprocessing='none' for "
-                "mBERT, 'arabertv2' for AraBERTv2)."
-            )
-        if stored is not None and preprocessing is not None and stored != preprocessing:
-            raise ConfigError(f"{path} was built for preprocessing {stored!r}, not {preprocessing!r}")
-        from ..artifacts import load_pretrained_tokenizer
-
-        tokenizer = load_pretrained_tokenizer(path)
-        if not tokenizer.is_fast:
-            raise ConfigError(f"{path}: no fast tokenizer (tokenizer.json) could be loaded; offsets need one")
-        return tokenizer, stored or preprocessing
-    if not path.exists() and looks_like_local_path(str(source)):
-        raise InputError("no such file or directory", path=path)
-    if preprocessing is None:
-        raise ConfigError(
-            f"{source}: a vocabulary file or hub id does not say which preprocessing it expects; pass it "
-            "explicitly (e.g. 'none' for mBERT, 'arabertv2' for the AraBERTv2 vocabulary)."
-        )
-    backend = wordpiece_backend(read_vocab_file(fetch_vocab(source)), preprocessing)
-    return wrap_fast(backend), preprocessing
-

@@ -100,7 +100,7 @@ def tokenizer_report(tokenizers: list[tuple[str, str, str | None]], text: str | 
     import regex
 
     from ..preprocess import Preprocessor
-    from .export import load_tokenizer
+    from .load import load_tokenizer
 
     lines = read_held_out(text, max_lines)
     words = [[m.span() for m in regex.finditer(WORD_PATTERN, line)] for line in lines]
