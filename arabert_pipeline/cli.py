@@ -17,8 +17,6 @@ STAGE_CLIS = [
     "arabert_pipeline.embeddings.cli",
     "arabert_pipeline.pretrain.cli",
     "arabert_pipeline.qa.cli",
-    "arabert_pipeline.qa.reader_cli",
-    "arabert_pipeline.qa.export",
     "arabert_pipeline.evaluate.cli",
     "arabert_pipeline.pipeline.cli",
     "arabert_pipeline.serve.cli",

@@ -233,7 +233,8 @@ def main() -> None:
     from arabert_pipeline import Pipeline
     from arabert_pipeline.qa.align import QAPreprocessing
     from arabert_pipeline.qa.data import read_squad
-    from arabert_pipeline.qa.export import ONNX_FILE, export_onnx
+    from arabert_pipeline.finetuning.export import ONNX_FILE
+    from arabert_pipeline.qa.transformer.export import export_onnx
 
     torch.set_num_threads(args.threads)
     hf_logging.disable_progress_bar()

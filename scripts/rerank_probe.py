@@ -154,18 +154,14 @@ def collect(qa, names: Sequence[str]) -> list[Question]:
     """Every candidate the QAModel's decoder weighs (its dev-chosen settings) for the questions of the named sets."""
     from arabert_pipeline.qa.data import read_squad
     from arabert_pipeline.qa.metrics import soqal_normalize, token_f1
-    from arabert_pipeline.qa.postprocess import trim_spans
+    from arabert_pipeline.qa.transformer.decode import trim_spans
 
     questions = []
     for name in names:
         dataset = read_squad(name, misaligned="keep")
-        prepared = [qa._prepare(i, example) for i, example in enumerate(dataset.examples)]
-        windows = qa.windows(prepared)
-        start_logits, end_logits = qa.window_logits(windows, 32)
-        reader_scores = qa.reader_scores(prepared) if qa.reader is not None else None
-        found = qa.candidates(prepared, windows, start_logits, end_logits, settings=qa.settings,
-                              reader_scores=reader_scores, every_candidate=True)
-        for example, (question, aligned), answers in zip(dataset.examples, prepared, found):
+        logits = qa.logits(dataset.examples, 32)
+        found = qa.candidates(logits, every_candidate=True)
+        for example, (question, aligned), answers in zip(dataset.examples, logits.prepared, found):
             context, spans = aligned.original, [(a.start, a.end) for a in answers]
             bounds = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
             starts, ends = trim_spans(context, bounds[:, 0], bounds[:, 1])
@@ -179,7 +175,7 @@ def collect(qa, names: Sequence[str]) -> list[Question]:
 
 def decoded_f1(question: Question, scores: np.ndarray, temperature: float) -> float:
     """The F1 of the answer expected-F1 decoding picks from `scores` (0 for a question without candidates)."""
-    from arabert_pipeline.qa.postprocess import rank_by_expected_f1
+    from arabert_pipeline.qa.transformer.decode import rank_by_expected_f1
 
     if not question.spans:
         return 0.0
@@ -237,7 +233,7 @@ def fit_listwise(loss, questions: list[Question], *, l2: float, temperature: flo
 def pointwise_features(question: Question, temperature_grid: Sequence[float]) -> np.ndarray:
     """The span features without the raw score, + the score's gap to the best, log rank, and the expected F1 of the
     candidate under the decoder's distribution at each temperature."""
-    from arabert_pipeline.qa.postprocess import rank_by_expected_f1
+    from arabert_pipeline.qa.transformer.decode import rank_by_expected_f1
 
     score = question.features[:, _INDEX["score"]]
     columns = [np.delete(question.features, _INDEX["score"], axis=1), (score - score.max())[:, None],
@@ -267,7 +263,7 @@ def main() -> None:
     parser.add_argument("--train", nargs="*", default=[], help="the model's training sets, to fit on (optional)")
     parser.add_argument("--folds", type=int, default=5)
     args = parser.parse_args()
-    from arabert_pipeline.qa.infer import QAModel
+    from arabert_pipeline.qa.transformer.model import QAModel
 
     qa = QAModel.load(args.model)
     temperature = qa.settings.expected_f1_temperature

@@ -14,7 +14,7 @@ from pathlib import Path
 from safetensors.torch import load_file, save_file
 
 from arabert_pipeline.artifacts import portable_path
-from arabert_pipeline.qa.reader_companion import COMPANION_DIR, copy_companion
+from arabert_pipeline.qa.transformer.companion import COMPANION_DIR, copy_companion
 
 WEIGHTS, METADATA = "model.safetensors", "arabert_pipeline.json"
 # What a model dir may hold that is rebuilt for the target (export-onnx writes model.onnx again).

@@ -214,7 +214,7 @@ def test_a_mistyped_local_path_fails_at_once_without_network(tmp_path, monkeypat
         assert run("answer", "--model", typo, "--question", Q, "--context", C) == 2
         assert f"model directory {typo} does not exist" in capsys.readouterr().err
     with pytest.raises(ConfigError, match="model directory runs/qa-smal does not exist"):
-        from arabert_pipeline.qa.finetune import FinetuneConfig, run_finetune
+        from arabert_pipeline.qa.transformer.finetune import FinetuneConfig, run_finetune
 
         run_finetune(FinetuneConfig(model="runs/qa-smal", output="out", train=["x.json"]), log=lambda message: None)
 

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 
 from arabert_pipeline.errors import ConfigError
-from arabert_pipeline.qa.calibration import (
+from arabert_pipeline.qa.transformer.calibration import (
     Calibration, choose_calibration, expected_calibration_error, fit, reliability_table,
 )
-from arabert_pipeline.qa.infer import QASettings
+from arabert_pipeline.qa.transformer.settings import QASettings
 
 
 def overconfident(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -84,7 +84,7 @@ def test_the_decoder_reports_calibrated_scores(tmp_path):
     pytest.importorskip("torch")
     from test_pipeline import PLANTED_WRITTEN, build_model
 
-    from arabert_pipeline.qa.infer import QAModel
+    from arabert_pipeline.qa.transformer.model import QAModel
 
     qa = QAModel.load(build_model(tmp_path / "model", "arabertv02", planted=True, max_seq_length=96, doc_stride=32))
     example = [{"question": "إلى أين وصلنا؟", "context": f"سافرنا طويلا ثم وصلنا إلى {PLANTED_WRITTEN} في المساء."}]

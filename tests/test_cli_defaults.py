@@ -11,11 +11,12 @@ from arabert_pipeline.cli import build_parser
 from arabert_pipeline.evaluate.report import EvaluateConfig
 from arabert_pipeline.preprocess.corpus import CorpusConfig
 from arabert_pipeline.pretrain.config import PretrainConfig
-from arabert_pipeline.qa.finetune import FinetuneConfig
+from arabert_pipeline.qa.static.config import ReaderConfig
+from arabert_pipeline.qa.transformer.config import FinetuneConfig
 from arabert_pipeline.tokenizer.train import TokenizerConfig
 
 VERBS = {"preprocess": CorpusConfig, "train-tokenizer": TokenizerConfig, "pretrain": PretrainConfig,
-         "finetune": FinetuneConfig, "evaluate": EvaluateConfig}
+         "finetune": FinetuneConfig, "evaluate": EvaluateConfig, "train-reader": ReaderConfig}
 
 
 def _verb_parser(verb: str) -> argparse.ArgumentParser:

@@ -178,9 +178,9 @@ def test_a_broken_sentence_idf_table_is_a_config_error(tmp_path, make, expected)
     make(tmp_path / "sentence_idf.json")
     code, out = in_child(f"""
 from arabert_pipeline.errors import ConfigError
-from arabert_pipeline.qa.infer import _read_sentence_idf
+from arabert_pipeline.qa.transformer.bonuses import read_sentence_idf
 try:
-    _read_sentence_idf({str(tmp_path)!r}, required=True)
+    read_sentence_idf({str(tmp_path)!r}, required=True)
 except ConfigError as exc:
     print("REFUSED", exc)
 """)

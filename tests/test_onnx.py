@@ -38,8 +38,8 @@ def tiny_onnx(tmp_path_factory) -> Path:
     from transformers import BertConfig, BertForQuestionAnswering
 
     from arabert_pipeline import Preprocessor
-    from arabert_pipeline.qa.export import export_onnx
-    from arabert_pipeline.qa.infer import SENTENCE_IDF_FILE
+    from arabert_pipeline.qa.transformer.export import export_onnx
+    from arabert_pipeline.qa.transformer.bonuses import SENTENCE_IDF_FILE
     from arabert_pipeline.qa.overlap import KeyIDF
     from arabert_pipeline.tokenizer.export import save_tokenizer, wordpiece_backend
 
@@ -82,9 +82,9 @@ def _assert_same_windows(a, b) -> None:
 def test_windows_from_tokenizers_equal_the_transformers_windows_on_arcd_test(shared_data, max_seq_length, doc_stride,
                                                                             max_question_tokens, overlap):
     from arabert_pipeline.tokenizer.load import load_pretrained_tokenizer
-    from arabert_pipeline.qa.tokenizer_adapter import TokenizerAdapter
+    from arabert_pipeline.qa.transformer.tokenizer_adapter import TokenizerAdapter
     from arabert_pipeline.qa.align import QAPreprocessing
-    from arabert_pipeline.qa.features import build_windows
+    from arabert_pipeline.qa.transformer.features import build_windows
 
     preprocessing = QAPreprocessing("arabertv02")
     examples = _examples()[::4]  # a slice through all the articles, the longest contexts included
@@ -101,8 +101,8 @@ def test_windows_from_tokenizers_equal_the_transformers_windows_on_arcd_test(sha
 
 def test_windows_equal_with_a_wordpiece_tokenizer(tiny_onnx):
     from arabert_pipeline.tokenizer.load import load_pretrained_tokenizer
-    from arabert_pipeline.qa.tokenizer_adapter import TokenizerAdapter
-    from arabert_pipeline.qa.features import build_windows
+    from arabert_pipeline.qa.transformer.tokenizer_adapter import TokenizerAdapter
+    from arabert_pipeline.qa.transformer.features import build_windows
 
     questions = [e["question"] for e in DEMO] + ["؟" * 40]
     contexts = [e["context"] for e in DEMO] + [CONTEXT]
@@ -144,10 +144,9 @@ def _assert_int8_answers_as_fp32(exact, int8) -> None:
     them by under 0.01."""
     logits = []
     for qa in (exact, int8):
-        prepared = [qa.qa._prepare(0, {"question": QUESTION, "context": CONTEXT})]
-        windows = qa.qa.windows(prepared)
-        inside = windows.offsets[..., 0] >= 0
-        logits.append([found[inside] for found in qa.qa.window_logits(windows, 8)])
+        found = qa.qa.logits([{"question": QUESTION, "context": CONTEXT}], 8)
+        inside = found.windows.offsets[..., 0] >= 0
+        logits.append([found.start[inside], found.end[inside]])
     for got, expected in zip(logits[1], logits[0]):
         np.testing.assert_allclose(got, expected, rtol=0, atol=0.03)
     expected, answers = exact.answer(QUESTION, CONTEXT, top_k=3), int8.answer(QUESTION, CONTEXT, top_k=3)
@@ -160,7 +159,7 @@ def test_int8_onnx_model_answers_spans(tiny_onnx):
     import onnx
 
     from arabert_pipeline import Pipeline
-    from arabert_pipeline.pipeline.onnx_backend import int8_model
+    from arabert_pipeline.finetuning.runtime import int8_model
 
     graph = onnx.load_from_string(int8_model(tiny_onnx / "model.onnx")).graph
     assert {"DynamicQuantizeLinear", "MatMulInteger"} <= {node.op_type for node in graph.node}
@@ -175,7 +174,7 @@ def test_an_fp32_model_dir_quantizes_too(tiny_onnx, tmp_path, monkeypatch):
     from safetensors.torch import load_file, save_file
 
     from arabert_pipeline import Pipeline
-    from arabert_pipeline.qa.export import export_onnx
+    from arabert_pipeline.qa.transformer.export import export_onnx
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     fp32 = tmp_path / "fp32"
@@ -202,12 +201,12 @@ def test_int8_answers_do_not_depend_on_the_questions_asked_with_them(tiny_onnx):
 
 def test_the_int8_graph_is_quantized_once_and_then_read_from_the_cache(tiny_onnx, tmp_path, monkeypatch):
     from arabert_pipeline import Pipeline
-    from arabert_pipeline.pipeline import onnx_backend
+    from arabert_pipeline.finetuning import runtime
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     calls = []
-    quantize = onnx_backend.int8_model
-    monkeypatch.setattr(onnx_backend, "int8_model", lambda path: calls.append(path) or quantize(path))
+    quantize = runtime.int8_model
+    monkeypatch.setattr(runtime, "int8_model", lambda path: calls.append(path) or quantize(path))
     first = Pipeline(tiny_onnx, quantize=True).answer(QUESTION, CONTEXT, top_k=3)
     second = Pipeline(tiny_onnx, quantize=True).answer(QUESTION, CONTEXT, top_k=3)
     assert len(calls) == 1 and len(list((tmp_path / "arabert_pipeline" / "int8").glob("*.onnx"))) == 1
@@ -218,15 +217,15 @@ def test_the_int8_graph_is_quantized_once_and_then_read_from_the_cache(tiny_onnx
                                     lambda p: p.with_name(p.name + ".sha256").unlink()])
 def test_a_damaged_int8_cache_entry_is_rebuilt(tiny_onnx, tmp_path, monkeypatch, damage):
     from arabert_pipeline import Pipeline
-    from arabert_pipeline.pipeline import onnx_backend
+    from arabert_pipeline.finetuning import runtime
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     first = Pipeline(tiny_onnx, quantize=True).answer(QUESTION, CONTEXT, top_k=3)
     (entry,) = (tmp_path / "arabert_pipeline" / "int8").glob("*.onnx")
     damage(entry)
     calls = []
-    quantize = onnx_backend.int8_model
-    monkeypatch.setattr(onnx_backend, "int8_model", lambda path: calls.append(path) or quantize(path))
+    quantize = runtime.int8_model
+    monkeypatch.setattr(runtime, "int8_model", lambda path: calls.append(path) or quantize(path))
     again = Pipeline(tiny_onnx, quantize=True).answer(QUESTION, CONTEXT, top_k=3)
     assert len(calls) == 1
     assert [(a.start, a.end, a.score) for a in first] == [(a.start, a.end, a.score) for a in again]
@@ -237,10 +236,10 @@ def test_a_damaged_int8_cache_entry_is_rebuilt(tiny_onnx, tmp_path, monkeypatch,
 def test_an_int8_graph_that_cannot_load_is_named_by_its_cache_file(tiny_onnx, tmp_path, monkeypatch):
     from arabert_pipeline import Pipeline
     from arabert_pipeline.errors import ConfigError
-    from arabert_pipeline.pipeline import onnx_backend
+    from arabert_pipeline.finetuning import runtime
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    monkeypatch.setattr(onnx_backend, "int8_model", lambda path: b"not a graph")
+    monkeypatch.setattr(runtime, "int8_model", lambda path: b"not a graph")
     with pytest.raises(ConfigError) as caught:
         Pipeline(tiny_onnx, quantize=True)
     (entry,) = (tmp_path / "arabert_pipeline" / "int8").glob("*.onnx")
@@ -299,7 +298,7 @@ def test_the_onnx_path_imports_neither_torch_nor_transformers():
 
 def test_stale_foreign_or_missing_exports_are_refused(tiny_onnx, tmp_path):
     from arabert_pipeline import Pipeline
-    from arabert_pipeline.qa.export import export_onnx
+    from arabert_pipeline.qa.transformer.export import export_onnx
 
     copy = tmp_path / "model"
     shutil.copytree(tiny_onnx, copy)
@@ -330,7 +329,7 @@ def test_stale_foreign_or_missing_exports_are_refused(tiny_onnx, tmp_path):
 
 
 def test_export_refuses_a_tokenizer_that_tokenizers_alone_reads_otherwise(tiny_onnx, tmp_path):
-    from arabert_pipeline.qa.export import export_onnx
+    from arabert_pipeline.qa.transformer.export import export_onnx
 
     copy = tmp_path / "model"
     shutil.copytree(tiny_onnx, copy)

@@ -196,7 +196,7 @@ def test_lock_is_exclusive_names_its_holder_and_leaves_nothing(tmp_path):
 # finetune ---------------------------------------------------------------------------------------------------------
 
 def finetune_config(model, output, train, **options):
-    from arabert_pipeline.qa.finetune import FinetuneConfig
+    from arabert_pipeline.qa.transformer.finetune import FinetuneConfig
     from test_qa_model import SMALL
 
     return FinetuneConfig(model=str(model), output=str(output), train=[str(train)], epochs=1, **{**SMALL, **options})
@@ -204,7 +204,7 @@ def finetune_config(model, output, train, **options):
 
 @pytest.mark.slow
 def test_finetune_output_rules(tiny_mlm, qa_slices, tmp_path):
-    from arabert_pipeline.qa.finetune import run_finetune
+    from arabert_pipeline.qa.transformer.finetune import run_finetune
 
     quiet = lambda message: None  # noqa: E731
     train, _ = qa_slices
@@ -247,7 +247,7 @@ def test_finetune_output_rules(tiny_mlm, qa_slices, tmp_path):
 def test_finetune_refuses_a_model_without_its_tokenizer(tiny_mlm, qa_slices, tmp_path):
     import shutil
 
-    from arabert_pipeline.qa.finetune import run_finetune
+    from arabert_pipeline.qa.transformer.finetune import run_finetune
 
     train, _ = qa_slices
     bare = tmp_path / "bare"

@@ -153,7 +153,7 @@ def test_finetune_accumulates_gradients_and_stops_at_max_steps(offline_hub, slic
 def test_a_checkpoint_from_before_these_settings_resumes(offline_hub, slices, tmp_path):
     """A run interrupted under the previous version (its checkpoint's config lacks grad_accum, max_steps,
     time_budget) continues: it ran with their defaults."""
-    from arabert_pipeline.qa.finetune import FinetuneConfig, QATrainer, run_finetune
+    from arabert_pipeline.qa.transformer.finetune import FinetuneConfig, QATrainer, run_finetune
 
     config = FinetuneConfig(model=V2, output=str(tmp_path / "qa"), train=[str(slices[0])], preprocessing="arabertv2",
                             epochs=1, batch_size=4, progress=False)
@@ -184,7 +184,7 @@ def test_finetune_time_budget_fits_the_schedule_and_saves_the_model(offline_hub,
 
 def test_finetune_flags_are_checked(offline_hub, slices, tmp_path):
     from arabert_pipeline.errors import ConfigError
-    from arabert_pipeline.qa.finetune import FinetuneConfig, run_finetune
+    from arabert_pipeline.qa.transformer.finetune import FinetuneConfig, run_finetune
 
     for field, value in (("grad_accum", 0), ("max_steps", 0)):
         config = FinetuneConfig(model=V2, output=str(tmp_path / field), train=[str(slices[0])],
@@ -255,7 +255,7 @@ def test_report_notes_say_what_the_models_are(finetuned_v2, slices, tmp_path):
 
 def test_unsegmented_preprocessing_is_refused_for_a_segmented_vocabulary(offline_hub, slices, tmp_path):
     from arabert_pipeline.errors import ConfigError
-    from arabert_pipeline.qa.finetune import FinetuneConfig, run_finetune
+    from arabert_pipeline.qa.transformer.finetune import FinetuneConfig, run_finetune
 
     config = FinetuneConfig(model=V2, output=str(tmp_path / "qa"), train=[str(slices[0])], preprocessing="arabertv02")
     with pytest.raises(ConfigError, match="Farasa-segmented text.*--preprocessing arabertv2"):
@@ -263,7 +263,7 @@ def test_unsegmented_preprocessing_is_refused_for_a_segmented_vocabulary(offline
 
 
 def test_segmented_preprocessing_for_a_vocabulary_without_markers_is_warned(offline_hub, slices, tmp_path):
-    from arabert_pipeline.qa.finetune import FinetuneConfig, run_finetune
+    from arabert_pipeline.qa.transformer.finetune import FinetuneConfig, run_finetune
 
     said = []
     run_finetune(FinetuneConfig(model=MBERT, output=str(tmp_path / "qa"), train=[str(slices[0])],

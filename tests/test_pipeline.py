@@ -103,11 +103,9 @@ def _check_spans(context: str, answers) -> None:
 
 def _context_logits(qa, question: str, context: str):
     """The start and end logits of a Pipeline's model at the context's tokens, window after window."""
-    prepared = [qa.qa._prepare(0, {"question": question, "context": context})]
-    windows = qa.qa.windows(prepared)
-    start, end = qa.qa.window_logits(windows, 8)
-    inside = windows.offsets[..., 0] >= 0
-    return start[inside], end[inside]
+    logits = qa.qa.logits([{"question": question, "context": context}], 8)
+    inside = logits.windows.offsets[..., 0] >= 0
+    return logits.start[inside], logits.end[inside]
 
 
 def _assert_same_model(reference, qa, question: str, context: str, atol: float, top: int) -> None:
@@ -151,7 +149,7 @@ def test_planted_answer_in_a_late_window_comes_back_in_original_spelling(model_d
 
     qa = Pipeline(model_dir(preprocessing, planted=True))
     context = _long_context()
-    windows = qa.qa.tokenizer(qa.qa.preprocessing.context(context).text, return_length=True)["length"][0]
+    windows = qa.qa.tokenizer(qa.qa.preprocessor.context(context).text, return_length=True)["length"][0]
     assert windows > 10 * qa.qa.settings.max_seq_length  # the answer is far beyond the first window
     answer = qa.answer("إلى أين وصلنا في آخر الرحلة؟", context)
     start = context.index(PLANTED_WRITTEN)
@@ -263,7 +261,7 @@ def test_bundled_name_without_the_model_is_a_clear_error(tmp_path, monkeypatch):
 
 def test_local_models_load_without_network(model_dir, tmp_path, monkeypatch):
     from arabert_pipeline import Pipeline
-    from arabert_pipeline.qa.infer import QAModel
+    from arabert_pipeline.qa.transformer.model import QAModel
 
     def no_network(*args, **kwargs):
         raise AssertionError(f"network used: {args}")

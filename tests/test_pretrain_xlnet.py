@@ -280,7 +280,7 @@ def test_run_stops_resumes_exports_then_fine_tunes_and_answers(setup, tmp_path):
     from arabert_pipeline.artifacts import read_metadata
     from arabert_pipeline.errors import ConfigError
     from arabert_pipeline.pretrain.trainer import pretrain
-    from arabert_pipeline.qa.finetune import FinetuneConfig, run_finetune
+    from arabert_pipeline.qa.transformer.finetune import FinetuneConfig, run_finetune
 
     straight, interrupted = tmp_path / "straight", tmp_path / "interrupted"
     assert pretrain(config(setup, straight, dropout=0.0))
@@ -328,7 +328,7 @@ def test_run_stops_resumes_exports_then_fine_tunes_and_answers(setup, tmp_path):
 
     # XLNet traces to ONNX like the other encoders: the ONNX backend gives the torch backend's answers.
     pytest.importorskip("onnxruntime")
-    from arabert_pipeline.qa.export import export_onnx
+    from arabert_pipeline.qa.transformer.export import export_onnx
 
     export_onnx(output)
     onnx_answers = Pipeline(output, backend="onnx").answer(questions, contexts, top_k=3)

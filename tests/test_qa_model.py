@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 
 from arabert_pipeline.errors import ConfigError, InputError
-from arabert_pipeline.qa import finetune as finetune_module
+from arabert_pipeline.qa.transformer import finetune as finetune_module
 from arabert_pipeline.qa.align import QAPreprocessing, align_examples
 from arabert_pipeline.qa.data import read_squad
-from arabert_pipeline.qa.features import build_windows
-from arabert_pipeline.qa.finetune import FinetuneConfig, run_finetune
-from arabert_pipeline.qa.infer import QAModel, predict_dataset
-from arabert_pipeline.qa.postprocess import (TRIMMED_PUNCTUATION, decode_spans, is_word_character, snap_to_words,
-                                             trim_spans)
+from arabert_pipeline.qa.transformer.features import build_windows
+from arabert_pipeline.qa.transformer.finetune import FinetuneConfig, run_finetune
+from arabert_pipeline.qa.transformer.decode import (TRIMMED_PUNCTUATION, decode_spans, is_word_character,
+                                                    snap_spans_to_words, trim_spans)
+from arabert_pipeline.qa.transformer.model import QAModel
 from data_slices import write_first_articles
 
 torch = pytest.importorskip("torch")
@@ -144,7 +144,6 @@ def test_finetune_then_predict_spans_of_the_original_context(tiny_qa, qa_slices)
         assert all(0 < a.score <= 1 for a in found) and sum(a.score for a in found) <= 1 + 1e-9  # probabilities
     top_1 = model.predict(examples, batch_size=8)  # the same probability whatever top_k asks for
     assert [found[0] for found in top_1] == [found[0] for found in answers]
-    assert predict_dataset(output, examples) == {qid: answer["text"] for qid, answer in predictions.items()}
     # The predictions file is evaluate's format: the start offsets locate each answer in its context.
     contexts = {e["id"]: e["context"] for e in examples}
     assert all(contexts[qid][a["start"] : a["start"] + len(a["text"])] == a["text"] for qid, a in predictions.items())
@@ -192,13 +191,13 @@ def test_answers_come_from_the_original_context_through_preprocessing(tiny_qa, p
     assert 10 <= len(answers) <= 20 and len({(a.start, a.end) for a in answers}) == len(answers)
     for answer in answers:
         assert answer.text == context[answer.start : answer.end] and answer.text == answer.text.strip()
-        assert snap_to_words(context, answer.start, answer.end) == (answer.start, answer.end), "a word was cut"
+        assert snap(context, answer.start, answer.end) == (answer.start, answer.end), "a word was cut"
         assert answer.text[0] not in TRIMMED_PUNCTUATION and answer.text[-1] not in TRIMMED_PUNCTUATION, answer.text
         assert any(map(is_word_character, answer.text)), answer.text
 
 
 def test_trimmed_answers_merge_their_probabilities_and_keep_the_decoders_order():
-    from arabert_pipeline.qa.infer import Answer, trimmed
+    from arabert_pipeline.qa.transformer.decode import Answer, trimmed
 
     context = "تقع البتراء في جنوب الأردن، وهي مدينة أثرية. «»"
     south = context.index("جنوب")
@@ -223,16 +222,22 @@ def test_trimmed_spans_lose_edge_punctuation_only():
     assert [text[a:b] for a, b in zip(new_starts, new_ends)] == list(cases.values())
 
 
-def test_snap_to_words_widens_cut_words_only():
+def snap(text: str, start: int, end: int) -> tuple[int, int]:
+    """One span [start, end) of `text`, widened as snap_spans_to_words widens many."""
+    starts, ends = snap_spans_to_words(text, np.asarray([start]), np.asarray([end]))
+    return int(starts[0]), int(ends[0])
+
+
+def test_snapping_widens_cut_words_only():
     text = "وَالكتابُ، في 1988م (القاهرة)"
     word = text.index("الكتابُ")
-    assert snap_to_words(text, word, word + 3) == (0, word + len("الكتابُ"))  # diacritics are part of the word
-    assert snap_to_words(text, 0, len("وَالكتابُ")) == (0, len("وَالكتابُ"))  # whole words stay as they are
+    assert snap(text, word, word + 3) == (0, word + len("الكتابُ"))  # diacritics are part of the word
+    assert snap(text, 0, len("وَالكتابُ")) == (0, len("وَالكتابُ"))  # whole words stay as they are
     year = text.index("1988")
-    assert snap_to_words(text, year + 1, year + 3) == (year, year + 5)  # digits and the glued م
+    assert snap(text, year + 1, year + 3) == (year, year + 5)  # digits and the glued م
     paren = text.index("(")
-    assert snap_to_words(text, paren, paren + 4) == (paren, text.index(")"))  # punctuation is a boundary
-    assert snap_to_words(text, len(text) - 1, len(text)) == (len(text) - 1, len(text))
+    assert snap(text, paren, paren + 4) == (paren, text.index(")"))  # punctuation is a boundary
+    assert snap(text, len(text) - 1, len(text)) == (len(text) - 1, len(text))
 
 
 def interrupt_at_step_4(monkeypatch):
@@ -337,7 +342,7 @@ def test_protocols_and_cli_defaults(shared_data, monkeypatch, tmp_path, capsys):
     import dataclasses
 
     from arabert_pipeline.cli import main
-    from arabert_pipeline.qa import cli
+    from arabert_pipeline.qa.transformer import cli
 
     parser = argparse.ArgumentParser()
     cli.register(parser.add_subparsers())
@@ -392,7 +397,7 @@ def test_vectorized_span_mapping_equals_the_scalar_one():
     """The decoder maps candidate spans back in bulk (to_original_many, snap_spans_to_words): the same spans as one at
     a time, on preprocessed ARCD contexts (offsets through normalization) and on text with spaces and punctuation at the edges."""
     from arabert_pipeline.qa.align import AlignedText
-    from arabert_pipeline.qa.postprocess import snap_spans_to_words
+    from arabert_pipeline.qa.transformer.decode import snap_spans_to_words
 
     rng = np.random.default_rng(0)
     contexts = [e["context"] for e in read_squad("arcd-test", misaligned="keep").examples[:40:4]]
@@ -428,7 +433,7 @@ def source_span_by_steps(aligned, start: int, end: int) -> tuple[int, int]:
 
 def widen_by_steps(text: str, start: int, end: int) -> tuple[int, int]:
     """The definition of snapping to words, one character at a time: the reference for the table-based version."""
-    from arabert_pipeline.qa.postprocess import is_word_character
+    from arabert_pipeline.qa.transformer.decode import is_word_character
 
     while 0 < start < len(text) and is_word_character(text[start - 1]) and is_word_character(text[start]):
         start -= 1

@@ -52,7 +52,7 @@ def test_sentence_scores_weight_rare_words_more():
 def test_windows_mark_context_tokens_of_question_words_with_type_2():
     from transformers import AutoTokenizer
 
-    from arabert_pipeline.qa.features import build_windows
+    from arabert_pipeline.qa.transformer.features import build_windows
 
     tokenizer = AutoTokenizer.from_pretrained(SHIPPED)
     question, context = "ما هي عاصمة الأردن ؟", "عمان هي عاصمة المملكة الأردنية الهاشمية ."

@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from arabert_pipeline.errors import ConfigError
-from arabert_pipeline.qa.infer import QAModel, QASettings
+from arabert_pipeline.qa.transformer.model import QAModel
+from arabert_pipeline.qa.transformer.settings import QASettings
 from arabert_pipeline.qa.overlap import KeyIDF
-from arabert_pipeline.qa.postprocess import decode_spans, rank_by_expected_f1, sentence_numbers
+from arabert_pipeline.qa.transformer.decode import decode_spans, rank_by_expected_f1, sentence_numbers
 
 SHIPPED = Path(__file__).resolve().parents[1] / "arabert_pipeline" / "models" / "arabert-mini"
 
@@ -101,7 +102,7 @@ def test_sentence_prior_moves_the_answer_to_the_sentence_holding_the_question_wo
 
 
 def test_null_margin_is_the_lowest_cls_score_minus_the_best_span_of_any_window():
-    from arabert_pipeline.qa.postprocess import null_margins
+    from arabert_pipeline.qa.transformer.decode import null_margins
 
     offsets = np.full((3, 5, 2), -1)
     offsets[:, 2:5] = [(0, 2), (3, 5), (6, 8)]
@@ -138,9 +139,7 @@ def test_allow_no_answer_abstains_where_the_margin_is_above_the_threshold():
 
     model = QAModel.load(SHIPPED)
     example = {"question": "متى تأسست الرياض؟", "context": "تأسست مدينة الرياض عام 1746 على يد دهام بن دواس."}
-    prepared = [model._prepare(0, example)]
-    windows = model.windows(prepared)
-    margin = model.null_margins(prepared, windows, *model.window_logits(windows, 8))[0]
+    margin = model.null_margins(model.logits([example], 8))[0]
     for threshold, answered in ((margin - 1.0, False), (margin + 1.0, True)):
         qa = QAModel(model.model, model.tokenizer, "arabertv02",
                      dataclasses.replace(model.settings, null_score_diff_threshold=float(threshold)),
@@ -156,16 +155,14 @@ def test_decode_answers_with_one_of_the_candidates_it_is_given():
     one of the candidates (end punctuation aside), and every_candidate widens max-score's few to expected-F1's many."""
     model = QAModel.load(SHIPPED)
     context = "يبلغ عدد سكان المدينة مليون نسمة. تأسست مدينة الرياض عام 1746 على يد دهام بن دواس، في نجد."
-    prepared = [model._prepare(0, {"question": "متى تأسست الرياض؟", "context": context})]
-    windows = model.windows(prepared)
-    logits = model.window_logits(windows, 8)
+    logits = model.logits([{"question": "متى تأسست الرياض؟", "context": context}], 8)
     max_score = dataclasses.replace(model.settings, decoding="max-score")
-    few = model.candidates(prepared, windows, *logits, settings=max_score)[0]
-    many = model.candidates(prepared, windows, *logits, settings=max_score, every_candidate=True)[0]
+    few = model.candidates(logits, settings=max_score)[0]
+    many = model.candidates(logits, settings=max_score, every_candidate=True)[0]
     assert len(few) == max_score.n_best < len(many)
     assert [a.score for a in many] == sorted((a.score for a in many), reverse=True)
     assert [(a.start, a.end) for a in few] == [(a.start, a.end) for a in many[: len(few)]]
-    best = model.decode(prepared, windows, *logits, settings=max_score)[0][0]
+    best = model.decode(logits, settings=max_score)[0][0]
     assert context[few[0].start:few[0].end].strip(" ،.") == best.text
-    chosen = model.decode(prepared, windows, *logits)[0][0]
+    chosen = model.decode(logits)[0][0]
     assert any(context[a.start:a.end].strip(" ،.") == chosen.text for a in many)

@@ -6,10 +6,11 @@ import json
 import pytest
 
 from arabert_pipeline.errors import ConfigError
-from arabert_pipeline.qa.decoding import (READER_WEIGHT_GRID, SENTENCE_PRIOR_GRID, TEMPERATURE_GRID, decoding_grid,
+from arabert_pipeline.qa.transformer.tune import (READER_WEIGHT_GRID, SENTENCE_PRIOR_GRID, TEMPERATURE_GRID, decoding_grid,
                                          dev_score)
-from arabert_pipeline.qa.finetune import FinetuneConfig, run_finetune
-from arabert_pipeline.qa.infer import SENTENCE_IDF_FILE, QAModel
+from arabert_pipeline.qa.transformer.finetune import FinetuneConfig, run_finetune
+from arabert_pipeline.qa.transformer.bonuses import SENTENCE_IDF_FILE
+from arabert_pipeline.qa.transformer.model import QAModel
 from test_qa_model import SMALL
 
 torch = pytest.importorskip("torch")
@@ -112,8 +113,8 @@ def test_epoch_batches_cover_every_window_once_in_batches_of_similar_length():
 
     import numpy as np
 
-    from arabert_pipeline.qa.features import Windows
-    from arabert_pipeline.qa.finetune import epoch_batches
+    from arabert_pipeline.qa.transformer.features import Windows
+    from arabert_pipeline.qa.transformer.finetune import epoch_batches
 
     rng = np.random.default_rng(0)
     lengths = rng.integers(20, 257, size=3301)
@@ -134,7 +135,7 @@ def test_epoch_batches_cover_every_window_once_in_batches_of_similar_length():
 def test_tune_decoding_chooses_on_dev_and_writes_a_copy_with_the_same_weights(tiny_mlm, qa_slices,
                                                                               tmp_path):
     from arabert_pipeline.cli import main
-    from arabert_pipeline.qa.decoding import tune_model_decoding
+    from arabert_pipeline.qa.transformer.tune import tune_model_decoding
 
     train, dev = qa_slices
     trained = tmp_path / "qa"
@@ -180,7 +181,7 @@ def test_tune_decoding_chooses_on_dev_and_writes_a_copy_with_the_same_weights(ti
 
 
 def test_a_lower_expected_f1_temperature_gives_the_surer_shorter_answer():
-    from arabert_pipeline.qa.postprocess import rank_by_expected_f1
+    from arabert_pipeline.qa.transformer.decode import rank_by_expected_f1
 
     text = "ولد ابن سينا في قرية أفشنة قرب بخارى سنة 980"
     words = [(m.start(), m.end()) for m in __import__("re").finditer(r"\S+", text)]

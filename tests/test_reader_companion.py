@@ -1,4 +1,4 @@
-"""A transformer QA model with a DrQA reader beside it (qa/reader_companion.py): `tune-decoding --reader` writes the
+"""A transformer QA model with a DrQA reader beside it (qa/transformer/companion.py): `tune-decoding --reader` writes the
 reader into the model dir and weighs it on dev, both backends answer with it, and damaged reader files are refused.
 
 The toy task of test_static_reader.py (the answer is the name after a marker word): the reader learns it, a random
@@ -58,20 +58,21 @@ def tuned(trained, tmp_path_factory):
 
 def test_the_companion_graph_gives_the_readers_own_probabilities(trained, tuned):
     from arabert_pipeline.qa.align import align_examples
-    from arabert_pipeline.qa.reader_companion import CompanionReader
-    from arabert_pipeline.qa.static_reader import StaticReader, _batch, encode_examples
+    from arabert_pipeline.qa.transformer.companion import Companion
+    from arabert_pipeline.qa.static.features import batch, encode_examples
+    from arabert_pipeline.qa.static.predict import StaticReader
 
     _, reader_dir, dev = trained
     _, out, _, _ = tuned
-    companion = CompanionReader.load(out, "arabertv02")
+    companion = Companion.load(out, "arabertv02")
     reader = StaticReader.load(reader_dir)
     reader.model.eval()
     questions = [{**example, "question": f"ما {MARKER} ؟"} for example in dev[:8]]
-    encoded, _ = encode_examples(questions, reader.preprocessing, reader.vocabulary)
-    aligned, _ = align_examples(questions, reader.preprocessing)
+    encoded, _ = encode_examples(questions, reader.preprocessor, reader.vocabulary)
+    aligned, _ = align_examples(questions, reader.preprocessor)
     for item, example in zip(encoded, aligned):
         with torch.no_grad():
-            start, end = reader.model(*_batch([item]))
+            start, end = reader.model(*batch([item]))
         spans, log_start, log_end = companion.word_log_probs(example["question"], example["aligned"].text)
         assert (spans == item.word_spans).all()
         # The table is float16 in the companion: a few thousandths apart at most.
@@ -127,7 +128,7 @@ def test_int8_quantizes_the_reader_with_the_transformer(tuned, tmp_path, monkeyp
     import onnx
 
     from arabert_pipeline import Pipeline
-    from arabert_pipeline.pipeline import onnx_backend
+    from arabert_pipeline.finetuning import runtime
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     _, out, _, _ = tuned
@@ -135,8 +136,8 @@ def test_int8_quantizes_the_reader_with_the_transformer(tuned, tmp_path, monkeyp
     shutil.copytree(out, onnx_dir)
     assert main(["export-onnx", str(onnx_dir)]) == 0
     quantized = []
-    quantize = onnx_backend.int8_model
-    monkeypatch.setattr(onnx_backend, "int8_model", lambda path: quantized.append(Path(path).name) or quantize(path))
+    quantize = runtime.int8_model
+    monkeypatch.setattr(runtime, "int8_model", lambda path: quantized.append(Path(path).name) or quantize(path))
     examples = _squad(tmp_path / "fresh.json", 12, seed=7)
     questions = [f"ما {MARKER} ؟"] * len(examples)
     contexts = [e["context"] for e in examples]
@@ -237,14 +238,14 @@ def _reorder_lines(path):
 
 def test_the_shipped_reader_records_the_checksum_of_each_of_its_files():
     from arabert_pipeline.artifacts import file_digest
-    from arabert_pipeline.qa.reader_companion import CompanionReader
+    from arabert_pipeline.qa.transformer.companion import Companion
 
     model = Path(__file__).resolve().parents[1] / "arabert_pipeline" / "models" / "arabert-mini"
     config = json.loads((model / "reader" / "reader.json").read_text(encoding="utf-8"))
     for name, field in (("words.txt", "words_sha256"), ("vectors.npy", "table_sha256"),
                         ("reader.onnx", "graph_sha256")):
         assert config[field] == file_digest(model / "reader" / name), name
-    assert len(CompanionReader.load(model, "arabertv02").vocabulary.index) == config["words"]
+    assert len(Companion.load(model, "arabertv02").vocabulary.index) == config["words"]
 
 
 def _exported(tuned, tmp_path):
@@ -257,7 +258,7 @@ def _exported(tuned, tmp_path):
 
 def test_a_damaged_int8_cache_entry_of_the_reader_is_rebuilt(tuned, tmp_path, monkeypatch):
     from arabert_pipeline import Pipeline
-    from arabert_pipeline.pipeline import onnx_backend
+    from arabert_pipeline.finetuning import runtime
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     onnx_dir = _exported(tuned, tmp_path)
@@ -267,8 +268,8 @@ def test_a_damaged_int8_cache_entry_of_the_reader_is_rebuilt(tuned, tmp_path, mo
     for entry in (tmp_path / "cache" / "arabert_pipeline" / "int8").glob("*.onnx"):
         entry.write_bytes(b"")  # a disk that filled while it was written, a cleaner gone wrong
     quantized = []
-    quantize = onnx_backend.int8_model
-    monkeypatch.setattr(onnx_backend, "int8_model", lambda path: quantized.append(Path(path).name) or quantize(path))
+    quantize = runtime.int8_model
+    monkeypatch.setattr(runtime, "int8_model", lambda path: quantized.append(Path(path).name) or quantize(path))
     qa = Pipeline(str(onnx_dir), quantize=True)
     assert sorted(quantized) == ["model.onnx", "reader.onnx"]
     assert [(a.text, a.start) for a in qa.answer(questions, contexts)] == before
@@ -278,12 +279,12 @@ def test_a_damaged_int8_cache_entry_of_the_reader_is_rebuilt(tuned, tmp_path, mo
 
 def test_an_int8_reader_graph_that_cannot_load_is_named_by_its_cache_file(tuned, tmp_path, monkeypatch):
     from arabert_pipeline import Pipeline
-    from arabert_pipeline.pipeline import onnx_backend
+    from arabert_pipeline.finetuning import runtime
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     onnx_dir = _exported(tuned, tmp_path)
-    quantize = onnx_backend.int8_model
-    monkeypatch.setattr(onnx_backend, "int8_model",
+    quantize = runtime.int8_model
+    monkeypatch.setattr(runtime, "int8_model",
                         lambda path: b"not a graph" if Path(path).name == "reader.onnx" else quantize(path))
     with pytest.raises(ConfigError) as caught:
         Pipeline(str(onnx_dir), quantize=True)

@@ -61,7 +61,7 @@ def pretrain_run(tmp_path_factory):
 def finetune_run(shared_data, tmp_path_factory):
     """(OUT of a tiny fine-tuning run stopped at step 1, the command line without -o that continues it)."""
     from arabert_pipeline.qa.data import read_squad
-    from arabert_pipeline.qa.finetune import QATrainer
+    from arabert_pipeline.qa.transformer.finetune import QATrainer
 
     torch.set_num_threads(1)
     work = tmp_path_factory.mktemp("resume-finetune")

@@ -1,4 +1,4 @@
-"""The DrQA-style reader over static vectors (qa/static_reader.py), at toy size: a vocabulary of a few dozen words and
+"""The DrQA-style reader over static vectors (qa/static/), at toy size: a vocabulary of a few dozen words and
 a task whose answer is always the word after a marker word, so that a reader that learns at all gets it right."""
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def _bare(word: str) -> str:
 @pytest.fixture(scope="module")
 def embeddings_dir(tmp_path_factory):
     directory = tmp_path_factory.mktemp("vectors")
-    words = sorted({_bare(w) for w in FILLER + NAMES + [MARKER, "ما", "؟", "قال", "الراوي"]})
+    words = sorted({_bare(w) for w in FILLER + NAMES + [MARKER, "ما", "اذكر", "؟", "قال", "الراوي"]})
     vectors = np.random.default_rng(0).normal(size=(len(words), 16)).astype(np.float32)
     np.save(directory / "vectors.npy", vectors, allow_pickle=False)
     (directory / "words.txt").write_text("".join(f"{w}\t{10}\n" for w in words), encoding="utf-8")
@@ -39,7 +39,9 @@ def embeddings_dir(tmp_path_factory):
     return directory
 
 
-def _squad(path, count: int, seed: int, extra: list[dict] = ()) -> list[dict]:
+def _squad(path, count: int, seed: int, extra: list[dict] = (), asking: str = "ما") -> list[dict]:
+    """`asking`: the question word. Dev sets ask with another one than training sets: the same question with the same
+    answer in both would be a leak, which train-reader drops as finetune does."""
     rng = random.Random(seed)
     paragraphs, examples = [], []
     for i in range(count):
@@ -48,7 +50,7 @@ def _squad(path, count: int, seed: int, extra: list[dict] = ()) -> list[dict]:
         name = rng.choice(NAMES)
         context = " ".join(before) + f" {MARKER} {name} " + " ".join(after) + "."
         start = context.index(f" {MARKER} ") + len(MARKER) + 2
-        qa = {"id": f"q{seed}-{i}", "question": f"ما {MARKER} ؟",
+        qa = {"id": f"q{seed}-{i}", "question": f"{asking} {MARKER} ؟",
               "answers": [{"text": name, "answer_start": start}]}
         paragraphs.append({"context": context, "qas": [qa]})
         examples.append({"id": qa["id"], "context": context, "answers": {"text": [name], "answer_start": [start]}})
@@ -67,7 +69,7 @@ def trained(embeddings_dir, tmp_path_factory):
     lost = {"id": "lost", "context": f"قال الراوي {MARKER} 中文 في المدينة.",
             "answers": [{"text": "中文", "answer_start": len(f"قال الراوي {MARKER} ")}]}
     _squad(base / "train.json", 120, seed=1, extra=[lost])
-    dev = _squad(base / "dev.json", 30, seed=2)
+    dev = _squad(base / "dev.json", 30, seed=2, asking="اذكر")
     out = base / "reader"
     code = main(["train-reader", "--embeddings", str(embeddings_dir), "--train", str(base / "train.json"),
                  "--dev", str(base / "dev.json"), "-o", str(out), "--hidden", "24", "--layers", "1",
@@ -79,14 +81,19 @@ def trained(embeddings_dir, tmp_path_factory):
 
 def test_training_writes_the_output_and_counts_skipped_answers(trained):
     _, out, _ = trained
-    assert sorted(p.name for p in out.iterdir()) == ["arabert_pipeline.json", "reader.safetensors",
+    assert sorted(p.name for p in out.iterdir()) == ["arabert_pipeline.json", "log.jsonl", "reader.safetensors",
                                                      "reader_config.json"]
     metadata = json.loads((out / "arabert_pipeline.json").read_text(encoding="utf-8"))
     assert metadata["task"] == "static-reader" and metadata["preprocessing"] == "arabertv02"
     assert metadata["skipped_unaligned"] == 1 and metadata["train_questions"] == 120
     assert len(metadata["epochs"]) == 12
-    best = max(metadata["epochs"], key=lambda row: row["dev_f1"])
-    assert metadata["best_epoch"] == best["epoch"] and metadata["best_dev_f1"] == best["dev_f1"]
+    # The epoch is chosen on the transformer's dev metric (SOQAL F1); the first of equal scores is kept.
+    assert metadata["dev_metric"] == "soqal_f1"
+    best = max(metadata["epochs"], key=lambda row: row["dev_soqal_f1"])
+    assert metadata["best_epoch"] == best["epoch"] and metadata["best_dev_soqal_f1"] == best["dev_soqal_f1"]
+    assert metadata["best_dev_f1"] == best["dev_f1"]
+    losses = [row["loss"] for row in map(json.loads, (out / "log.jsonl").read_text().splitlines()) if "loss" in row]
+    assert losses and losses[-1] < losses[0]
     assert metadata["best_dev_em"] >= 90, metadata["epochs"]
     config = json.loads((out / "reader_config.json").read_text(encoding="utf-8"))
     assert len(config["tuned_words"]) == 3 and _bare(MARKER) in config["tuned_words"]
@@ -127,7 +134,7 @@ def test_predictions_load_in_evaluate(trained, tmp_path):
 
 def test_an_answer_does_not_depend_on_its_batch(trained):
     from arabert_pipeline.qa.data import read_squad
-    from arabert_pipeline.qa.static_reader import StaticReader
+    from arabert_pipeline.qa.static.predict import StaticReader
 
     base, out, _ = trained
     reader = StaticReader.load(out)
@@ -142,7 +149,7 @@ def test_an_answer_does_not_depend_on_its_batch(trained):
 def test_best_span_respects_order_and_length():
     import torch
 
-    from arabert_pipeline.qa.static_reader import best_spans
+    from arabert_pipeline.qa.static.model import best_spans
 
     start = torch.tensor([[0.0, 0.0, 20.0, 0.0, 0.0, 0.0]])
     end = torch.tensor([[0.0, 9.0, 0.0, 0.0, 0.0, 5.0]])  # the best end lies before the best start
@@ -170,33 +177,24 @@ def test_output_is_claimed_and_embeddings_checked(trained, embeddings_dir, tmp_p
         (changed / name).write_bytes((embeddings_dir / name).read_bytes())
     lines = (embeddings_dir / "words.txt").read_text(encoding="utf-8").splitlines()
     (changed / "words.txt").write_text("\n".join(lines[1:] + lines[:1]) + "\n", encoding="utf-8")
-    from arabert_pipeline.qa.static_reader import StaticReader
+    from arabert_pipeline.qa.static.predict import StaticReader
 
     with pytest.raises(ConfigError, match="not the embeddings directory"):
         StaticReader.load(out, changed)
 
 
-def test_cli_defaults_match_the_config():
-    import dataclasses
-
-    from arabert_pipeline.qa.reader_cli import _DEFAULTS
-    from arabert_pipeline.qa.static_reader import ReaderConfig
-
-    defaults = {f.name: f.default for f in dataclasses.fields(ReaderConfig)}
-    assert all(defaults[name] == value for name, value in _DEFAULTS.items())
-
-
 def test_training_questions_that_leak_into_a_held_out_set_are_dropped(tmp_path):
-    from arabert_pipeline.qa.data import read_squad
-    from arabert_pipeline.qa.static_reader import drop_leaking
+    """train-reader reads its sets as finetune does (policy "drop"): what leaks into a held-out set is not trained on."""
+    from arabert_pipeline.qa.data import read_squad, read_squad_sets
 
     _squad(tmp_path / "train.json", 20, seed=3)
     train = read_squad(str(tmp_path / "train.json")).examples
     held_out = tmp_path / "held-out.json"
     held_out.write_text((tmp_path / "train.json").read_text(encoding="utf-8"), encoding="utf-8")  # the same articles
-    kept, dropped = drop_leaking(train, [str(held_out)])
-    assert dropped == len(train) and kept == []
-    assert drop_leaking(train, []) == (train, 0)
+    sets = read_squad_sets(train=[str(tmp_path / "train.json")], hold_out=[str(held_out)], policy="drop",
+                           say=lambda message: None)
+    assert sets.dropped == {str(tmp_path / "train.json"): len(train)} and sets.examples == []
+    assert read_squad_sets(train=[str(tmp_path / "train.json")], policy="drop", say=lambda m: None).examples == train
 
 
 # Issue 37: the files the reader trusts ------------------------------------------------------------------------------
@@ -217,23 +215,23 @@ def _train_tiny(embeddings, base, out, *extra):
 def test_the_reader_is_bound_to_the_vectors_read_at_the_start(trained, embeddings_dir, tmp_path, monkeypatch, caplog):
     """Embeddings replaced while train-reader runs: the reader records the checksums of what it read, so it loads with
     the vectors it was trained on and refuses the new ones (it recorded the new words.txt's checksum at the end)."""
-    from arabert_pipeline.qa import static_reader
-    from arabert_pipeline.qa.static_reader import StaticReader
+    from arabert_pipeline.qa.static import train as static_train
+    from arabert_pipeline.qa.static.predict import StaticReader
 
     base, _, _ = trained
     live = _copy_embeddings(embeddings_dir, tmp_path / "live")
     original = _copy_embeddings(embeddings_dir, tmp_path / "original")
     lines = (live / "words.txt").read_text(encoding="utf-8").splitlines()
-    read_sets = static_reader._read_sets
+    read_sets = static_train.read_squad_sets
     replaced = []
 
-    def replace_then_read(sources, policy):
+    def replace_then_read(**kwargs):
         if not replaced:  # the vectors are read; then someone retrains the embeddings in place
             (live / "words.txt").write_text("\n".join(lines[1:] + lines[:1]) + "\n", encoding="utf-8")
             replaced.append(True)
-        return read_sets(sources, policy)
+        return read_sets(**kwargs)
 
-    monkeypatch.setattr(static_reader, "_read_sets", replace_then_read)
+    monkeypatch.setattr(static_train, "read_squad_sets", replace_then_read)
     assert _train_tiny(live, base, tmp_path / "reader") == 0
     assert replaced and "changed while train-reader ran" in caplog.text
     StaticReader.load(tmp_path / "reader", original)
@@ -242,7 +240,7 @@ def test_the_reader_is_bound_to_the_vectors_read_at_the_start(trained, embedding
 
 
 def test_vectors_replaced_under_the_same_words_are_refused(trained, embeddings_dir, tmp_path):
-    from arabert_pipeline.qa.static_reader import StaticReader
+    from arabert_pipeline.qa.static.predict import StaticReader
 
     _, out, _ = trained
     retrained = _copy_embeddings(embeddings_dir, tmp_path / "retrained")
@@ -279,7 +277,7 @@ def _edited_reader(out, tmp_path, edit):
     (lambda c: c.update(dim=32), "dim is 32 but"),
 ])
 def test_a_damaged_reader_config_is_named_field_by_field(trained, embeddings_dir, tmp_path, edit, expected):
-    from arabert_pipeline.qa.static_reader import StaticReader
+    from arabert_pipeline.qa.static.predict import StaticReader
 
     _, out, _ = trained
     copy = _edited_reader(out, tmp_path, edit)
@@ -298,7 +296,7 @@ def test_a_damaged_reader_config_is_a_one_line_error_of_reader_predict(trained, 
 @pytest.mark.parametrize("field", ["layers", "hidden", "max_span_words"])
 def test_train_reader_refuses_the_sizes_a_load_would_refuse(field):
     # The check itself, not the verb: should it regress, the verb would build a million LSTM layers.
-    from arabert_pipeline.qa.static_reader import ReaderConfig, check_config
+    from arabert_pipeline.qa.static.config import ReaderConfig, check_config
 
     config = ReaderConfig(embeddings="e", train=["t.json"], dev=["d.json"], output_dir="o", **{field: 10**6})
     with pytest.raises(ConfigError, match=f"^{field} must be an integer between 1 and"):

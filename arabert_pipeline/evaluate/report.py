@@ -4,7 +4,7 @@
                             out=Path("reports/eval"))
     results = run_evaluation(config)      # also writes everything under config.out, atomically
 
-A system is a QA model dir / hub id (answers predicted with `qa.infer.QAModel`), a predictions file
+A system is a QA model dir / hub id (answers predicted with `qa.transformer.model.QAModel`), a predictions file
 (`{question id: answer text}` or `{question id: {"text": ..., "start": ...}}`, as `evaluate` itself writes under
 predictions/), or a baseline that needs no model (baselines.py: first / random / TF-IDF sentence, sliding window,
 word-overlap span). Every metric is the ×100 mean over ALL questions of the dataset
@@ -212,7 +212,7 @@ def describe_setup(systems: list[System]) -> tuple[str | None, str, bool]:
 
 
 def _predict_with_model(model, examples: list[dict], batch_size: int) -> dict[str, tuple[str, int | None]]:
-    """The best answer of a `qa.infer.QAModel` per question; a question it finds no span for stays missing."""
+    """The best answer of a `qa.transformer.model.QAModel` per question; a question it finds no span for stays missing."""
     answers = model.predict(examples, batch_size=batch_size)
     return {ex["id"]: (found[0].text, found[0].start) for ex, found in zip(examples, answers) if found}
 
@@ -353,7 +353,7 @@ def _evaluate_dataset(config, source, key, systems, answers, models, log) -> tup
         log(f"{key}: {system.label} ({system.kind}, {len(examples)} questions)")
         if system.kind == "model":
             if system.label not in models:
-                from ..qa.infer import QAModel
+                from ..qa.transformer.model import QAModel
 
                 own = system.info.get("preprocessing") if "hub_id" not in system.info else None
                 models[system.label] = QAModel.load(system.source, whole_words=config.whole_words,

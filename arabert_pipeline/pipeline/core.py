@@ -4,11 +4,11 @@
     qa = Pipeline("arabert")                      # the default model shipped in arabert_pipeline/models/
     qa.answer("أين تقع البتراء؟", "تقع مدينة البتراء في جنوب الأردن.")   # Answer(text='جنوب الأردن', start=..., ...)
 
-Windowing, preprocessing, span decoding and scores are QAModel's (qa/infer.py); this layer resolves the model name,
+Windowing, preprocessing, span decoding and scores are QAModel's (qa/transformer/); this layer resolves the model name,
 checks the user's input before it reaches the model, and chunks large batches.
 
 Two backends run the model. A model dir holding `model.onnx` (written by `arabert-pipeline export-onnx`; the shipped
-model has one) runs on ONNX Runtime + `tokenizers` (onnx_backend.py): neither torch nor transformers is imported,
+model has one) runs on ONNX Runtime + `tokenizers` (qa/transformer/onnx.py): neither torch nor transformers is imported,
 and windows, decoding and answers are the torch path's. Anything else, a device other than the CPU, or
 `backend="torch"` runs on torch + transformers (QAModel), which also trains.
 
@@ -30,10 +30,11 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from ..artifacts import METADATA_FILE, looks_like_local_path, torch_device
 from ..errors import ConfigError, InputError
-from ..qa.export import ONNX_FILE
+from ..finetuning.export import ONNX_FILE
 
 if TYPE_CHECKING:
-    from ..qa.infer import Answer, QAModel
+    from ..qa.transformer.decode import Answer
+    from ..qa.transformer.model import QAModel
 
 MODELS_DIR = Path(__file__).resolve().parents[1] / "models"
 # Names that resolve to a model shipped inside the package: name → directory under arabert_pipeline/models/.
@@ -91,10 +92,11 @@ class Pipeline:
         `max_context_chars`: longer contexts are refused with an InputError (memory grows with the context).
         `max_question_chars`: longer questions are refused with an InputError (the reader reads all of a question).
         """
-        from ..qa.infer import DECODINGS, QAModel
+        from ..qa.transformer.model import QAModel
+        from ..qa.transformer.settings import check_decoding_setting
 
-        if decoding is not None and decoding not in DECODINGS:
-            raise ConfigError(f"decoding must be one of {', '.join(DECODINGS)}, got {decoding!r}")
+        if decoding is not None:
+            check_decoding_setting("decoding", decoding)
         if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
             raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
         self.backend = choose_backend(model, device, backend)
@@ -118,7 +120,7 @@ class Pipeline:
                 raise ConfigError("quantize=True with a loaded ONNX model: load it with OnnxQAModel.load(..., "
                                   "quantize=True), or pass the model dir")
         elif self.backend == "onnx":
-            from .onnx_backend import OnnxQAModel
+            from ..qa.transformer.onnx import OnnxQAModel
 
             self.source = str(model)
             self.qa = OnnxQAModel.load(_resolve(model), preprocessing=preprocessing, quantize=quantize)
@@ -130,7 +132,7 @@ class Pipeline:
                 # would run fp16 matmuls, which CPUs emulate slowly (and int8 quantization needs fp32 layers).
                 self.qa.model.float()
         if quantize and self.backend == "torch":
-            self.qa = QAModel(quantize_dynamic(self.qa.model), self.qa.tokenizer, self.qa.preprocessing.name,
+            self.qa = QAModel(quantize_dynamic(self.qa.model), self.qa.tokenizer, self.qa.preprocessing,
                               self.qa.settings, sentence_idf=self.qa.sentence_idf, reader=self.qa.reader)
         self.qa.whole_words = whole_words
         if decoding is not None:
@@ -140,7 +142,7 @@ class Pipeline:
 
     @property
     def preprocessing(self) -> str:
-        return self.qa.preprocessing.name
+        return self.qa.preprocessing
 
     def __repr__(self) -> str:
         int8 = ", quantize=True" if self.quantized else ""
@@ -334,7 +336,7 @@ def choose_backend(model: "str | os.PathLike | QAModel", device: str, backend: s
     """"onnx" or "torch": the backend that `Pipeline(model, device=device, backend=backend)` runs."""
     from importlib.util import find_spec
 
-    from ..qa.infer import QAModel
+    from ..qa.transformer.model import QAModel
 
     if backend not in BACKENDS:
         raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
@@ -400,7 +402,7 @@ def model_prefers_int8(model: object, backend: str) -> bool:
 
 
 def _load(model: str | os.PathLike, *, preprocessing: str | None, device: str) -> "QAModel":
-    from ..qa.infer import QAModel
+    from ..qa.transformer.model import QAModel
 
     path = _resolve(model)
     if isinstance(path, str):

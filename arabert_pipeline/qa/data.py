@@ -328,3 +328,17 @@ def _expect(value, kind, path, field, description):
     if not isinstance(value, kind):
         raise InputError(f"expected {description}", path=path, field=field)
     return value
+
+
+def read_squad_sets(*, train: list[str], dev: list[str] = (), eval: list[str] = (), hold_out: list[str] = (),
+                    misaligned: str = "error", policy: str = "refuse", download: bool = False, say=log.info):
+    """The SQuAD sets of one fine-tuning run, read and guarded as every task's are (finetuning/sets.py): training
+    answers that do not align handled by `misaligned`, the other sets keeping theirs, the leakage `policy` applied."""
+    from ..finetuning.sets import read_labelled_sets
+    from .leakage import find_leakage
+
+    def read(source: str, policy_for_bad_answers: str) -> SquadFile:
+        return read_squad(source, misaligned=policy_for_bad_answers, download=download)
+
+    return read_labelled_sets(read, find_leakage, train=train, dev=dev, eval=eval, hold_out=hold_out,
+                              train_policy=misaligned, policy=policy, say=say)

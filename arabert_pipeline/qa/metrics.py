@@ -58,6 +58,9 @@ import regex
 VARIANTS = ("soqal", "arabic")
 METRICS = ("em", "f1", "sm")
 SCORE_KEYS = tuple(f"{variant}_{metric}" for variant in VARIANTS for metric in METRICS)
+# The paper's metric: every choice made on dev (an epoch, the decoding settings) is made on it, pooled over the
+# questions of all dev sets, by both readers.
+DEV_METRIC = "soqal_f1"
 
 # --------------------------------------------------------------------------------------------------------------------
 # SOQAL-compatible normalization

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import InputError
 from ..pipeline.core import check_top_k, text_problem
-from ..qa.infer import DECODINGS
+from ..qa.transformer.settings import DECODINGS
 from .limits import ServeLimits, estimate_tokens, pair_cost
 from .metrics import CONTENT_TYPE, Metrics
 from .policy import AccessPolicy
@@ -448,7 +448,7 @@ class Answerer:
         message = str(exc)
         if exc.field and message.startswith(f"{exc.field}: "):
             message = message[len(exc.field) + 2:]
-        blank_question = not self.pipeline.qa.preprocessing.question(question).strip()
+        blank_question = not self.pipeline.qa.preprocessor.question(question).strip()
         return PairError("question" if blank_question else "context", message)
 
 

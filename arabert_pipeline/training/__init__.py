@@ -1,5 +1,5 @@
 """The one training engine of the package (engine.py, the loop; its parts in output.py, checkpoints.py, logs.py,
-budget.py, optim.py, state.py): `pretrain` (pretrain/trainer.py) and `finetune` (qa/finetune.py) are two
+budget.py, optim.py, state.py): `pretrain` (pretrain/trainer.py) and `finetune` (qa/transformer/finetune.py) are two
 subclasses of `Engine`, so both run on one CPU, one GPU or several (accelerate / torchrun), resume exactly, honour
 Ctrl-C and --time-budget, and write checkpoints, logs and the final model the same way.
 

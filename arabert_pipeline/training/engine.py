@@ -202,8 +202,8 @@ class Engine(Checkpointing, OutputRules, RunLog, BudgetSteps):
         if loop.max_grad_norm > 0:
             totals["grad_norm"] = accelerator.clip_grad_norm_(self.model.parameters(), loop.max_grad_norm)
         state = self.state
-        lr = loop.lr * lr_factor(state.step, state.warmup_steps, state.total_steps, state.decay_step,
-                                 state.decay_factor)
+        lr = loop.lr if loop.schedule == "constant" else loop.lr * lr_factor(
+            state.step, state.warmup_steps, state.total_steps, state.decay_step, state.decay_factor)
         for group in self.optimizer.param_groups:
             group["lr"] = lr * group.get("lr_scale", 1.0)
         self.optimizer.step()

@@ -4,6 +4,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+SCHEDULES = ("linear", "constant")
+
 
 @dataclass
 class LoopSettings:
@@ -26,6 +28,9 @@ class LoopSettings:
     resume: str | None = None  # "latest" or a checkpoint directory
     overwrite: bool = False
     progress: bool = True
+    # "linear": BERT's warm-up then linear decay to 0 (optim.lr_factor); "constant": `lr` throughout (the static
+    # reader's Adamax, as DrQA trains it).
+    schedule: str = "linear"
 
     def __post_init__(self) -> None:
         """Checked for every stage at once, before any model or data is loaded: torch would refuse a negative or NaN
@@ -39,6 +44,8 @@ class LoopSettings:
         for name in ("lr", "warmup", "weight_decay", "max_grad_norm"):  # lr 0: weights kept (a dev-only baseline)
             if not (finite(getattr(self, name)) and getattr(self, name) >= 0):
                 raise ConfigError(f"{name} must be a finite number ≥ 0, got {getattr(self, name)}")
+        if self.schedule not in SCHEDULES:
+            raise ConfigError(f"schedule must be one of {', '.join(SCHEDULES)}, got {self.schedule!r}")
         if not 0 <= self.seed < 2**32:
             raise ConfigError(f"seed must be between 0 and {2**32 - 1}, got {self.seed}")
         if self.time_budget is not None and not (finite(self.time_budget) and self.time_budget > 0):

@@ -1,10 +1,10 @@
 """A `tokenizers.Tokenizer` called like a transformers fast tokenizer, for QA windows without transformers.
 
-qa/features.py builds windows through a transformers fast tokenizer's call (pairs, truncation="only_second", stride,
+features.py builds windows through a transformers fast tokenizer's call (pairs, truncation="only_second", stride,
 overflowing tokens, offsets). That call sets truncation and stride on the Rust tokenizer underneath, runs
 `encode_batch`, and lists each encoding followed by its overflow: `TokenizerAdapter` does the same on the model's
 tokenizer.json, so `build_windows` runs unchanged on it and the windows, ids, token types and offsets are the same
-(tests/test_onnx.py compares them on ARCD-test). Only the arguments qa/features.py passes are supported.
+(tests/test_onnx.py compares them on ARCD-test). Only the arguments features.py passes are supported.
 """
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import read_json_file
-from ..errors import ConfigError
+from ...artifacts import read_json_file
+from ...errors import ConfigError
 
 
 # transformers 5's generic fast tokenizer returns these when tokenizer_config.json lists none (4.x's added
@@ -22,7 +22,7 @@ DEFAULT_INPUT_NAMES = ("input_ids", "attention_mask")
 
 
 class Encoded(dict):
-    """What a transformers tokenizer call returns, as far as qa/features.py reads it."""
+    """What a transformers tokenizer call returns, as far as features.py reads it."""
 
     def __init__(self, data: dict[str, Any], encodings: list):
         super().__init__(data)
@@ -33,7 +33,7 @@ class Encoded(dict):
 
 
 class TokenizerAdapter:
-    """A `tokenizers.Tokenizer` called like a transformers fast tokenizer (the arguments qa/features.py uses)."""
+    """A `tokenizers.Tokenizer` called like a transformers fast tokenizer (the arguments features.py uses)."""
 
     is_fast = True
     _STRATEGIES = {True: "longest_first", "longest_first": "longest_first", "only_first": "only_first",

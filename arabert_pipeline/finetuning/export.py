@@ -1,11 +1,9 @@
-"""`arabert-pipeline export-onnx MODEL_DIR`: a QA model as `MODEL_DIR/model.onnx`, for inference without torch.
-
-    arabert-pipeline export-onnx runs/qa/mini           # writes runs/qa/mini/model.onnx, checked against torch
-    export_onnx("runs/qa/mini")                         # the same from Python
+"""A fine-tuned model dir's forward as `MODEL_DIR/model.onnx`, for answering without torch: every task exports this way
+(qa/transformer/export.py for QA: `arabert-pipeline export-onnx`).
 
 The graph takes `input_ids`, `attention_mask` (and `token_type_ids` when the model has them), batch and sequence
-axes dynamic, and returns `start_logits`, `end_logits`: the forward of `AutoModelForQuestionAnswering`, nothing else.
-Windows, preprocessing and span decoding stay the package's (pipeline/onnx_backend.py runs them around the graph).
+axes dynamic, and returns the task head's outputs by name (QA: `start_logits`, `end_logits`): the model's forward,
+nothing else. Tokenization, preprocessing and decoding stay the package's.
 
 The weights are not copied. `model.onnx` holds the graph only and reads every weight from `model.safetensors` beside
 it (ONNX external data: file, offset, length), in the dtype stored there; a weight stored in fp16 reaches the graph
@@ -15,13 +13,12 @@ second 23 MB (fp16) or 46 MB (fp32) copy of its weights, and the two files can n
 the graph assumes of them (their names, dtypes, shapes and offsets, and config.json) is fingerprinted into
 model.onnx: a model dir whose weights file or config was rewritten since the export is refused at load, never run.
 
-The exporter is torch's TorchScript one: on this model its graph runs ~20% faster under ONNX Runtime than the
-torch.export one (whose GELU stays unfused). Each export is checked: ONNX Runtime and torch must give the same logits
-(within 1e-3) on windows of several lengths, padded and not, or nothing is written.
+The exporter is torch's TorchScript one: on the QA model its graph runs ~20% faster under ONNX Runtime than the
+torch.export one (whose GELU stays unfused). Each export is checked: ONNX Runtime and torch must give the same outputs
+(within 1e-3) on inputs of several lengths, padded and not, or nothing is written.
 """
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -35,7 +32,6 @@ from ..errors import ConfigError
 ONNX_FILE = "model.onnx"
 WEIGHTS_FILE = "model.safetensors"
 INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")
-OUTPUT_NAMES = ("start_logits", "end_logits")
 # model.onnx metadata_props keys.
 FINGERPRINT_KEY = "arabert_pipeline.fingerprint"
 PRODUCER = "arabert-pipeline export-onnx"
@@ -47,41 +43,7 @@ MIN_LINKED_ELEMENTS = 64
 _SAFETENSORS_TYPES = {"F32": ("FLOAT", "float32"), "F16": ("FLOAT16", "float16"), "BF16": ("BFLOAT16", None)}
 
 
-def register(subparsers) -> None:
-    p = subparsers.add_parser(
-        "export-onnx",
-        help="export a QA model dir to ONNX (model.onnx beside its weights) for inference without torch",
-        description="Write MODEL_DIR/model.onnx: the QA model's forward as an ONNX graph that reads its weights from "
-        "MODEL_DIR/model.safetensors, checked against torch before it is written. `Pipeline` and "
-        "`arabert-pipeline answer` then run the model with ONNX Runtime, without importing torch. Re-run it "
-        "whenever the weights or config.json change (a stale model.onnx is refused at load). Needs the `onnx` "
-        "package (pip install 'arabert-pipeline[export]').",
-    )
-    p.add_argument("model_dir", metavar="MODEL_DIR", help="a QA model dir with config.json and model.safetensors")
-    p.add_argument("--overwrite", action="store_true",
-                   help="replace a model.onnx that was not written by export-onnx (an earlier export is always "
-                   "replaced)")
-    p.set_defaults(run=run_export)
-
-
-def run_export(args: argparse.Namespace) -> int:
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.disable_progress_bar()
-    path = export_onnx(args.model_dir, overwrite=args.overwrite)
-    size = path.stat().st_size / 1e6
-    print(f"wrote {path} ({size:.2f} MB; weights read from {path.parent / WEIGHTS_FILE}), logits checked against torch")
-    return 0
-
-
 # The fingerprint: what model.onnx assumes of the files beside it ---------------------------------------------------
-
-def session_threads() -> int:
-    """ONNX Runtime's intra-op threads: $OMP_NUM_THREADS when set (the limit torch obeys too), else 0 (ONNX Runtime's
-    default, one per physical core)."""
-    value = os.environ.get("OMP_NUM_THREADS", "")
-    return int(value) if value.isdigit() and int(value) > 0 else 0
-
 
 def read_safetensors_header(path: Path) -> tuple[dict, int, bytes]:
     """(tensor entries, offset of the data section, raw header bytes) of a safetensors file."""
@@ -117,17 +79,9 @@ def weights_fingerprint(model_dir: str | os.PathLike) -> str:
 
 # Export -------------------------------------------------------------------------------------------------------------
 
-def export_onnx(model_dir: str | os.PathLike, *, overwrite: bool = False) -> Path:
-    """Export the QA model in `model_dir` to `model_dir/model.onnx` (see the module docstring); returns its path."""
-    import numpy as np
-
-    from ..artifacts import naming_io_errors
-
-    try:
-        import onnx
-    except ImportError as exc:
-        raise ConfigError("export-onnx needs the onnx package: pip install 'arabert-pipeline[export]'") from exc
-
+def check_model_dir(model_dir: str | os.PathLike, *, overwrite: bool) -> Path:
+    """The model dir's model.onnx-to-be, once the files the graph and the ONNX backend read are there and an existing
+    model.onnx may be replaced (an earlier export always may)."""
     model_dir = Path(model_dir)
     if not (model_dir / "config.json").is_file():
         raise ConfigError(f"{model_dir} is not a model directory (no config.json)")
@@ -138,13 +92,30 @@ def export_onnx(model_dir: str | os.PathLike, *, overwrite: bool = False) -> Pat
     target = model_dir / ONNX_FILE
     if target.exists() and not overwrite and not _written_by_us(target):
         raise ConfigError(f"{target} exists and was not written by export-onnx: pass --overwrite to replace it")
-    _check_tokenizer(model_dir)
-    model = _load_torch_model(model_dir)
+    return target
+
+
+def export_graph(model_dir: str | os.PathLike, model, output_names: tuple[str, ...], *,
+                 overwrite: bool = False) -> Path:
+    """Export `model` (the torch model of `model_dir`'s weights, in eval mode) to `model_dir/model.onnx` with the
+    given outputs (attributes of its forward's output, shaped batch × sequence × ...), linked to model.safetensors
+    and checked against torch; returns its path."""
+    import numpy as np
+
+    from ..artifacts import naming_io_errors
+
+    try:
+        import onnx
+    except ImportError as exc:
+        raise ConfigError("export-onnx needs the onnx package: pip install 'arabert-pipeline[export]'") from exc
+
+    model_dir = Path(model_dir)
+    target = check_model_dir(model_dir, overwrite=overwrite)
     inputs = [name for name in INPUT_NAMES if name in _forward_parameters(model)]
     with tempfile.TemporaryDirectory(prefix="export-onnx-") as tmp:
         traced = Path(tmp) / ONNX_FILE
         with naming_io_errors(traced):  # the exporter's failed write (a full disk) names no file
-            _trace(model, inputs, traced)
+            _trace(model, inputs, output_names, traced)
         graph = onnx.load(str(traced))
     _link_weights(graph, model_dir / WEIGHTS_FILE)
     graph.producer_name = PRODUCER
@@ -155,7 +126,7 @@ def export_onnx(model_dir: str | os.PathLike, *, overwrite: bool = False) -> Pat
         with naming_io_errors(staged):
             staged.write_bytes(graph.SerializeToString())
         onnx.checker.check_model(str(staged))
-        _check_against_torch(staged, model, inputs, np.random.default_rng(0))
+        _check_against_torch(staged, model, inputs, output_names, np.random.default_rng(0))
         os.replace(staged, target)
     finally:
         staged.unlink(missing_ok=True)
@@ -171,51 +142,17 @@ def _written_by_us(path: Path) -> bool:
         return False
 
 
-def _check_tokenizer(model_dir: Path) -> None:
-    """The ONNX backend tokenizes with `tokenizers` alone: its windows must be the ones transformers gives here."""
-    import numpy as np
-
-    from ..tokenizer.load import load_pretrained_tokenizer
-    from .features import build_windows
-    from .tokenizer_adapter import TokenizerAdapter
-
-    questions = ["ما هي عاصمة الأردن ؟", "متى تأسست الرياض ؟"]
-    contexts = ["عمان هي عاصمة المملكة الأردنية الهاشمية وأكبر مدنها . " * 20, "تأسست الرياض عام 1746 ."]
-    settings = dict(max_seq_length=64, doc_stride=16, max_question_tokens=16)
-    ours = build_windows(TokenizerAdapter.from_directory(model_dir), questions, contexts, **settings)
-    theirs = build_windows(load_pretrained_tokenizer(model_dir), questions, contexts, **settings)
-    if (ours.input_ids != theirs.input_ids or ours.token_type_ids != theirs.token_type_ids
-            or not np.array_equal(ours.offsets, theirs.offsets)):
-        raise ConfigError(f"{model_dir}: tokenizer.json read by `tokenizers` alone does not give transformers' windows "
-                          "(does tokenizer_config.json list the model_input_names?): save the tokenizer with "
-                          "arabert_pipeline.tokenizer.export.save_pretrained_tokenizer, then export again")
-
-
-def _load_torch_model(model_dir: Path):
-    import torch
-    from transformers import AutoModelForQuestionAnswering
-
-    from ..artifacts import load_pretrained_model
-
-    # Eager attention traces to plain MatMul/Softmax, which ONNX Runtime fuses; fp32, as the torch path computes.
-    model, info = load_pretrained_model(AutoModelForQuestionAnswering, model_dir, dtype=torch.float32,
-                                        attn_implementation="eager")
-    if any("qa_outputs" in key for key in info.get("missing_keys", ())):
-        raise ConfigError(f"{model_dir} has no trained question-answering head: fine-tune it before exporting")
-    return model.eval()
-
-
 def _forward_parameters(model) -> set[str]:
     import inspect
 
     return set(inspect.signature(model.forward).parameters)
 
 
-def _trace(model, inputs: list[str], path: Path) -> None:
+def _trace(model, inputs: list[str], output_names: tuple[str, ...], path: Path) -> None:
     import torch
 
-    class Logits(torch.nn.Module):
-        """The model's forward with positional inputs and the two logit tensors as outputs."""
+    class Outputs(torch.nn.Module):
+        """The model's forward with positional inputs and the named outputs as a tuple."""
 
         def __init__(self):
             super().__init__()
@@ -223,14 +160,15 @@ def _trace(model, inputs: list[str], path: Path) -> None:
 
         def forward(self, *tensors):
             out = self.model(**dict(zip(inputs, tensors)))
-            return out.start_logits, out.end_logits
+            return tuple(getattr(out, name) for name in output_names)
 
     # A padded second row, so that the attention mask's computation is part of the trace.
     ids = torch.randint(5, model.config.vocab_size, (2, 16))
     mask = torch.ones_like(ids)
     mask[1, 10:] = 0
     example = {"input_ids": ids, "attention_mask": mask, "token_type_ids": torch.zeros_like(ids)}
-    axes = {name: {0: "batch", 1: "sequence"} for name in (*inputs, *OUTPUT_NAMES)}
+    axes = {name: {0: "batch", 1: "sequence"} for name in inputs}
+    axes.update({name: {0: "batch", 1: "sequence"} for name in output_names})
     with warnings.catch_warnings():
         # Expected from the TorchScript exporter on this model (its deprecation, shape-dependent branches in
         # transformers' mask code, index lowering); _check_against_torch is what decides whether the graph is right.
@@ -238,8 +176,8 @@ def _trace(model, inputs: list[str], path: Path) -> None:
         with torch.no_grad():
             # eval() on the wrapper: the exporter restores the wrapper's mode afterwards, recursively, and a new
             # module's mode is training (dropout on in the model checked next).
-            torch.onnx.export(Logits().eval(), tuple(example[name] for name in inputs), str(path), dynamo=False,
-                              opset_version=OPSET, input_names=inputs, output_names=list(OUTPUT_NAMES),
+            torch.onnx.export(Outputs().eval(), tuple(example[name] for name in inputs), str(path), dynamo=False,
+                              opset_version=OPSET, input_names=inputs, output_names=list(output_names),
                               dynamic_axes=axes, do_constant_folding=True)
 
 
@@ -318,8 +256,9 @@ def _link_weights(graph, weights: Path) -> None:
     graph.graph.node.extend([*nodes, *traced])
 
 
-def _check_against_torch(path: Path, model, inputs: list[str], rng) -> None:
-    """ONNX Runtime on the written file vs the torch model, on windows of several lengths with and without padding."""
+def _check_against_torch(path: Path, model, inputs: list[str], output_names: tuple[str, ...], rng) -> None:
+    """ONNX Runtime on the written file vs the torch model, on inputs of several lengths with and without padding (an
+    output's values at padded positions are not compared)."""
     import numpy as np
     import onnxruntime
     import torch
@@ -341,11 +280,12 @@ def _check_against_torch(path: Path, model, inputs: list[str], rng) -> None:
         types[:, length // 3 :] = 1
         feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
         feeds = {name: feeds[name] for name in inputs}
-        got = session.run(list(OUTPUT_NAMES), feeds)
+        got = session.run(list(output_names), feeds)
         with torch.no_grad():
             out = model(**{name: torch.from_numpy(v) for name, v in feeds.items()})
-        for name, onnx_logits, torch_logits in zip(OUTPUT_NAMES, got, (out.start_logits, out.end_logits)):
-            gap = float(np.abs(onnx_logits - torch_logits.numpy())[mask.astype(bool)].max())
+        for name, onnx_values in zip(output_names, got):
+            gap = np.abs(onnx_values - getattr(out, name).numpy())
+            gap = float((gap[mask.astype(bool)] if gap.shape[:2] == mask.shape else gap).max())
             if not gap <= TOLERANCE:
                 raise ConfigError(f"the exported graph's {name} differ from torch's by {gap:.2g} on a {rows}×{length}"
                                   " batch: not written")

@@ -3,7 +3,7 @@
     arabert-pipeline tune-decoding runs/qa/deberta --reader runs/reader/w2v --dev arcd-dev mlqa-ar-dev -o runs/qa/both
 
 Measured on the dev sets (docs/experiments/reader-companion.md): the shipped small transformer finds the answer's
-sentence but places the span poorly inside it, and the reader (static_reader.py: BiLSTMs over word2vec, question-word
+sentence but places the span poorly inside it, and the reader (qa/static/: BiLSTMs over word2vec, question-word
 features) places spans well but picks sentences slightly worse; a span scored by both (the transformer's start + end
 logits plus `reader_weight` × the reader's log p(start word) + log p(end word)) beats either alone.
 
@@ -35,8 +35,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..artifacts import file_digest, read_json_file, read_metadata
-from ..errors import ConfigError
+from ...artifacts import file_digest, read_json_file, read_metadata
+from ...errors import ConfigError
 
 COMPANION_DIR = "reader"
 GRAPH_FILE, TABLE_FILE, WORDS_FILE, CONFIG_FILE = "reader.onnx", "vectors.npy", "words.txt", "reader.json"
@@ -55,7 +55,7 @@ def export_companion(reader_dir: str | os.PathLike, output: str | os.PathLike, *
     """Write the companion files of the train-reader output `reader_dir` into the new directory `output`."""
     import torch
 
-    from .static_reader import StaticReader
+    from ..static.predict import StaticReader
 
     reader_dir, output = Path(reader_dir), Path(output)
     reader = StaticReader.load(reader_dir, embeddings)
@@ -93,14 +93,14 @@ def export_companion(reader_dir: str | os.PathLike, output: str | os.PathLike, *
     np.save(output / TABLE_FILE, table.astype(np.float16), allow_pickle=False)
     # The embeddings' own words.txt (word<TAB>count, the format embeddings/vectors.py reads). StaticReader.load checked
     # the one it read against the checksum train-reader recorded; the copy must be that file too (the embeddings
-    # directory may have changed since), and CompanionReader.load checks it against words_sha256.
+    # directory may have changed since), and Companion.load checks it against words_sha256.
     source = Path(embeddings if embeddings is not None else reader.embeddings)
     shutil.copyfile(source / WORDS_FILE, output / WORDS_FILE)
     if file_digest(output / WORDS_FILE) != reader.embeddings_words_sha256:
         raise ConfigError(f"{source / WORDS_FILE} changed while the reader was exported: run tune-decoding again")
     metadata = read_metadata(reader_dir)
     config = {
-        "preprocessing": reader.preprocessing.name, "dim": dim,
+        "preprocessing": reader.preprocessing, "dim": dim,
         "words": len(words), "table_sha256": file_digest(output / TABLE_FILE),
         "graph_sha256": file_digest(output / GRAPH_FILE), "words_sha256": file_digest(output / WORDS_FILE),
         "trained": {key: metadata.get(key) for key in ("embeddings", "train", "dev", "best_epoch", "best_dev_em",
@@ -135,9 +135,9 @@ def copy_companion(source: Path, target: Path) -> None:
 
 
 def load_companion(model_dir: str | os.PathLike, preprocessing: str, *, required: bool,
-                   session: Callable[[Path, Any], Any] | None = None) -> "CompanionReader | None":
+                   session: Callable[[Path, Any], Any] | None = None) -> "Companion | None":
     """The reader of a local model dir when its settings weigh one (`required`), else None; `session` as in
-    CompanionReader.load."""
+    Companion.load."""
     if not required:
         return None
     if not Path(model_dir).is_dir():
@@ -146,29 +146,29 @@ def load_companion(model_dir: str | os.PathLike, preprocessing: str, *, required
     if not (Path(model_dir) / COMPANION_DIR).is_dir():
         raise ConfigError(f"{Path(model_dir) / COMPANION_DIR} is missing: the model's arabert_pipeline.json weighs a "
                           "reader (reader_weight) that is not there")
-    return CompanionReader.load(model_dir, preprocessing, session=session)
+    return Companion.load(model_dir, preprocessing, session=session)
 
 
-class CompanionReader:
+class Companion:
     """The reader of a model dir's reader/: per context character, the log-probability that the answer starts or ends
     in its word."""
 
     def __init__(self, session, table: np.ndarray, words: list[str], preprocessing: str):
-        from .static_reader import Vocabulary
+        from ..static.features import Vocabulary
 
         self.session, self.table, self.vocabulary = session, table, Vocabulary(words)
         self.preprocessing = preprocessing
 
     @classmethod
     def load(cls, model_dir: str | os.PathLike, preprocessing: str, *,
-             session: Callable[[Path, Any], Any] | None = None) -> "CompanionReader":
+             session: Callable[[Path, Any], Any] | None = None) -> "Companion":
         """The reader in MODEL_DIR/reader/, checked against the QA model's `preprocessing`; `session`, given the checked
         reader.onnx and the session options, returns the ONNX Runtime session to run instead (the ONNX backend's int8
         copy; its errors name what they load)."""
         import onnxruntime
 
-        from ..embeddings.vectors import read_words_and_digest
-        from .export import session_threads
+        from ...embeddings.vectors import read_words_and_digest
+        from ...finetuning.runtime import session_options
 
         directory = Path(model_dir) / COMPANION_DIR
         for name in COMPANION_FILES:
@@ -195,9 +195,7 @@ class CompanionReader:
         if table.dtype != np.float16 or table.shape != (len(words) + 2, config["dim"]):
             raise ConfigError(f"{directory / TABLE_FILE}: expected ({len(words) + 2}, {config['dim']}) float16, "
                               f"found {table.shape} {table.dtype}")
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = session_threads()
-        options.inter_op_num_threads = 1
+        options = session_options()
         if session is not None:
             return cls(session(directory / GRAPH_FILE, options), table, words, preprocessing)
         try:
@@ -210,7 +208,7 @@ class CompanionReader:
 
     def word_log_probs(self, question: str, text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(word spans in `text`, log p(start), log p(end)) for a preprocessed question and context."""
-        from .static_reader import word_features, word_spans
+        from ..static.features import word_features, word_spans
 
         spans = word_spans(text)
         context_words = [text[a:b] for a, b in spans]

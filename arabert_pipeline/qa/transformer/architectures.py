@@ -19,7 +19,7 @@ BERT, ELECTRA and DeBERTa need nothing here. XLNet (pretrain/xlnet.py; `AutoMode
 """
 from __future__ import annotations
 
-from ..errors import ConfigError
+from ...errors import ConfigError
 
 
 def prepare_qa_model(model, *, question_overlap: bool, source: object) -> None:

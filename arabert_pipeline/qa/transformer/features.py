@@ -15,8 +15,8 @@ import dataclasses
 
 import numpy as np
 
-from ..errors import ConfigError
-from .overlap import matching_word_spans
+from ...errors import ConfigError
+from ..overlap import matching_word_spans
 
 # Special tokens in a BERT pair: [CLS] question [SEP] context [SEP].
 _PAIR_SPECIAL_TOKENS = 3
@@ -157,3 +157,32 @@ def label_windows(
         starts[w] = context[np.flatnonzero(token_starts <= first_char)[-1]]
         ends[w] = context[np.flatnonzero(token_ends >= end_char)[0]]
     return starts, ends
+
+
+def collate(windows: Windows, rows, pad_id: int, labels: bool = False, multiple: int = 1) -> dict:
+    """Right-padded tensors for the given window rows, their width rounded up to a `multiple`: the torch backend's
+    batches (qa/transformer/model.py) and, with `labels`, fine-tuning's.
+
+    Training pads to multiples of 32 so that a run sees a handful of batch shapes: the CPU kernels keep memory for
+    every new shape (pretraining's batches are shaped the same way, for the same reason).
+    """
+    import torch
+
+    length = max(len(windows.input_ids[r]) for r in rows)
+    length = -(-length // multiple) * multiple
+    input_ids = torch.full((len(rows), length), pad_id, dtype=torch.long)
+    attention_mask = torch.zeros((len(rows), length), dtype=torch.long)
+    token_type_ids = torch.zeros((len(rows), length), dtype=torch.long)
+    for i, r in enumerate(rows):
+        ids = windows.input_ids[r]
+        input_ids[i, : len(ids)] = torch.tensor(ids)
+        attention_mask[i, : len(ids)] = 1
+        if windows.token_type_ids is not None:
+            token_type_ids[i, : len(ids)] = torch.tensor(windows.token_type_ids[r])
+    batch = {"input_ids": input_ids, "attention_mask": attention_mask}
+    if windows.token_type_ids is not None:
+        batch["token_type_ids"] = token_type_ids
+    if labels:
+        batch["start_positions"] = torch.as_tensor(windows.start_positions[rows])
+        batch["end_positions"] = torch.as_tensor(windows.end_positions[rows])
+    return batch

@@ -5,7 +5,8 @@
 `finetune` calls `tune_decoding` after training when it has dev sets; `tune-decoding` does the same for a model that is
 already trained (ours from an earlier release, or one whose dev sets were not given), without touching its weights:
 the output is a copy of the model dir whose arabert_pipeline.json holds the chosen settings and every dev score tried.
-The model runs once per dev set; each setting only re-decodes its logits.
+The model runs once per dev set (QAModel.logits); each setting only re-decodes its logits (QAModel.decode). Every
+choice is made on the dev metric (qa/metrics.py DEV_METRIC), pooled over the questions of all dev sets.
 """
 from __future__ import annotations
 
@@ -16,45 +17,45 @@ from typing import Any
 
 import numpy as np
 
-from ..artifacts import (
+from ...artifacts import (
     MODEL_DIR_FILES, OutputKind, OutputLock, atomic_directory, check_local_source, claim_output_dir, portable_path,
     read_metadata, torch_device, write_metadata,
 )
-from ..errors import ConfigError
+from ...errors import ConfigError
+from ..data import SquadFile, read_squad, unanswerable_examples
+from ..metrics import DEV_METRIC, score_question
+from .bonuses import SENTENCE_IDF_FILE
 from .calibration import CORRECT_AT, Calibration, choose_calibration
-from .data import SquadFile, read_squad, unanswerable_examples
-from .infer import DECODINGS, MAX_LOGIT_SETTING, SENTENCE_IDF_FILE, QAModel
-from .reader_companion import COMPANION_DIR, CompanionReader, copy_companion, export_companion
+from .companion import COMPANION_DIR, Companion, copy_companion, export_companion
+from .model import QAModel
+from .settings import DECODING_FIELDS, DECODINGS, PLAIN_DECODING, check_decoding_setting
 
 # Sentence-prior weights tried on the dev sets (in logits: a span's score is its start + end logit).
 SENTENCE_PRIOR_GRID = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
 # Temperatures of expected-F1 decoding tried (1 = the model's own distribution; lower = shorter, surer answers,
 # higher = longer ones that hedge more).
 TEMPERATURE_GRID = (0.5, 1.0, 2.0)
-# Weights of a companion reader's word log-probabilities (reader_companion.py), tried when the model has one.
+# Weights of a companion reader's word log-probabilities (companion.py), tried when the model has one.
 READER_WEIGHT_GRID = (0.0, 2.0, 4.0, 8.0, 16.0)
-DEV_METRIC = "soqal_f1"  # the paper's metric; pooled over the questions of all dev sets
 # The no-answer threshold must keep answering this share of the answerable dev questions. SQuAD 2.0's rule (best
 # overall F1 on dev, with as many unanswerable as answerable questions) made a small model abstain on most real
 # questions: where its answers score F1 ~0.2, abstaining costs an answerable question little and earns 1 on a negative.
 MIN_ANSWERED = 0.8
-DECODING_FIELDS = ("sentence_prior", "within_sentence", "decoding", "expected_f1_temperature", "reader_weight")
-PLAIN_DECODING = {"sentence_prior": 0.0, "within_sentence": False, "decoding": "max-score",
-                  "expected_f1_temperature": 1.0, "reader_weight": 0.0}  # Hugging Face's
 TUNE_OUTPUT = OutputKind("tune-decoding", names=(*MODEL_DIR_FILES, SENTENCE_IDF_FILE, COMPANION_DIR), markers=(),
                          metadata_marker=("decoding_tuned_by", "tune-decoding"))
 
 
 def dev_score(qa: QAModel, dev_files: list[SquadFile], batch_size: int) -> float:
     """DEV_METRIC ×100 pooled over the questions of all dev sets."""
-    from .metrics import score_question
-
-    scores = []
-    for f in dev_files:
-        for example, found in zip(f.examples, qa.predict(f.examples, batch_size=batch_size)):
-            best = found[0] if found else None
-            scores.append(score_question(example, best and best.text, best and best.start)[DEV_METRIC])
+    scores = [_best_score(example, found) for f in dev_files
+              for example, found in zip(f.examples, qa.predict(f.examples, batch_size=batch_size))]
     return 100.0 * float(np.mean(scores))
+
+
+def _best_score(example: dict[str, Any], found) -> float:
+    """DEV_METRIC of an example's best answer (0 without one)."""
+    best = found[0] if found else None
+    return score_question(example, best and best.text, best and best.start)[DEV_METRIC]
 
 
 def decoding_grid(fixed: dict[str, Any]) -> list[dict[str, Any]]:
@@ -74,24 +75,17 @@ def tune_decoding(qa: QAModel, dev_files: list[SquadFile], batch_size: int,
                   fixed: dict[str, Any]) -> list[dict[str, Any]]:
     """Pooled dev DEV_METRIC of each setting of `decoding_grid(fixed)`, as rows; the model (and its reader, if it has
     one; without one the reader weight is 0) runs once per dev set."""
-    from .metrics import score_question
-
     if qa.reader is None:
         fixed = {**fixed, "reader_weight": 0.0}
     rows = decoding_grid(fixed)
     scores: list[list[float]] = [[] for _ in rows]
     for f in dev_files:
-        prepared = [qa._prepare(i, example) for i, example in enumerate(f.examples)]
-        windows = qa.windows(prepared)
-        start_logits, end_logits = qa.window_logits(windows, batch_size)
-        reader_scores = qa.reader_scores(prepared) if qa.reader is not None else None
+        logits = qa.logits(f.examples, batch_size)
+        reader_scores = qa.reader_scores(logits.prepared) if qa.reader is not None else None
         for row, values in zip(rows, scores):
             settings = dataclasses.replace(qa.settings, **as_settings(row))
-            answers = qa.decode(prepared, windows, start_logits, end_logits, settings=settings,
-                                reader_scores=reader_scores)
-            for example, found in zip(f.examples, answers):
-                best = found[0] if found else None
-                values.append(score_question(example, best and best.text, best and best.start)[DEV_METRIC])
+            answers = qa.decode(logits, settings=settings, reader_scores=reader_scores)
+            values.extend(_best_score(example, found) for example, found in zip(f.examples, answers))
     return [{**row, "score": 100.0 * float(np.mean(values))} for row, values in zip(rows, scores)]
 
 
@@ -122,21 +116,16 @@ class DevAnswers:
 
 def dev_answers(qa: QAModel, dev_files: list[SquadFile], batch_size: int) -> DevAnswers:
     """Every dev question with its answer, and paired with another paragraph of its article (no answer there)."""
-    from .metrics import score_question
-
     metric, top_score, answerable_margin, negative_margin = [], [], [], []
     for f in dev_files:
         negatives = unanswerable_examples(f.examples)
         examples = f.examples + negatives
-        prepared = [qa._prepare(i, example) for i, example in enumerate(examples)]
-        windows = qa.windows(prepared)
-        start_logits, end_logits = qa.window_logits(windows, batch_size)
-        margins = qa.null_margins(prepared, windows, start_logits, end_logits)
-        answers = qa.decode(prepared, windows, start_logits, end_logits)
+        logits = qa.logits(examples, batch_size)
+        margins = qa.null_margins(logits)
+        answers = qa.decode(logits)
         for example, found in zip(f.examples, answers):
-            best = found[0] if found else None
-            metric.append(score_question(example, best and best.text, best and best.start)[DEV_METRIC])
-            top_score.append(best.score if best else 0.0)
+            metric.append(_best_score(example, found))
+            top_score.append(found[0].score if found else 0.0)
         answerable_margin.extend(margins[: len(f.examples)])
         negative_margin.extend(margins[len(f.examples):])
     return DevAnswers(np.asarray(metric, dtype=np.float64), np.asarray(top_score, dtype=np.float64),
@@ -210,12 +199,9 @@ def tune_model_decoding(model_dir: str | Path, dev: list[str], output: str | Pat
     model_dir, output = Path(model_dir), Path(output)
     check_local_source(model_dir)
     fixed = {name: (fixed or {}).get(name) for name in DECODING_FIELDS}
-    for name in ("sentence_prior", "reader_weight"):
-        if fixed[name] is not None and not 0 <= fixed[name] <= MAX_LOGIT_SETTING:  # also false for NaN
-            raise ConfigError(f"{name} must be between 0 and {MAX_LOGIT_SETTING:g}, got {fixed[name]}")
-    temperature = fixed["expected_f1_temperature"]
-    if temperature is not None and not 0.01 <= temperature <= 100:  # also false for NaN
-        raise ConfigError(f"expected_f1_temperature must be between 0.01 and 100, got {temperature}")
+    for name in ("sentence_prior", "reader_weight", "expected_f1_temperature", "decoding"):
+        if fixed[name] is not None:
+            check_decoding_setting(name, fixed[name])
     if batch_size < 1:
         raise ConfigError(f"batch_size must be ≥ 1, got {batch_size}")
     torch_device(device)
@@ -242,7 +228,7 @@ def tune_model_decoding(model_dir: str | Path, dev: list[str], output: str | Pat
         elif (model_dir / COMPANION_DIR).is_dir():
             companion_home = model_dir
         if companion_home is not None and (reader is not None or qa.reader is None):  # a weighed reader is loaded
-            qa.reader = CompanionReader.load(companion_home, qa.preprocessing.name)
+            qa.reader = Companion.load(companion_home, qa.preprocessing)
         if qa.reader is None and fixed["reader_weight"]:
             raise ConfigError(f"reader_weight {fixed['reader_weight']:g} needs a reader: give --reader")
         if qa.sentence_idf is None and fixed["sentence_prior"] is None:

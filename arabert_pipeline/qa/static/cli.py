@@ -1,12 +1,12 @@
-"""`arabert-pipeline train-reader` and `reader-predict`: the DrQA-style reader over static word vectors
-(static_reader.py); torch is imported only when a verb runs."""
+"""`arabert-pipeline train-reader` (a flag per ReaderConfig field, its default the field's) and `reader-predict`:
+the DrQA-style reader over static word vectors; torch is imported only when a verb runs."""
 from __future__ import annotations
 
 import argparse
 
-# ReaderConfig's defaults, repeated so that `--help` needs no numpy import (a test keeps the two equal).
-_DEFAULTS = {"hidden": 128, "layers": 3, "dropout": 0.3, "epochs": 20, "batch_size": 32, "lr": 2e-3,
-             "tune_top_k": 1000, "max_span_words": 15, "seed": 42}
+from .config import ReaderConfig
+
+_DEFAULTS = ReaderConfig(embeddings="", train=[], dev=[], output_dir="")
 
 
 def register(subparsers) -> None:
@@ -16,8 +16,9 @@ def register(subparsers) -> None:
         description="Train a reader without a pretrained transformer (DrQA, Chen et al. 2017) over the vectors of a "
                     "`train-embeddings` directory, on SQuAD v1.1 files. Words are the whitespace tokens of the text "
                     "preprocessed as the vectors' corpus was; answers are mapped to words through the offset map "
-                    "(those that do not map are skipped and counted). The epoch with the best dev F1 is kept. "
-                    "Writes reader.safetensors, reader_config.json and arabert_pipeline.json.",
+                    "(those that do not map are skipped and counted); the training questions that leak into a dev or held-out "
+                    "set are dropped. The epoch with the best dev SOQAL F1 (as finetune chooses) is kept. "
+                    "Writes reader.safetensors, reader_config.json, arabert_pipeline.json and log.jsonl.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     train.add_argument("--embeddings", required=True, metavar="DIR", help="a train-embeddings output directory")
@@ -27,20 +28,20 @@ def register(subparsers) -> None:
     train.add_argument("--hold-out", nargs="+", default=[], metavar="FILE_OR_NAME",
                        help="sets it will be scored on: the training questions that leak into them are dropped")
     train.add_argument("-o", "--output", dest="output_dir", required=True, help="directory to create")
-    train.add_argument("--hidden", type=int, default=_DEFAULTS["hidden"], help="LSTM size per direction")
-    train.add_argument("--layers", type=int, default=_DEFAULTS["layers"], help="stacked BiLSTM layers")
-    train.add_argument("--dropout", type=float, default=_DEFAULTS["dropout"])
-    train.add_argument("--epochs", type=int, default=_DEFAULTS["epochs"])
-    train.add_argument("--batch-size", type=int, default=_DEFAULTS["batch_size"])
-    train.add_argument("--lr", type=float, default=_DEFAULTS["lr"], help="Adamax learning rate")
-    train.add_argument("--tune-top-k", type=int, default=_DEFAULTS["tune_top_k"],
+    train.add_argument("--hidden", type=int, default=_DEFAULTS.hidden, help="LSTM size per direction")
+    train.add_argument("--layers", type=int, default=_DEFAULTS.layers, help="stacked BiLSTM layers")
+    train.add_argument("--dropout", type=float, default=_DEFAULTS.dropout)
+    train.add_argument("--epochs", type=int, default=_DEFAULTS.epochs)
+    train.add_argument("--batch-size", type=int, default=_DEFAULTS.batch_size)
+    train.add_argument("--lr", type=float, default=_DEFAULTS.lr, help="Adamax learning rate")
+    train.add_argument("--tune-top-k", type=int, default=_DEFAULTS.tune_top_k,
                        help="fine-tune the vectors of the K most frequent training-question words (0: all frozen)")
-    train.add_argument("--max-span-words", type=int, default=_DEFAULTS["max_span_words"],
+    train.add_argument("--max-span-words", type=int, default=_DEFAULTS.max_span_words,
                        help="longest answer, in words")
-    train.add_argument("--seed", type=int, default=_DEFAULTS["seed"])
+    train.add_argument("--seed", type=int, default=_DEFAULTS.seed)
     train.add_argument("--overwrite", action="store_true",
                        help="replace an earlier train-reader output at -o (anything else is never replaced)")
-    train.add_argument("--no-progress", dest="progress", action="store_false", help="no per-epoch lines")
+    train.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
     train.set_defaults(run=run_train)
 
     predict = subparsers.add_parser(
@@ -59,21 +60,21 @@ def register(subparsers) -> None:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from .static_reader import ReaderConfig, train_reader
+    import dataclasses
 
-    fields = ("output_dir", "hidden", "layers", "dropout", "epochs", "batch_size", "lr", "tune_top_k",
-              "max_span_words", "seed", "overwrite", "progress")
-    metadata = train_reader(ReaderConfig(embeddings=args.embeddings, train=args.train, dev=args.dev,
-                                         hold_out=args.hold_out,
-                                         **{name: getattr(args, name) for name in fields}))
-    print(f"{args.output_dir}: best epoch {metadata['best_epoch']}, dev EM {metadata['best_dev_em']:.1f} "
-          f"F1 {metadata['best_dev_f1']:.1f} ({metadata['train_questions']} training questions, "
-          f"{metadata['skipped_unaligned']} skipped: answer not aligned)")
+    from .train import train_reader
+
+    metadata = train_reader(ReaderConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(ReaderConfig)}))
+    metric = metadata["dev_metric"]
+    print(f"{args.output_dir}: best epoch {metadata['best_epoch']}, dev {metric} {metadata[f'best_dev_{metric}']:.1f} "
+          f"(Arabic-normalized EM {metadata['best_dev_em']:.1f} F1 {metadata['best_dev_f1']:.1f}; "
+          f"{metadata['train_questions']} training questions, {metadata['skipped_unaligned']} skipped: answer not "
+          "aligned)")
     return 0
 
 
 def run_predict(args: argparse.Namespace) -> int:
-    from .static_reader import predict_file
+    from .predict import predict_file
 
     count = predict_file(args.reader, args.data, args.output, embeddings=args.embeddings, overwrite=args.overwrite)
     print(f"{args.output}: {count} answers")

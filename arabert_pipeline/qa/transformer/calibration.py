@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConfigError
+from ...errors import ConfigError
 
 METHODS = ("isotonic", "platt", "none")
 CORRECT_AT = 0.5  # an answer is right when its SOQAL F1 is at least this

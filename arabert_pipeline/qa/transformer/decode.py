@@ -1,6 +1,12 @@
-"""N-best span decoding: window logits → best answer spans per example, in preprocessed-context characters.
+"""Span decoding: window logits → answers, spans of the ORIGINAL context, for both backends (model.py, onnx.py).
 
-As in Hugging Face's run_qa: per window, the top-`n_best` start tokens × top-`n_best` end tokens; spans that are
+`decode` ranks each example's candidate spans (`candidates`: the n-best spans of `decode_spans`, the bonuses of
+bonuses.py added, mapped back to the original context and widened to whole words), orders them by expected F1 when
+the settings say so, turns their scores into probabilities (and calibrates them), and trims sentence punctuation off
+their ends.
+
+`decode_spans` is Hugging Face's run_qa n-best decoder, vectorized:
+per window, the top-`n_best` start tokens × top-`n_best` end tokens; spans that are
 reversed, outside the context or longer than `max_answer_tokens` are dropped; a span scores start + end logit; the
 best spans over all windows of an example win. One difference, on purpose: the top-n are taken among context tokens
 only (run_qa takes them over all tokens, then drops question tokens), so the candidate set is never smaller.
@@ -14,18 +20,30 @@ Two choices a plain run_qa decoder does not make, both settings of a QA model (Q
   is highest: when the model hesitates between overlapping spans, the answer is the part they share, or the phrase
   that covers them, rather than one guess.
 
-`snap_to_words` widens a span of the original context to whole words, like Hugging Face's `align_to_words`
+`snap_spans_to_words` widens spans of the original context to whole words, like Hugging Face's `align_to_words`
 (default on in its QA pipeline), but on the original text rather than on the tokenizer's pre-tokenized words.
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 import unicodedata
+from typing import Any
 
 import numpy as np
 
+from ...errors import ConfigError
+from ..overlap import KeyIDF, sentence_spans
+from .bonuses import reader_scores as reader_log_probs
+from .bonuses import sentence_bonus
+from .features import Windows
+from .settings import QASettings
+
 _WORD_RE = re.compile(r"\S+")
+# Distinct spans per example that expected-F1 decoding weighs: the mass of a small model's distribution is spread
+# over many overlapping spans, and the top 20 of Hugging Face's n-best hold too little of it.
+EXPECTED_F1_CANDIDATES = 200
 
 
 def decode_spans(
@@ -211,7 +229,138 @@ def trim_spans(text: str, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndar
     return np.where(inside, new_starts, starts), np.where(inside, new_ends, ends)
 
 
-def snap_to_words(text: str, start: int, end: int) -> tuple[int, int]:
-    """One span [start, end) of `text`, widened as snap_spans_to_words widens many."""
-    starts, ends = snap_spans_to_words(text, np.asarray([start]), np.asarray([end]))
-    return int(starts[0]), int(ends[0])
+@dataclasses.dataclass(frozen=True)
+class Answer:
+    text: str  # == context[start:end] of the original context
+    start: int
+    end: int
+    # A probability: the softmax of the start + end logits (+ the sentence prior's and the reader's bonuses) over the
+    # question's candidate spans, its max(n_best, top_k) best distinct ones over all of its windows. In (0, 1]; the
+    # top-k of one question sum to at most 1; comparable across questions (Hugging Face's p_start · p_end within one
+    # window is not comparable across the windows of a long context). A model with a `calibration` maps it to the
+    # dev rate of right answers at that probability (calibration.py).
+    score: float
+
+
+def with_probabilities(answers: list[Answer]) -> list[Answer]:
+    """The same answers with `score` = softmax of their logit scores (max-shifted, so no overflow)."""
+    if not answers:
+        return []
+    logits = np.asarray([a.score for a in answers], dtype=np.float64)
+    weights = np.exp(logits - logits.max())
+    weights /= weights.sum()
+    return [dataclasses.replace(a, score=float(w)) for a, w in zip(answers, weights)]
+
+
+def trimmed(context: str, answers: list[Answer], by_score: bool) -> list[Answer]:
+    """The ranked answers without sentence punctuation at their ends ("جنوب الأردن،" → "جنوب الأردن", postprocess's
+    TRIMMED_PUNCTUATION); those that become one answer are merged (their probabilities summed), a span of punctuation
+    alone is dropped. `by_score`: ranked by probability again (max-score decoding); else each keeps the first place of
+    its parts (expected-F1's order).
+
+    After decoding, not before it: the candidates' distribution, and so the decoder the dev sets chose, stay as they
+    were (trimming the candidates first merged them and cost the previous default 1.2 dev F1)."""
+    bounds = np.asarray([(a.start, a.end) for a in answers], dtype=np.int64).reshape(-1, 2)
+    starts, ends = trim_spans(context, bounds[:, 0], bounds[:, 1])
+    merged: dict[tuple[int, int], Answer] = {}
+    for answer, start, end in zip(answers, starts.tolist(), ends.tolist()):
+        if not any(map(is_word_character, context[start:end])):
+            continue
+        if (start, end) in merged:
+            kept = merged[start, end]
+            merged[start, end] = dataclasses.replace(kept, score=kept.score + answer.score)
+        else:
+            merged[start, end] = Answer(context[start:end], start, end, answer.score)
+    found = list(merged.values())
+    return sorted(found, key=lambda a: -a.score) if by_score else found
+
+
+@dataclasses.dataclass
+class Logits:
+    """What a QA model computed for a list of examples (QAModel.logits): each example's preprocessed question and
+    aligned context (`prepared`, QAModel.prepare), their windows, and each window's start and end logits."""
+
+    prepared: list[tuple[str, Any]]  # (preprocessed question, align.AlignedText of the context) per example
+    windows: Windows
+    start: np.ndarray  # (windows, tokens), 0 past each window's end
+    end: np.ndarray
+
+
+def candidates(logits: Logits, settings: QASettings, *, sentence_idf: KeyIDF | None = None, reader=None,
+               reader_scores=None, top_k: int = 1, whole_words: bool = True,
+               every_candidate: bool = False) -> list[list[Answer]]:
+    """Per example, its distinct candidate spans of the original context, best score first, with the score the
+    settings give them (start + end logit, sentence prior, reader), before the expected-F1 order: what `decode`
+    chooses from. Max-score decoding keeps only the best few, unless `every_candidate` (as expected-F1 weighs
+    them: up to EXPECTED_F1_CANDIDATES). `reader_scores`: bonuses.reader_scores of the same examples, when the caller
+    decodes them many times; `whole_words`: spans widened to whole words of the original context."""
+    prepared = logits.prepared
+    sentences = [sentence_spans(aligned.text) for _, aligned in prepared] \
+        if settings.sentence_prior > 0 or settings.within_sentence else None
+    start_bonus = sentence_bonus(prepared, sentence_idf, settings.sentence_prior, sentences) \
+        if settings.sentence_prior > 0 else None
+    end_bonus = None
+    if settings.reader_weight > 0:
+        if reader is None and reader_scores is None:
+            raise ConfigError(f"reader_weight {settings.reader_weight} needs the model's reader (reader/)")
+        reader_scores = reader_scores if reader_scores is not None else reader_log_probs(prepared, reader)
+        weight = np.float32(settings.reader_weight)
+        starts = [weight * s for s, _ in reader_scores]
+        start_bonus = starts if start_bonus is None else [a + b for a, b in zip(start_bonus, starts)]
+        end_bonus = [weight * e for _, e in reader_scores]
+    # The probabilities are a softmax over `pool` distinct spans, whatever top_k is. Distinct preprocessed spans
+    # can map back to one original span (a `+` marker token, a placeholder): decode a few more than needed.
+    pool = max(top_k, settings.n_best)
+    limit = 4 * pool
+    if settings.decoding == "expected-f1" or every_candidate:
+        limit = max(limit, EXPECTED_F1_CANDIDATES)
+    spans = decode_spans(
+        logits.start,
+        logits.end,
+        logits.windows.offsets,
+        logits.windows.example_index,
+        n_examples=len(prepared),
+        n_best=settings.n_best,
+        max_answer_tokens=settings.max_answer_tokens,
+        limit=limit,
+        start_bonus=start_bonus,
+        end_bonus=end_bonus,
+        sentence_index=[sentence_numbers(aligned.text, found) for (_, aligned), found in zip(prepared, sentences)]
+        if settings.within_sentence else None,
+    )
+    found_per_example = []
+    for (_, aligned), found_spans in zip(prepared, spans):
+        found_spans = [c for c in found_spans if c[1] > c[0]]  # an empty span maps to nothing
+        bounds = np.asarray([c[:2] for c in found_spans], dtype=np.int64).reshape(-1, 2)
+        first, last = aligned.to_original_many(bounds[:, 0], bounds[:, 1])
+        if whole_words:
+            first, last = snap_spans_to_words(aligned.original, first, last)
+        found: dict[tuple[int, int], Answer] = {}
+        for start, end, (_, _, score) in zip(first.tolist(), last.tolist(), found_spans):
+            if end > start and (start, end) not in found:
+                found[start, end] = Answer(aligned.original[start:end], start, end, score)
+                if len(found) == pool and settings.decoding == "max-score" and not every_candidate:
+                    break
+        found_per_example.append(list(found.values()))
+    return found_per_example
+
+
+def decode(logits: Logits, settings: QASettings, *, top_k: int = 1, whole_words: bool = True,
+           **bonuses) -> list[list[Answer]]:
+    """Window logits → at most `top_k` answers per example in original-context coordinates, best first; `bonuses`:
+    `candidates`' sentence_idf, reader and reader_scores."""
+    pool = max(top_k, settings.n_best)
+    answers = []
+    for (_, aligned), ranked in zip(logits.prepared, candidates(logits, settings, top_k=top_k,
+                                                                whole_words=whole_words, **bonuses)):
+        if settings.decoding == "expected-f1" and ranked:
+            order, _ = rank_by_expected_f1(aligned.original, [(a.start, a.end) for a in ranked],
+                                           [a.score for a in ranked], settings.expected_f1_temperature)
+            ranked = [ranked[i] for i in order]
+        ranked = with_probabilities(ranked[:pool])
+        if whole_words:
+            ranked = trimmed(aligned.original, ranked, by_score=settings.decoding == "max-score")
+        if settings.calibration is not None:
+            ranked = [dataclasses.replace(a, score=settings.calibration(a.score)) for a in ranked]
+        answers.append(ranked[:top_k])
+    return answers

@@ -1,0 +1,159 @@
+"""ONNX Runtime for the answering backends of every task: a session on a model dir's model.onnx (refused when it
+was exported from other weights or config), its thread settings, and int8 copies of a graph (dynamic quantization,
+made once and cached). qa/transformer/onnx.py runs QA's model and reader on them; the task backends of issue 40 will
+too.
+
+`int8_session` runs an int8 copy of a graph, made with ONNX Runtime's dynamic quantization (weights int8 per output
+channel, activations quantized per batch) and cached: faster, and less exact (benchmarks/bench_pipeline.py prints its
+F1 next to fp32's; on the shipped QA model and ARCD-test, 97–98% of the answers stay the same and F1 moves by
+< 0.3; a per-tensor or uint8 variant measured no better). It needs the `onnx` package (the `export` extra).
+"""
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from pathlib import Path
+
+from ..errors import ConfigError
+from .export import FINGERPRINT_KEY, ONNX_FILE, WEIGHTS_FILE, weights_fingerprint
+
+
+def session_threads() -> int:
+    """ONNX Runtime's intra-op threads: $OMP_NUM_THREADS when set (the limit torch obeys too), else 0 (ONNX Runtime's
+    default, one per physical core)."""
+    value = os.environ.get("OMP_NUM_THREADS", "")
+    return int(value) if value.isdigit() and int(value) > 0 else 0
+
+
+def session_options():
+    """The session options every answering graph runs with: session_threads() within an operator, one between."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = session_threads()
+    options.inter_op_num_threads = 1
+    return options
+
+
+def create_session(directory: str | os.PathLike, *, quantize: bool = False):
+    """An ONNX Runtime session on DIR/model.onnx, refused when it was exported from other weights or config."""
+    import onnxruntime
+
+    directory = Path(directory)
+    path = directory / ONNX_FILE
+    options = session_options()
+    redo = f"re-export it with `arabert-pipeline export-onnx {directory}`, or use the torch backend"
+    try:
+        session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # ONNX Runtime's own exception types, for a broken file or weights it cannot read
+        first_line = (str(exc).strip().splitlines() or [""])[0]
+        raise ConfigError(f"{path}: ONNX Runtime cannot load it ({first_line}); {redo}") from exc
+    if session.get_modelmeta().custom_metadata_map.get(FINGERPRINT_KEY) != weights_fingerprint(directory):
+        raise ConfigError(f"{path} was exported from another config.json or weights file than the ones beside it: "
+                          f"{redo}")
+    if quantize:
+        session = int8_session(path, options, directory / WEIGHTS_FILE)
+    return session
+
+
+def int8_cache_dir() -> Path:
+    cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(cache) / "arabert_pipeline" / "int8"
+
+
+def int8_session(graph_path: Path, options, *weights: Path):
+    """An ONNX Runtime session on the int8 copy of the ONNX graph `graph_path` (which reads `weights`), made once and
+    cached: quantizing at every start took 0.7 s and 250 MB more than loading the cached result. A cache entry is used
+    only when it is the file its recorded digest says; a damaged or refused one is made again, and when even a new one
+    will not load, the error names the cache file (not the model's graph, which is fine)."""
+    import onnxruntime
+
+    for rebuild in (False, True):
+        graph, cached, fresh = _int8_graph(graph_path, weights, rebuild=rebuild)
+        try:
+            return onnxruntime.InferenceSession(graph, options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # ONNX Runtime's own exception types
+            if not fresh:
+                continue
+            first_line = (str(exc).strip().splitlines() or [""])[0]
+            raise ConfigError(f"{cached} (the int8 copy of {graph_path}): ONNX Runtime cannot load it ({first_line}); "
+                              "load the model with quantize=False (--no-quantize)") from exc
+    raise AssertionError("unreachable: the second pass builds a fresh graph")
+
+
+def _int8_graph(graph_path: Path, weights: tuple[Path, ...], *, rebuild: bool) -> tuple[bytes, Path, bool]:
+    """(int8 graph, its cache file, whether it was just made): the cache entry, keyed by a digest of the graph, the
+    weights files it reads and the ONNX Runtime version, when it matches the digest recorded beside it (KEY.onnx.sha256)
+    and `rebuild` is False; else int8_model's, written to the cache when the cache can be written."""
+    import hashlib
+
+    import onnxruntime
+
+    from ..artifacts import atomic_write, describe_exception, open_regular_file, read_text_file
+    from ..errors import ArabertPipelineError
+
+    digest = hashlib.sha256(onnxruntime.__version__.encode())
+    for path in (graph_path, *weights):
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    cached = int8_cache_dir() / f"{digest.hexdigest()[:32]}.onnx"
+    recorded = cached.with_name(cached.name + ".sha256")
+    if not rebuild:
+        try:
+            with open_regular_file(cached) as f:
+                graph = f.read()
+            if hashlib.sha256(graph).hexdigest() == read_text_file(recorded, max_bytes=1024).strip():
+                return graph, cached, False
+        except (ArabertPipelineError, OSError):  # missing, not a regular file, unreadable: made again below
+            pass
+    try:
+        graph = int8_model(graph_path)
+    except ArabertPipelineError:
+        raise
+    except Exception as exc:  # the quantizer's and onnx's own exception types
+        raise ConfigError(f"{cached} (the int8 copy of {graph_path}): cannot be made ({describe_exception(exc)}); "
+                          "load the model with quantize=False (--no-quantize)") from exc
+    try:
+        with atomic_write(cached, "wb") as f:
+            f.write(graph)
+        # Written after the entry: a reader that finds the new entry beside the old digest makes it again, no harm.
+        with atomic_write(recorded) as f:
+            f.write(hashlib.sha256(graph).hexdigest() + "\n")
+    except (OSError, ConfigError) as exc:  # a read-only home, a cache entry that is not a file: quantize next time
+        logging.getLogger(__name__).debug(f"int8 graph not cached in {cached}: {exc}")
+    return graph, cached, True
+
+
+def int8_model(path: Path) -> bytes:
+    """An ONNX graph with int8 weights (dynamic quantization of its MatMuls and LSTMs), serialized."""
+    import onnxruntime
+
+    try:
+        import onnx
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+    except ImportError as exc:
+        raise ConfigError("quantize=True on the ONNX backend needs the onnx package: pip install "
+                          "'arabert-pipeline[export]' (or use the torch backend)") from exc
+    with tempfile.TemporaryDirectory(prefix="arabert-int8-") as tmp:
+        # ONNX Runtime's basic level folds the Cast/Transpose nodes over the stored weights into fp32 constants: the
+        # quantizer only sees MatMuls whose weight is a constant.
+        folded, quantized = Path(tmp) / "folded.onnx", Path(tmp) / "int8.onnx"
+        options = onnxruntime.SessionOptions()
+        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_BASIC
+        options.optimized_model_filepath = str(folded)
+        onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        # Weights used without a Cast (all of them in an fp32 model dir) stay references into the model dir's
+        # model.safetensors, which the quantizer would look for beside the folded copy.
+        graph = onnx.load(str(folded), load_external_data=False)
+        onnx.external_data_helper.load_external_data_for_model(graph, str(path.parent))
+        onnx.save(graph, str(folded))
+        previous = logging.root.manager.disable
+        logging.disable(logging.WARNING)  # the quantizer logs advice to run its shape-inference pass on every call
+        try:
+            quantize_dynamic(str(folded), str(quantized), weight_type=QuantType.QInt8, per_channel=True,
+                             extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+        finally:
+            logging.disable(previous)
+        return quantized.read_bytes()
