@@ -41,7 +41,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--limit", type=int, help="lines to take (evenly from every shard); default: everything")
     parser.add_argument("--workers", type=int, default=2)
-    parser.add_argument("--config", default="arabertv2")
+    parser.add_argument("--preprocessing", default="arabertv2")
     parser.add_argument("--chunk-lines", type=int, default=1000)
     parser.add_argument("--output", help="keep the output here (default: a temporary directory, removed after)")
     args = parser.parse_args()
@@ -63,7 +63,7 @@ def main() -> int:
         word_cache = Path(tmp) / "words.tsv"
         started = time.perf_counter()
         cpu_before = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-        report = preprocess_corpus(inputs, output, config=args.config, workers=args.workers,
+        report = preprocess_corpus(inputs, output, preprocessing=args.preprocessing, workers=args.workers,
                                    chunk_lines=args.chunk_lines, word_cache=word_cache)
         wall = time.perf_counter() - started
         cpu_after = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -72,7 +72,7 @@ def main() -> int:
     idle_wall = max(main_cpu, (main_cpu + workers_cpu) / args.workers)
 
     misses = report.cache_lookups - report.cache_hits
-    print(f"corpus: {'slice of ' if args.limit else ''}{len(shards)} shards in {CORPUS}; config {args.config}, "
+    print(f"corpus: {'slice of ' if args.limit else ''}{len(shards)} shards in {CORPUS}; preprocessing {args.preprocessing}, "
           f"{args.workers} workers, {args.chunk_lines} lines per chunk")
     print(f"lines            {report.lines:,}")
     print(f"words            {report.words:,}")

@@ -185,7 +185,7 @@ def test_preprocessing_killed_then_interrupted_resumes_to_the_uninterrupted_outp
     if not SHARD.exists():
         pytest.skip(f"needs the shared corpus at {SHARD}")
     corpus = write_first_documents(SHARD, tmp_path / "corpus.txt", 40)
-    options = dict(config="arabertv2", workers=1, chunk_lines=10, checkpoint_chunks=1, progress=False)
+    options = dict(preprocessing="arabertv2", workers=1, chunk_lines=10, checkpoint_chunks=1, progress=False)
     straight = tmp_path / "straight.txt"
     preprocess_corpus([str(corpus)], str(straight), **options)
     lines = len(straight.read_text(encoding="utf-8").splitlines())

@@ -176,7 +176,8 @@ def test_a_second_preprocess_run_on_the_same_output_is_refused_while_the_first_r
                                   "--no-progress"]))
 
     monkeypatch.setattr(corpus, "_save_checkpoint", second_run_during_the_first)
-    report = preprocess_corpus([source], output, config="none", chunk_lines=50, checkpoint_chunks=1, progress=False)
+    report = preprocess_corpus([source], output, preprocessing="none", chunk_lines=50, checkpoint_chunks=1,
+                               progress=False)
     assert attempts == [2]
     assert f"{output} is in use by PID {os.getpid()}" in capsys.readouterr().err
     assert report.lines == 400 and output.read_text(encoding="utf-8").count("\n") == 400
@@ -394,6 +395,11 @@ def test_old_flag_names_still_work_with_a_deprecation_warning(tmp_path, text, ca
     output = tmp_path / "out.txt"
     assert main(["preprocess", str(text), "-o", str(output), "--config", "none", "--no-progress"]) == 0
     assert "--config is deprecated" in capsys.readouterr().err and output.read_text(encoding="utf-8")
+    from arabert_pipeline.preprocess.corpus import preprocess_corpus
+
+    with pytest.warns(DeprecationWarning, match="config= is deprecated"):
+        report = preprocess_corpus([text], tmp_path / "api.txt", config="none", overwrite=False, progress=False)
+    assert report.preprocessing == "none"
     assert main(["train-tokenizer", str(output), "--output-dir", str(tmp_path / "tok"), "--model-type", "wordpiece",
                  "--vocab-size", "120", "--preprocess", "none", "--no-progress"]) == 0
     err = capsys.readouterr().err

@@ -91,7 +91,7 @@ def test_one_output_line_per_input_line(tmp_path, lines, name):
     source = tmp_path / "in.txt"
     write_text(source, lines)
     output = tmp_path / "out.txt"
-    report = preprocess_corpus([source], output, config=name, progress=False)
+    report = preprocess_corpus([source], output, preprocessing=name, progress=False)
 
     text = read_text(output)
     assert text == expected_text(lines, name)
@@ -114,7 +114,7 @@ def test_project_edge_cases_line_for_line(tmp_path, samples):
     source = samples / "edge_cases.txt"
     lines = source.read_text(encoding="utf-8").split("\n")[:-1]
     output = tmp_path / "edge.txt"
-    report = preprocess_corpus([source], output, config="arabertv2", chunk_lines=50, progress=False)
+    report = preprocess_corpus([source], output, preprocessing="arabertv2", chunk_lines=50, progress=False)
 
     expected = expected_text(lines, "arabertv2")
     assert read_text(output) == expected
@@ -128,7 +128,7 @@ def test_two_workers_keep_input_order(tmp_path, lines, expected_v2):
     source = tmp_path / "in.txt"
     write_text(source, lines)
     output = tmp_path / "out.txt"
-    report = preprocess_corpus([source], output, config="arabertv2", workers=2, chunk_lines=7, progress=False)
+    report = preprocess_corpus([source], output, preprocessing="arabertv2", workers=2, chunk_lines=7, progress=False)
 
     assert read_text(output) == expected_v2
     assert report.lines == len(lines)
@@ -147,7 +147,7 @@ def test_compressed_inputs_concatenated_in_order_and_compressed_output(tmp_path,
         write_text(source, part)
     for suffix in (".gz", ".xz"):
         output = tmp_path / f"out.txt{suffix}"
-        report = preprocess_corpus(sources, output, config="arabertv02", chunk_lines=32, checkpoint_chunks=2,
+        report = preprocess_corpus(sources, output, preprocessing="arabertv02", chunk_lines=32, checkpoint_chunks=2,
                                    progress=False)
         assert read_text(output) == expected_text(lines, "arabertv02")
         assert report.lines == len(lines)
@@ -181,7 +181,7 @@ def interrupt_after(monkeypatch, chunks: int) -> None:
 def test_resume_gives_the_same_bytes_as_an_uninterrupted_run(tmp_path, monkeypatch, lines, suffix, workers):
     source = tmp_path / "in.txt.xz"
     write_text(source, lines)
-    options = dict(config="arabertv2", workers=workers, chunk_lines=20, checkpoint_chunks=3, progress=False)
+    options = dict(preprocessing="arabertv2", workers=workers, chunk_lines=20, checkpoint_chunks=3, progress=False)
     reference = tmp_path / "reference" / f"out{suffix}"
     uninterrupted = preprocess_corpus([source], reference, **options)
 
@@ -219,7 +219,7 @@ def test_resume_refuses_changed_inputs(tmp_path, monkeypatch, lines):
     source = tmp_path / "in.txt"
     write_text(source, lines)
     output = tmp_path / "out.txt"
-    options = dict(config="arabertv02", chunk_lines=10, checkpoint_chunks=1, progress=False)
+    options = dict(preprocessing="arabertv02", chunk_lines=10, checkpoint_chunks=1, progress=False)
     with monkeypatch.context() as patch:
         interrupt_after(patch, 3)
         with pytest.raises(Interrupted):
@@ -233,8 +233,8 @@ def test_word_cache_is_reused_by_later_runs(tmp_path, lines, expected_v2):
     source = tmp_path / "in.txt"
     write_text(source, lines)
     cache = tmp_path / "words.tsv"
-    first = preprocess_corpus([source], tmp_path / "a.txt", config="arabertv2", word_cache=cache, progress=False)
-    second = preprocess_corpus([source], tmp_path / "b.txt", config="arabertv2", word_cache=cache, progress=False)
+    first = preprocess_corpus([source], tmp_path / "a.txt", preprocessing="arabertv2", word_cache=cache, progress=False)
+    second = preprocess_corpus([source], tmp_path / "b.txt", preprocessing="arabertv2", word_cache=cache, progress=False)
 
     assert first.segmented_words > 0
     assert second.segmented_words == 0
@@ -274,11 +274,11 @@ def test_invalid_utf8_names_file_and_line(tmp_path, lines):
     output = tmp_path / "out.txt"
 
     with pytest.raises(InputError, match=r"bad\.txt: line 37: invalid UTF-8") as error:
-        preprocess_corpus([source], output, config="none", chunk_lines=8, progress=False)
+        preprocess_corpus([source], output, preprocessing="none", chunk_lines=8, progress=False)
     assert error.value.line == 37
     assert not output.exists() and not (tmp_path / "out.txt.arabert_pipeline.json").exists()
 
-    report = preprocess_corpus([source], output, config="none", errors="replace", resume=True, progress=False)
+    report = preprocess_corpus([source], output, preprocessing="none", errors="replace", resume=True, progress=False)
     assert report.replacements == 1
     out_lines = read_text(output).split("\n")
     assert len(out_lines) == 51 and out_lines[36] == data[36].decode("utf-8", "replace")
@@ -296,15 +296,15 @@ def test_unreadable_inputs_fail_before_any_work(tmp_path, lines):
     output = tmp_path / "out.txt"
 
     with pytest.raises(InputError, match=r"missing\.txt: no such file"):
-        preprocess_corpus([good, tmp_path / "missing.txt"], output, config="none", progress=False)
+        preprocess_corpus([good, tmp_path / "missing.txt"], output, preprocessing="none", progress=False)
     with pytest.raises(InputError, match=r"empty\.txt\.gz: contains no text"):
-        preprocess_corpus([good, empty], output, config="none", progress=False)
+        preprocess_corpus([good, empty], output, preprocessing="none", progress=False)
     with pytest.raises(InputError, match=r"corrupt\.txt\.xz: cannot read"):
-        preprocess_corpus([good, corrupt], output, config="none", progress=False)
+        preprocess_corpus([good, corrupt], output, preprocessing="none", progress=False)
     with pytest.raises(ConfigError, match="unknown preprocessing"):
-        preprocess_corpus([good], output, config="arabertv9", progress=False)
+        preprocess_corpus([good], output, preprocessing="arabertv9", progress=False)
     with pytest.raises(ConfigError, match="is the input .*good.txt: writing it would destroy the input"):
-        preprocess_corpus([good], good, config="none", progress=False)
+        preprocess_corpus([good], good, preprocessing="none", progress=False)
     assert leftovers(output) == []
 
 

@@ -18,7 +18,7 @@ from test_preprocess_corpus import make_lines, read_text, write_text
 def local_lines(tmp_path, lines, name):
     source, out = tmp_path / f"local-{name}.txt", tmp_path / f"local-{name}.out.txt"
     write_text(source, lines)
-    preprocess_corpus([source], out, config=name, progress=False)
+    preprocess_corpus([source], out, preprocessing=name, progress=False)
     return read_text(out).split("\n")[:-1]
 
 
@@ -71,11 +71,11 @@ def test_local_engine_shards_and_option_errors(tmp_path):
     for index in range(2):
         sources.append(tmp_path / f"in{index}.txt.gz")
         write_text(sources[-1], make_lines(40, seed=index))
-    report = preprocess_shards(sources, tmp_path / "out", engine="local", config="arabertv02", progress=False)
+    report = preprocess_shards(sources, tmp_path / "out", engine="local", preprocessing="arabertv02", progress=False)
     assert len(report.shards) == 2
     for index, source in enumerate(sources):
         alone = tmp_path / f"alone{index}.txt"
-        preprocess_corpus([source], alone, config="arabertv02", progress=False)
+        preprocess_corpus([source], alone, preprocessing="arabertv02", progress=False)
         assert (tmp_path / "out" / f"in{index}.txt").read_bytes() == alone.read_bytes()
     with pytest.raises(ConfigError, match="both be written"):
         preprocess_shards([sources[0], sources[0]], tmp_path / "out2", engine="local", progress=False)
@@ -89,7 +89,7 @@ def test_local_engine_shards_and_option_errors(tmp_path):
 
 
 def shards(sources, out, **options):
-    return preprocess_shards(sources, out, **{"engine": "local", "config": "arabertv02", "progress": False,
+    return preprocess_shards(sources, out, **{"engine": "local", "preprocessing": "arabertv02", "progress": False,
                                               **options})
 
 
@@ -100,7 +100,7 @@ def snapshot(out):
 def alone(tmp_path, source, **options):
     """The bytes `preprocess SOURCE -o SHARD` writes."""
     target = tmp_path / "alone" / f"{len(list(tmp_path.glob('alone/*')))}.txt"
-    preprocess_corpus([source], target, progress=False, **{"config": "arabertv02", **options})
+    preprocess_corpus([source], target, progress=False, **{"preprocessing": "arabertv02", **options})
     return target.read_bytes()
 
 
@@ -135,14 +135,14 @@ def test_a_shard_of_another_preprocessing_is_refused(tmp_path):
     shards([source], out)
     before = snapshot(out)
     with pytest.raises(ConfigError, match="written with --preprocessing arabertv02, not none"):
-        shards([source], out, config="none")
+        shards([source], out, preprocessing="none")
     assert snapshot(out) == before
     # A model name of the same preprocessing is the same preprocessing.
-    assert shards([source], out, config="aubmindlab/bert-base-arabertv02").skipped == [str(out / "a.txt")]
+    assert shards([source], out, preprocessing="aubmindlab/bert-base-arabertv02").skipped == [str(out / "a.txt")]
     with pytest.raises(ConfigError, match="unknown preprocessing"):  # this run's mistake, not a stale shard
-        shards([source], out, config="arabertv3")
-    shards([source], out, config="none", overwrite=True)
-    assert (out / "a.txt").read_bytes() == alone(tmp_path, source, config="none")
+        shards([source], out, preprocessing="arabertv3")
+    shards([source], out, preprocessing="none", overwrite=True)
+    assert (out / "a.txt").read_bytes() == alone(tmp_path, source, preprocessing="none")
 
 
 def test_a_shard_of_another_input_of_the_same_name_is_refused_a_copy_of_its_own_is_not(tmp_path, monkeypatch):
@@ -244,7 +244,7 @@ def local_shard(source, shard, **options):
 @pytest.mark.slow
 @pytest.mark.parametrize("name,compression", [("arabertv02", "none"), ("arabertv02", "xz"), ("arabertv2", "gz")])
 def test_ray_shards_are_byte_identical(ray_instance, corpus_slice, tmp_path, name, compression):
-    options = dict(config=name, chunk_lines=25, checkpoint_chunks=2)
+    options = dict(preprocessing=name, chunk_lines=25, checkpoint_chunks=2)
     out = tmp_path / "shards"
     report = preprocess_shards(corpus_slice, out, engine="ray", compression=compression, window_lines=60,
                                progress=False, **options)
@@ -264,7 +264,7 @@ def test_ray_rerun_skips_finished_shards_and_ignores_half_written_ones(ray_insta
     out = tmp_path / "shards"
     out.mkdir()
     finished = out / "news_a.txt"
-    local_shard(corpus_slice[0], finished, config="arabertv02")
+    local_shard(corpus_slice[0], finished, preprocessing="arabertv02")
     finished_bytes, finished_mtime = finished.read_bytes(), finished.stat().st_mtime_ns
     (out / "news_b.txt.part").write_bytes(b"half a line from a killed run\n\xff")
     report = main_ray([*map(str, corpus_slice), "-o", str(out), "--preprocessing", "arabertv02", "--workers", "2"])
@@ -272,9 +272,9 @@ def test_ray_rerun_skips_finished_shards_and_ignores_half_written_ones(ray_insta
     assert finished.stat().st_mtime_ns == finished_mtime and finished.read_bytes() == finished_bytes
     for source in corpus_slice[1:]:
         shard = out / shard_name(source)
-        assert shard.read_bytes() == local_shard(source, tmp_path / shard.name, config="arabertv02")
+        assert shard.read_bytes() == local_shard(source, tmp_path / shard.name, preprocessing="arabertv02")
     assert not (out / "news_b.txt.part").exists()
-    again = preprocess_shards(corpus_slice, out, engine="ray", config="arabertv02", progress=False)
+    again = preprocess_shards(corpus_slice, out, engine="ray", preprocessing="arabertv02", progress=False)
     assert len(again.skipped) == 3 and not again.shards
 
 
@@ -290,7 +290,7 @@ def test_ray_overwrite_redoes_a_stale_shard_and_keeps_a_finished_one(ray_instanc
     write_text(sources[0], make_lines(50, seed=99))
     assert main_ray(args) == 2
     assert main_ray([*args, "--overwrite"]) == 0
-    assert (out / "news_a.txt").read_bytes() == local_shard(sources[0], tmp_path / "news_a.txt", config="arabertv02")
+    assert (out / "news_a.txt").read_bytes() == local_shard(sources[0], tmp_path / "news_a.txt", preprocessing="arabertv02")
     assert snapshot(out)["news_b.txt"] == kept
     sidecar = json.loads((out / "news_a.txt.arabert_pipeline.json").read_text())
     assert sidecar["inputs"][0]["sha256"] == hashlib.sha256(sources[0].read_bytes()).hexdigest()
@@ -305,9 +305,9 @@ def test_ray_invalid_utf8_names_the_file_and_line_as_the_local_engine(ray_instan
     source = tmp_path / "bad.txt"
     source.write_bytes(("\n".join(make_lines(30)) + "\n").encode("utf-8") + b"ok\nbad \xff byte\n")
     with pytest.raises(InputError) as local:
-        preprocess_corpus([source], tmp_path / "local.txt", config="arabertv02", progress=False)
+        preprocess_corpus([source], tmp_path / "local.txt", preprocessing="arabertv02", progress=False)
     with pytest.raises(InputError) as distributed:
-        preprocess_shards([source], tmp_path / "out", engine="ray", config="arabertv02", progress=False,
+        preprocess_shards([source], tmp_path / "out", engine="ray", preprocessing="arabertv02", progress=False,
                           window_lines=7)
     assert str(distributed.value) == str(local.value)
     assert "bad.txt" in str(local.value) and "32" in str(local.value)
@@ -328,4 +328,4 @@ def test_ray_missing_is_a_config_error(tmp_path, monkeypatch):
     write_text(source, make_lines(10))
     monkeypatch.setattr(builtins, "__import__", no_ray)
     with pytest.raises(ConfigError, match=r"arabert-pipeline\[ray\]"):
-        preprocess_shards([source], tmp_path / "out", engine="ray", config="arabertv02", progress=False)
+        preprocess_shards([source], tmp_path / "out", engine="ray", preprocessing="arabertv02", progress=False)

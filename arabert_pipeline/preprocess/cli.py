@@ -22,10 +22,10 @@ def register(subparsers) -> None:
     parser.add_argument("-o", "--output", required=True,
                         help="output .txt, .gz or .xz; built as OUTPUT.part, renamed when complete, and described "
                              "by OUTPUT.arabert_pipeline.json")
-    parser.add_argument("--preprocessing", dest="config", default=_DEFAULTS.config,
+    parser.add_argument("--preprocessing", default=_DEFAULTS.preprocessing,
                         help="arabertv2 (normalize + Farasa segmentation), arabertv02 (normalize only), none "
                              "(unchanged text), or an AraBERT model name; default: %(default)s")
-    add_deprecated_alias(parser, "--config", "--preprocessing", dest="config")
+    add_deprecated_alias(parser, "--config", "--preprocessing", dest="preprocessing")
     parser.add_argument("--workers", type=int, default=_DEFAULTS.workers,
                         help="worker processes (default: %(default)s)")
     parser.add_argument("--errors", choices=ERROR_POLICIES, default=_DEFAULTS.errors,
@@ -73,14 +73,14 @@ def run(args: argparse.Namespace) -> int:
 
         report = preprocess_shards(
             args.inputs, args.output, engine=args.engine, address=args.address, compression=args.shard_compression,
-            config=args.config, workers=args.workers, errors=args.errors, overwrite=args.overwrite,
+            preprocessing=args.preprocessing, workers=args.workers, errors=args.errors, overwrite=args.overwrite,
             word_cache=args.word_cache, farasa_jar=args.farasa_jar, chunk_lines=args.chunk_lines,
             checkpoint_chunks=args.checkpoint_chunks, progress=args.progress,
         )
         print(report.summary())
         return 0
     report = preprocess_corpus(
-        args.inputs, args.output, config=args.config, workers=args.workers, errors=args.errors,
+        args.inputs, args.output, preprocessing=args.preprocessing, workers=args.workers, errors=args.errors,
         resume=args.resume, overwrite=args.overwrite, word_cache=args.word_cache, farasa_jar=args.farasa_jar,
         chunk_lines=args.chunk_lines,
         checkpoint_chunks=args.checkpoint_chunks, progress=args.progress,

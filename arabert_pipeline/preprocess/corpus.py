@@ -1,6 +1,6 @@
 """Preprocess whole corpus files: streaming, parallel, order-preserving, atomic and resumable.
 
-    preprocess_corpus(["a.txt.xz", "b.txt"], "out.txt", config="arabertv2", workers=2)
+    preprocess_corpus(["a.txt.xz", "b.txt"], "out.txt", preprocessing="arabertv2", workers=2)
 
 reads UTF-8 text (.txt, .txt.gz, .txt.xz: one paragraph per line, a blank line between documents) and writes exactly
 one output line per input line, in input order, so blank lines and document boundaries survive; several inputs are
@@ -49,7 +49,7 @@ class CorpusConfig:
 
     inputs: list[str]
     output: str
-    config: str = "arabertv2"  # preprocessing name: arabertv2, arabertv02, none, ...
+    preprocessing: str = "arabertv2"  # arabertv2, arabertv02, none, or an AraBERT model name
     workers: int = 1
     errors: str = "strict"  # invalid UTF-8: "strict" stops with InputError, "replace" writes U+FFFD and counts it
     resume: bool = False
@@ -106,7 +106,21 @@ class CorpusReport:
 
 def preprocess_corpus(inputs: Iterable[str | os.PathLike], output: str | os.PathLike, **options) -> CorpusReport:
     """Preprocess `inputs` (concatenated in order) into `output`; `options` are the other `CorpusConfig` fields."""
-    return run_corpus(CorpusConfig(inputs=[str(p) for p in inputs], output=str(output), **options))
+    return run_corpus(CorpusConfig(inputs=[str(p) for p in inputs], output=str(output), **renamed_options(options)))
+
+
+def renamed_options(options: dict) -> dict:
+    """`config=`, the preprocessing's name before it was called `preprocessing` as everywhere else, still works for
+    one release, with a DeprecationWarning."""
+    if "config" not in options:
+        return options
+    import warnings
+
+    warnings.warn("config= is deprecated and will be removed in the next release: use preprocessing=",
+                  DeprecationWarning, stacklevel=3)
+    if "preprocessing" in options:
+        raise ConfigError("give preprocessing= (config= is its old name), not both")
+    return {("preprocessing" if key == "config" else key): value for key, value in options.items()}
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -494,7 +508,7 @@ def _fingerprint(cfg: CorpusConfig, paths: list[Path], backend: str | None) -> d
     """What must not change between an interrupted run and its resumption."""
     return {
         "version": CHECKPOINT_VERSION,
-        "preprocessing": cfg.config,
+        "preprocessing": cfg.preprocessing,
         "segmenter": backend,
         "output": Path(cfg.output).name,
         "inputs": [{"path": str(p.resolve()), "size": p.stat().st_size, "mtime_ns": p.stat().st_mtime_ns}
@@ -506,7 +520,7 @@ def _validate(cfg: CorpusConfig, paths: list[Path], output: Path) -> str | None:
     """Check the options; returns the segmenter's name (None when the preprocessing does not segment)."""
     from .preprocessor import segmenter_backend
 
-    backend = segmenter_backend(cfg.config, cfg.farasa_jar)
+    backend = segmenter_backend(cfg.preprocessing, cfg.farasa_jar)
     if cfg.workers < 1:
         raise ConfigError(f"workers must be at least 1, not {cfg.workers}")
     if cfg.workers > max_workers():
@@ -657,7 +671,7 @@ def _run(cfg: CorpusConfig) -> CorpusReport:
     checkpoint = output.with_name(output.name + CHECKPOINT_SUFFIX)
     sidecar = output.with_name(output.name + SIDECAR_SUFFIX)
     fingerprint = _fingerprint(cfg, paths, backend)
-    report = CorpusReport(output=str(output), preprocessing=cfg.config)
+    report = CorpusReport(output=str(output), preprocessing=cfg.preprocessing)
     state = _start(cfg, part, checkpoint, fingerprint, report)
     seconds_before = report.seconds
 
@@ -684,7 +698,7 @@ def _run(cfg: CorpusConfig) -> CorpusReport:
 
     session_bytes = 0
     bar = _progress_bar(cfg, output, paths)
-    results = _map_ordered(texts(), cfg.workers, (cfg.config, cfg.farasa_jar, str(cache.path) if cache else None))
+    results = _map_ordered(texts(), cfg.workers, (cfg.preprocessing, cfg.farasa_jar, str(cache.path) if cache else None))
     try:
         for done, result in enumerate(results, 1):
             writer.write(result.lines)

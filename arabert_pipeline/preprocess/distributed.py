@@ -23,7 +23,7 @@ from ..artifacts import SIDECAR_SUFFIX, OutputLock, check_directory_writable, re
 from ..errors import ConfigError, InputError
 from .corpus import (
     PART_SUFFIX, CorpusConfig, CorpusReport, _InputFile, _PartWriter, _read_lines, _validate, _Worker,
-    _write_sidecar, check_inputs, file_sha256,
+    _write_sidecar, check_inputs, file_sha256, renamed_options,
 )
 
 SHARD_COMPRESSIONS = ("none", "gz", "xz")
@@ -109,6 +109,7 @@ def preprocess_shards(inputs, output_dir, *, engine: str = "ray", address: str |
         raise ConfigError("window_lines must be at least 1")
     if options.get("word_cache") and engine == "ray":
         raise ConfigError("--word-cache is not used with --engine ray: each Ray worker keeps its own word cache")
+    options = renamed_options(options)
     options.pop("resume", None)  # shard-granular resumption is always on
     started = time.monotonic()
     paths = [Path(p) for p in inputs]
@@ -171,8 +172,8 @@ def _stale_reason(sidecar: Path, path: Path, cfg: CorpusConfig) -> str | None:
     from .corpus import ERROR_POLICIES
     from .preprocessor import preprocessing_name, segmenter_backend
 
-    wanted = preprocessing_name(cfg.config)  # an unknown name is this run's error, not a stale shard
-    backend = segmenter_backend(cfg.config, cfg.farasa_jar)
+    wanted = preprocessing_name(cfg.preprocessing)  # an unknown name is this run's error, not a stale shard
+    backend = segmenter_backend(cfg.preprocessing, cfg.farasa_jar)
     try:
         recorded = read_json_file(sidecar)
     except InputError as exc:
@@ -185,7 +186,7 @@ def _stale_reason(sidecar: Path, path: Path, cfg: CorpusConfig) -> str | None:
     except ConfigError:
         same = False
     if not same:
-        return f"written with --preprocessing {recorded.get('preprocessing')}, not {cfg.config}"
+        return f"written with --preprocessing {recorded.get('preprocessing')}, not {cfg.preprocessing}"
     if recorded.get("segmenter") != backend:
         return f"segmented by {recorded.get('segmenter')}, not by {backend}"
     errors, replacements = recorded.get("errors"), recorded.get("replacements")
@@ -257,7 +258,7 @@ def _ray_shard(cfg: CorpusConfig, workers: int, window_lines: int) -> CorpusRepo
     part = output.with_name(output.name + PART_SUFFIX)
     sidecar = output.with_name(output.name + SIDECAR_SUFFIX)
     backend = _validate(cfg, [path], output)
-    report = CorpusReport(output=str(output), preprocessing=cfg.config)
+    report = CorpusReport(output=str(output), preprocessing=cfg.preprocessing)
     files: list[_InputFile] = []
     disk_done = [0]
     context = ray.data.DataContext.get_current()
@@ -316,7 +317,7 @@ def _run_window(window: list[str], cfg: CorpusConfig, workers: int, report: Corp
 
     dataset = ray.data.from_items([{"text": line} for line in window], override_num_blocks=workers)
     dataset = dataset.map_batches(
-        PreprocessBatch, fn_constructor_kwargs={"preprocessing": cfg.config, "farasa_jar": cfg.farasa_jar},
+        PreprocessBatch, fn_constructor_kwargs={"preprocessing": cfg.preprocessing, "farasa_jar": cfg.farasa_jar},
         batch_size=cfg.chunk_lines, batch_format="numpy", compute=ray.data.ActorPoolStrategy(size=workers),
         num_cpus=1,
     )
