@@ -60,14 +60,7 @@ def register(subparsers) -> None:
     p.add_argument("--negatives", action="store_true",
                    help="SQuAD 2.0-style: also train each question with another paragraph of its article that lacks "
                    "the answer, labelled no-answer (for answering with allow_no_answer)")
-    p.add_argument("--sentence-prior", type=float, metavar="WEIGHT",
-                   help="decoding prior on the sentence sharing the question's words (default: chosen on --dev, "
-                   "else 0)")
-    p.add_argument("--within-sentence", choices=["on", "off"],
-                   help="answers never cross a sentence boundary (default: chosen on --dev, else off)")
-    p.add_argument("--decoding", choices=list(DECODINGS),
-                   help="the answer: the best-scoring span, or the candidate of highest expected F1 under the model's "
-                   "span distribution (default: chosen on --dev, else max-score)")
+    add_decoding_flags(p, without_dev=True)
     p.add_argument("--max-seq-length", type=int, default=_DEFAULTS.max_seq_length)
     p.add_argument("--doc-stride", type=int, default=_DEFAULTS.doc_stride,
                    help="tokens shared by consecutive windows")
@@ -96,6 +89,26 @@ def register(subparsers) -> None:
     register_export_onnx(subparsers)
 
 
+def add_decoding_flags(p: argparse.ArgumentParser, *, without_dev: bool) -> None:
+    """The decoding settings both verbs take: one given is kept, one not given is chosen on --dev (`without_dev`:
+    the verb runs without dev sets too, and then takes the plain decoder's value)."""
+
+    def default(plain: str) -> str:
+        return f"(default: chosen on --dev{', else ' + plain if without_dev else ''})"
+
+    p.add_argument("--sentence-prior", type=float, metavar="WEIGHT",
+                   help="weight of the decoding prior on the sentence sharing the question's words " + default("0"))
+    p.add_argument("--within-sentence", choices=["on", "off"],
+                   help="answers never cross a sentence boundary " + default("off"))
+    p.add_argument("--decoding", choices=list(DECODINGS),
+                   help="the answer: the best-scoring span, or the candidate of highest expected F1 under the model's "
+                   "span distribution " + default("max-score"))
+
+
+def on_off(value: str | None) -> bool | None:
+    return None if value is None else value == "on"
+
+
 def register_tune_decoding(subparsers) -> None:
     p = subparsers.add_parser(
         "tune-decoding",
@@ -111,9 +124,7 @@ def register_tune_decoding(subparsers) -> None:
     p.add_argument("model_dir", metavar="MODEL_DIR", help="a QA model dir (finetune's output)")
     p.add_argument("--dev", nargs="+", required=True, metavar="FILE_OR_NAME", help="dev sets (files or names)")
     p.add_argument("-o", "--output", required=True, help="the tuned copy of MODEL_DIR (a new directory)")
-    p.add_argument("--sentence-prior", type=float, metavar="WEIGHT", help="keep this prior weight")
-    p.add_argument("--within-sentence", choices=["on", "off"], help="keep this sentence limit")
-    p.add_argument("--decoding", choices=list(DECODINGS), help="keep this decoding")
+    add_decoding_flags(p, without_dev=False)
     p.add_argument("--expected-f1-temperature", type=float, metavar="T",
                    help="keep this temperature of expected-F1 decoding (default: chosen on --dev from 0.5, 1, 2)")
     p.add_argument("--reader", metavar="READER_DIR",
@@ -137,8 +148,8 @@ def run_tune_decoding(args: argparse.Namespace) -> int:
     from .calibration import describe as describe_calibration
     from .tune import describe_decoding, describe_no_answer, tune_model_decoding
 
-    within = None if args.within_sentence is None else args.within_sentence == "on"
-    fixed = {"sentence_prior": args.sentence_prior, "within_sentence": within, "decoding": args.decoding,
+    fixed = {"sentence_prior": args.sentence_prior, "within_sentence": on_off(args.within_sentence),
+             "decoding": args.decoding,
              "expected_f1_temperature": args.expected_f1_temperature, "reader_weight": args.reader_weight}
     chosen, rows, no_answer = tune_model_decoding(args.model_dir, args.dev, args.output, fixed=fixed,
                                                   batch_size=args.batch_size, reader=args.reader,
@@ -156,9 +167,7 @@ def config_from_args(args: argparse.Namespace) -> FinetuneConfig:
     import dataclasses
 
     values = {f.name: getattr(args, f.name) for f in dataclasses.fields(FinetuneConfig)}
-    if values["within_sentence"] is not None:
-        values["within_sentence"] = values["within_sentence"] == "on"
-    return FinetuneConfig(**values)
+    return FinetuneConfig(**{**values, "within_sentence": on_off(values["within_sentence"])})
 
 
 def run(args: argparse.Namespace) -> int:
