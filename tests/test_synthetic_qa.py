@@ -8,9 +8,8 @@ import pytest
 
 from arabert_pipeline.errors import ArabertPipelineError
 from arabert_pipeline.qa.leakage import normalize
-from arabert_pipeline.qa.synthetic import (
-    Candidate, Gazetteers, SyntheticConfig, find_candidates, make_question, make_synthetic_qa,
-)
+from arabert_pipeline.qa.cloze import Candidate, Gazetteers, find_candidates, make_question
+from arabert_pipeline.qa.synthetic import SyntheticConfig, make_synthetic_qa
 
 PEOPLE = ["بشار الأسد", "ديفيد كاميرون", "باراك أوباما", "خالد الفيصل"]
 CITIES = ["جدة", "بيرمنغهام", "الرياض", "تبوك"]

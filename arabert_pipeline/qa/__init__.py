@@ -8,7 +8,7 @@ The shared contract, which both readers, `evaluate` and the scripts read:
     overlap.py     words a question and a context share (match keys, IDF, sentence overlap)
     leakage.py     contexts and questions of training data found in evaluation data
     metrics.py     EM / F1 / Sentence-Match, SOQAL-compatible and Arabic-correct; DEV_METRIC, the one dev metric
-    synthetic.py   typed synthetic QA from an unlabelled corpus (`make-synthetic-qa`)
+    synthetic.py   typed synthetic QA from an unlabelled corpus (`make-synthetic-qa`); cloze.py: its questions
     contexts.py    training sets' paragraphs as a pretraining corpus (`export-contexts`)
 
 static/        the static reader: DrQA's document reader over static word vectors (`train-reader`, `reader-predict`)
