@@ -11,7 +11,8 @@ import pytest
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from arabert_pipeline.artifacts import OutputLock, read_metadata  # noqa: E402
+from arabert_pipeline.artifacts import read_metadata
+from arabert_pipeline.outputs import OutputLock
 from arabert_pipeline.cli import main  # noqa: E402
 from arabert_pipeline.embeddings import Embeddings  # noqa: E402
 from arabert_pipeline.embeddings.polysemy import (  # noqa: E402

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from arabert_pipeline.artifacts import OutputLock
+from arabert_pipeline.outputs import OutputLock
 from arabert_pipeline.cli import main
 from arabert_pipeline.errors import ConfigError
 from test_preprocess_corpus import make_lines, write_text

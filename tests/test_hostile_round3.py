@@ -254,7 +254,7 @@ def test_preprocess_refuses_thousands_of_workers(tmp_path):
 
     corpus = tmp_path / "in.txt"
     write_text(corpus, make_lines(10))
-    config = CorpusConfig([str(corpus)], str(tmp_path / "o.txt"), config="none", workers=100_000)
+    config = CorpusConfig([str(corpus)], str(tmp_path / "o.txt"), preprocessing="none", workers=100_000)
     with pytest.raises(ConfigError, match="workers must be at most"):
         _validate(config, [corpus], tmp_path / "o.txt")
     _validate(dataclasses.replace(config, workers=2), [corpus], tmp_path / "o.txt")

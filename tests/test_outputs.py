@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from arabert_pipeline.artifacts import OutputLock
+from arabert_pipeline.outputs import OutputLock
 from arabert_pipeline.cli import main
 from arabert_pipeline.errors import ConfigError
 from arabert_pipeline.preprocess import corpus
@@ -36,7 +36,7 @@ def text(tmp_path):
 def hold_lock(output, verb):
     """A separate process holding `output`'s lock until killed."""
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time\nfrom arabert_pipeline.artifacts import OutputLock\n"
+        [sys.executable, "-c", "import sys, time\nfrom arabert_pipeline.outputs import OutputLock\n"
          "OutputLock(sys.argv[1], sys.argv[2]).acquire()\nprint('locked', flush=True)\ntime.sleep(120)",
          str(output), verb], stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().strip() == "locked"

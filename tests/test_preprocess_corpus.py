@@ -11,7 +11,7 @@ import pytest
 
 from arabert_pipeline.cli import main
 from arabert_pipeline.errors import ConfigError, InputError
-from arabert_pipeline.preprocess import Preprocessor, corpus, segmenter_backend
+from arabert_pipeline.preprocess import Preprocessor, corpus, segmenter_backend, wordcache
 from arabert_pipeline.preprocess.corpus import preprocess_corpus
 
 # Written for these tests: news-like sentences with diacritics, clitics, punctuation, digits, Latin, a URL, emoji.
@@ -246,7 +246,7 @@ def test_word_cache_is_reused_by_later_runs(tmp_path, lines, expected_v2):
 def test_word_cache_shared_by_concurrent_runs(tmp_path):
     path = tmp_path / "words.tsv"
     backend = segmenter_backend("arabertv2")
-    first, second = corpus.WordCache(path, backend), corpus.WordCache(path, backend)
+    first, second = wordcache.WordCache(path, backend), wordcache.WordCache(path, backend)
     worker = corpus._Worker("arabertv2", None, str(path))
     first.add({"وكتب": "و+كتب"})
     second.add({"بالقلم": "ب+ال+قلم"})  # appended after the first run's line, not over it
@@ -254,16 +254,16 @@ def test_word_cache_shared_by_concurrent_runs(tmp_path):
     assert {"وكتب": "و+كتب", "بالقلم": "ب+ال+قلم"}.items() <= worker.segmenter.cache_items().items()
 
     first.close()
-    corpus.WordCache(path, backend, keep_bytes=len(corpus.cache_header(backend))).close()  # a resumed run cuts back
+    wordcache.WordCache(path, backend, keep_bytes=len(wordcache.cache_header(backend))).close()  # a resumed run cuts back
     second.add({"فسيكفيكهم": "ف+س+يكفي+ك+هم", "للكتاب": "ل+ال+كتاب"})
     worker._read_word_cache()  # its offset now points into the middle of a line: it must read from the start
     assert {"فسيكفيكهم": "ف+س+يكفي+ك+هم", "للكتاب": "ل+ال+كتاب"}.items() <= worker.segmenter.cache_items().items()
     second.close()
-    assert corpus.WordCache(path, backend).words == {"فسيكفيكهم", "للكتاب"}
+    assert wordcache.WordCache(path, backend).words == {"فسيكفيكهم", "للكتاب"}
 
     path.write_text("a list of words\n", encoding="utf-8")
     with pytest.raises(ConfigError, match="not a word cache"):
-        corpus.WordCache(path, backend)
+        wordcache.WordCache(path, backend)
 
 
 def test_invalid_utf8_names_file_and_line(tmp_path, lines):

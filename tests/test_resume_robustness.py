@@ -382,7 +382,7 @@ def text(tmp_path):
     (b"\xff\tx", "not UTF-8 (invalid start byte at byte 1 of the line)"),
 ], ids=["no-tab", "two-tabs", "not-utf8"])
 def test_a_damaged_word_cache_names_the_file_and_line(tmp_path, text, capsys, bad_line, problem):
-    from arabert_pipeline.preprocess.corpus import cache_header
+    from arabert_pipeline.preprocess.wordcache import cache_header
     from arabert_pipeline.preprocess.preprocessor import segmenter_backend
 
     cache = tmp_path / "words.tsv"
@@ -396,7 +396,7 @@ def test_a_damaged_word_cache_names_the_file_and_line(tmp_path, text, capsys, ba
 
 
 def test_word_cache_lines_are_counted_from_the_start_when_read_from_an_offset(tmp_path):
-    from arabert_pipeline.preprocess.corpus import read_new_entries
+    from arabert_pipeline.preprocess.wordcache import read_new_entries
 
     cache = tmp_path / "words.tsv"
     cache.write_bytes("#header\nوكتب\tو+كتب\nبالقلم\tب+ال+قلم\nبلا تاب\nناقص\tن".encode("utf-8"))

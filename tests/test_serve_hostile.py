@@ -212,7 +212,7 @@ def test_retry_after_is_the_time_the_excess_work_takes(model_dir):  # noqa: F811
     back long before hours of queued work were done."""
     import asyncio
 
-    from arabert_pipeline.serve.app import Batcher, Options, QueueFull
+    from arabert_pipeline.serve.batcher import Batcher, Options, QueueFull
     from arabert_pipeline.serve.metrics import Metrics
 
     pair = ("س" * 10, "ب" * 990)

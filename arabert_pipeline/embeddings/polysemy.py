@@ -268,9 +268,8 @@ def run_polysemy(model_dir: str | os.PathLike, data: str | os.PathLike, output_d
 
     from transformers import AutoModel
 
-    from ..artifacts import (
-        atomic_write, check_local_source, claim_output_file, load_pretrained_model, portable_path, read_metadata,
-    )
+    from ..artifacts import atomic_write, check_local_source, load_pretrained_model, portable_path, read_metadata
+    from ..outputs import claim_output_file
     from ..tokenizer.load import load_pretrained_tokenizer
 
     output_dir = Path(output_dir)

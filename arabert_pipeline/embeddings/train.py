@@ -29,10 +29,11 @@ from pathlib import Path
 from typing import Iterator
 
 from ..artifacts import (
-    CORPUS_READ_ERRORS, METADATA_FILE, SIDECAR_SUFFIX, OutputKind, OutputLock, atomic_directory, claim_output_dir,
-    decompressed, naming_io_errors, portable_path, remove_stale_temporaries, sidecar_preprocessing, write_metadata,
+    CORPUS_READ_ERRORS, METADATA_FILE, SIDECAR_SUFFIX, atomic_directory, decompressed, naming_io_errors, portable_path,
+    sidecar_preprocessing, write_metadata,
 )
 from ..errors import ConfigError, InputError
+from ..outputs import OutputKind, OutputLock, claim_output_dir, remove_stale_temporaries
 from ..version import __version__
 
 log = logging.getLogger(__name__)

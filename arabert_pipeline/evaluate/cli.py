@@ -78,8 +78,8 @@ REPORT_OUTPUT_NAMES = ("results.json", "table.md", "table.csv", "per_question", 
 
 
 def run(args: argparse.Namespace) -> int:
-    from ..artifacts import OutputKind, claim_output_dir
     from ..errors import ConfigError
+    from ..outputs import OutputKind, claim_output_dir
     from .report import EvaluateConfig, run_evaluation
     from .tables import print_summary
 

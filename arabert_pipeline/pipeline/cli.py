@@ -88,7 +88,7 @@ def run_answer(args: argparse.Namespace) -> int:
     examples = read_jsonl(Path(args.input), args.max_context_chars, args.max_question_chars) if args.input else \
         read_demo() if args.demo else None
     if args.output is not None:
-        from ..artifacts import claim_output_file
+        from ..outputs import claim_output_file
 
         claim_output_file(args.output, verb="answer", inputs=[args.input], overwrite=args.overwrite, flag="--output")
     _utf8_stdout()

@@ -9,17 +9,14 @@ OUT.part.json and renamed to OUT only when complete; then OUT.arabert_pipeline.j
 pretraining checks. `resume=True` continues an interrupted run from its last checkpoint.
 
 An existing OUT is replaced only if it is an earlier output (it has its sidecar) and `overwrite=True`; OUT, its
-companions and the word cache may not be inputs; a run holds a lock on OUT (artifacts.OutputLock), so a second run
+companions and the word cache may not be inputs; a run holds a lock on OUT (outputs.OutputLock), so a second run
 on the same output is refused while the first one writes it.
 """
 from __future__ import annotations
 
 import collections
-import contextlib
 import dataclasses
 import gzip
-import hashlib
-import io
 import json
 import lzma
 import multiprocessing
@@ -30,11 +27,11 @@ import time
 from pathlib import Path
 from typing import Iterable, Iterator, NamedTuple
 
-from ..artifacts import (
-    CORPUS_READ_ERRORS, SIDECAR_SUFFIX, OutputLock, atomic_write, check_directory_writable, check_not_input,
-    check_replaceable, decompressed, naming_io_errors, read_json_file,
-)
+from ..artifacts import SIDECAR_SUFFIX, atomic_write, check_replaceable, naming_io_errors, read_json_file
 from ..errors import ConfigError, InputError
+from ..outputs import OutputLock, check_directory_writable, check_not_input
+from .inputs import _compression, _InputFile, _read_lines, check_inputs
+from .wordcache import WordCache, read_new_entries
 
 PART_SUFFIX = ".part"
 CHECKPOINT_SUFFIX = ".part.json"
@@ -124,153 +121,6 @@ def renamed_options(options: dict) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Reading
-
-
-def _compression(path: Path) -> str:
-    return {".gz": "gz", ".xz": "xz"}.get(path.suffix, "txt")
-
-
-@contextlib.contextmanager
-def _open_input(path: Path, digest=None) -> Iterator[tuple[object, object]]:
-    """(raw file, binary line stream): the raw file's position is how far the progress bar has got. With `digest`
-    (a hashlib object), every byte read from the file on disk also goes into it."""
-    if digest is None:
-        raw = open(path, "rb", buffering=1 << 20)
-    else:
-        raw = io.BufferedReader(_HashingReader(open(path, "rb", buffering=0), digest), 1 << 20)
-    try:
-        yield raw, decompressed(path, raw)
-    finally:
-        raw.close()
-
-
-class _HashingReader(io.RawIOBase):
-    """A file read through this also feeds `digest`: the sidecar records the digest of the very bytes that were
-    preprocessed, not of whatever the file holds when a second pass would read it."""
-
-    def __init__(self, raw, digest):
-        self.raw, self.digest, self.position = raw, digest, 0
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer) -> int:
-        count = self.raw.readinto(buffer)
-        if count:
-            self.digest.update(memoryview(buffer)[:count])
-            self.position += count
-        return count
-
-    def tell(self) -> int:
-        return self.position
-
-    def fileno(self) -> int:
-        return self.raw.fileno()
-
-    def close(self) -> None:
-        self.raw.close()
-        super().close()
-
-
-def file_sha256(path: Path) -> str:
-    """The SHA-256 of the file's bytes on disk (compressed inputs as they are, not their text)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-
-
-def check_inputs(paths: list[Path]) -> None:
-    """Fail before any work on a missing, unreadable, undecompressable or empty input."""
-    if not paths:
-        raise ConfigError("no input files given")
-    for path in paths:
-        if not path.exists():
-            raise InputError("no such file", path=path)
-        if not path.is_file():
-            raise InputError("not a regular file", path=path)
-        try:
-            with _open_input(path) as (_, stream):
-                if not any(line.strip() for line in stream):
-                    raise InputError("contains no text (the file is empty or has only blank lines)", path=path)
-        except CORPUS_READ_ERRORS as exc:
-            raise InputError(f"cannot read: {exc}", path=path) from exc
-
-
-def _decode_replacing(data: bytes) -> tuple[str, int]:
-    """`data.decode("utf-8", "replace")` and how many invalid sequences it replaced by U+FFFD."""
-    parts, count, start = [], 0, 0
-    while True:
-        try:
-            parts.append(data[start:].decode("utf-8"))
-            return "".join(parts), count
-        except UnicodeDecodeError as exc:
-            parts.append(data[start:start + exc.start].decode("utf-8"))
-            parts.append("\ufffd")
-            count += 1
-            start += exc.end
-
-
-@dataclasses.dataclass
-class _InputFile:
-    path: str
-    lines: int = 0
-    bytes: int = 0  # uncompressed
-    replacements: int = 0
-    # The file on disk as it was read: how `preprocess --engine ray` tells a finished shard from a stale one.
-    size: int = 0
-    mtime_ns: int = 0
-    sha256: str = ""
-
-
-def _read_lines(paths: list[Path], errors: str, files: list[_InputFile], disk_done: list[int]
-                ) -> Iterator[tuple[str, int]]:
-    """Every input line without its line ending, decoded, with its size in bytes (ending included).
-
-    `files` receives per-file counts; `disk_done[0]` the compressed bytes consumed so far, for the progress bar.
-    """
-    disk_before = 0
-    for path in paths:
-        record = _InputFile(str(path))
-        files.append(record)
-        number = 0
-        digest = hashlib.sha256()
-        with _open_input(path, digest) as (raw, stream):
-            status = os.fstat(raw.fileno())
-            record.size, record.mtime_ns = status.st_size, status.st_mtime_ns
-            try:
-                for number, data in enumerate(stream, 1):
-                    size = len(data)
-                    if data.endswith(b"\n"):
-                        data = data[:-2] if data.endswith(b"\r\n") else data[:-1]
-                    try:
-                        text = data.decode("utf-8")
-                    except UnicodeDecodeError as exc:
-                        if errors == "strict":
-                            raise InputError(
-                                f"invalid UTF-8 at byte {exc.start + 1} of the line ({exc.reason}); fix the file, "
-                                "or pass --errors replace (with --resume to continue this run)",
-                                path=path, line=number,
-                            ) from None
-                        text, count = _decode_replacing(data)
-                        record.replacements += count
-                    record.lines += 1
-                    record.bytes += size
-                    disk_done[0] = disk_before + raw.tell()
-                    yield text, size
-                while raw.read(1 << 20):  # bytes past the end of the compressed stream are part of the file too
-                    pass
-            except CORPUS_READ_ERRORS as exc:
-                raise InputError(f"cannot read: {exc}", path=path, line=number + 1) from exc
-        record.sha256 = digest.hexdigest()
-        disk_before += path.stat().st_size
-
-
-# ---------------------------------------------------------------------------------------------------------------
 # Writing
 
 
@@ -312,99 +162,6 @@ class _PartWriter:
     def close(self) -> None:
         with naming_io_errors(self.path):
             self.raw.close()
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# The word cache shared by workers, resumed runs and later runs
-
-
-class WordCache:
-    """A file of `word<TAB>segmentation` lines, appended by the main process and read by every worker.
-
-    Farasa costs about 1 ms per word it has not seen while a corpus repeats its words endlessly, so each distinct
-    word should be segmented once. Workers are separate processes with separate caches; the main process appends
-    the words each worker segmented to this file, and every worker reads the file's new lines before each chunk, so
-    a word segmented by one worker is soon known to all. The file stays beside the output: a resumed run, or a later
-    run over overlapping text, preloads it and skips Farasa for every word already in it.
-
-    Runs may share one file (`word_cache=`), even at the same time: entries are appended with one O_APPEND write of
-    whole lines each, so lines never interleave, and readers only take lines ending in a newline.
-    """
-
-    HEADER = "#arabert_pipeline word cache"
-
-    def __init__(self, path: Path, backend: str, keep_bytes: int | None = None):
-        """Open (or create) the cache; `keep_bytes` cuts it back to its size at a resumed run's checkpoint, so that
-        the words segmented after that checkpoint count again as this output's new words."""
-        self.path = path
-        header = cache_header(backend)
-        if not path.exists():
-            with atomic_write(path, "wb") as f:
-                f.write(header)
-        with open(path, "r+b") as f:
-            if f.readline() != header:
-                raise ConfigError(
-                    f"{path} is not a word cache of this segmenter ({backend}): its segmentations would be wrong "
-                    "here. It is left as it is; choose another --word-cache file."
-                )
-            if keep_bytes is not None and keep_bytes >= len(header):
-                f.truncate(keep_bytes)
-            entries, end = read_new_entries(f, len(header))
-            f.truncate(end)  # a torn last line from a killed run would otherwise prefix the next entry
-        self.words = set(entries)
-        self.file = open(path, "ab", buffering=0)
-
-    def add(self, entries: dict[str, str]) -> int:
-        """Append the entries not yet in the file; returns how many were new. Workers see them at once."""
-        new = [(w, s) for w, s in entries.items() if w not in self.words and _storable(w) and _storable(s)]
-        if new:
-            self.words.update(w for w, _ in new)
-            data = "".join(f"{w}\t{s}\n" for w, s in new).encode("utf-8")
-            while data:
-                data = data[self.file.write(data):]
-        return len(new)
-
-    def size(self) -> int:
-        return os.fstat(self.file.fileno()).st_size
-
-    def close(self) -> None:
-        self.file.close()
-
-
-def cache_header(backend: str) -> bytes:
-    return f"{WordCache.HEADER}\t{backend}\n".encode("utf-8")
-
-
-def _storable(text: str) -> bool:
-    return bool(text) and "\t" not in text and "\n" not in text
-
-
-def read_new_entries(file, offset: int) -> tuple[dict[str, str], int]:
-    """The complete `word<TAB>segmentation` lines after `offset`, and the offset just past the last of them; a
-    damaged line (edited by hand, or not a cache line at all) is an InputError naming the file and the line."""
-    file.seek(offset)
-    data = file.read()
-    end = data.rfind(b"\n") + 1
-    try:
-        entries = dict(line.split("\t") for line in data[:end].decode("utf-8").split("\n")[:-1])
-    except ValueError as exc:  # not UTF-8, or a line without exactly one tab: found again line by line, to name it
-        raise _damaged_line_error(file, offset, data[:end], exc) from exc
-    return entries, offset + end
-
-
-def _damaged_line_error(file, offset: int, data: bytes, exc: ValueError) -> InputError:
-    hint = ("Delete the file to start a new cache (it only holds segmentations), or choose another --word-cache file")
-    for index, line in enumerate(data.split(b"\n")[:-1]):
-        try:
-            tabs = line.decode("utf-8").count("\t")
-            problem = None if tabs == 1 else f"{tabs} tabs instead of one"
-        except UnicodeDecodeError as error:
-            problem = f"not UTF-8 ({error.reason} at byte {error.start + 1} of the line)"
-        if problem is not None:
-            file.seek(0)
-            before = file.read(offset).count(b"\n")  # counted only here: the cache can be large
-            return InputError(f"damaged word cache: {problem}. {hint}", path=file.name, line=before + index + 1)
-    return InputError(f"damaged word cache ({exc}). {hint}", path=file.name)
 
 
 # ---------------------------------------------------------------------------------------------------------------

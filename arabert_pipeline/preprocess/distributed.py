@@ -19,12 +19,13 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-from ..artifacts import SIDECAR_SUFFIX, OutputLock, check_directory_writable, read_json_file
+from ..artifacts import SIDECAR_SUFFIX, read_json_file
 from ..errors import ConfigError, InputError
+from ..outputs import OutputLock, check_directory_writable
 from .corpus import (
-    PART_SUFFIX, CorpusConfig, CorpusReport, _InputFile, _PartWriter, _read_lines, _validate, _Worker,
-    _write_sidecar, check_inputs, file_sha256, renamed_options,
+    PART_SUFFIX, CorpusConfig, CorpusReport, _PartWriter, _validate, _Worker, _write_sidecar, renamed_options,
 )
+from .inputs import _InputFile, _read_lines, check_inputs, file_sha256
 
 SHARD_COMPRESSIONS = ("none", "gz", "xz")
 ENGINES = ("local", "ray")
@@ -251,7 +252,7 @@ def _ray_shard(cfg: CorpusConfig, workers: int, window_lines: int) -> CorpusRepo
     import ray
     from tqdm.auto import tqdm
 
-    from .corpus import _compression
+    from .inputs import _compression
 
     started = time.monotonic()
     path, output = Path(cfg.inputs[0]), Path(cfg.output)

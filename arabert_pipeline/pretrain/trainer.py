@@ -31,7 +31,7 @@ exactly where it stopped: the data order and masks are functions of (seed, epoch
 optimizer, learning-rate position and dropout RNG come from the checkpoint.
 
 OUT must be new, empty, or an earlier run's (which needs `--resume` or `--overwrite`); a directory holding anything
-else, or an input, is refused. The run holds a lock on OUT (artifacts.OutputLock) and, under it, deletes what a run
+else, or an input, is refused. The run holds a lock on OUT (outputs.OutputLock) and, under it, deletes what a run
 killed during a save left half-written.
 """
 from __future__ import annotations
@@ -45,10 +45,9 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from ..artifacts import (
-    MODEL_DIR_FILES, OutputKind, check_local_source, describe_exception, read_json_file, write_metadata,
-)
+from ..artifacts import check_local_source, describe_exception, read_json_file, write_metadata
 from ..errors import ArabertPipelineError, ConfigError, InputError
+from ..outputs import MODEL_DIR_FILES, OutputKind
 from ..tokenizer.export import save_pretrained_tokenizer
 from ..tokenizer.load import load_pretrained_tokenizer
 from ..training import (

@@ -18,8 +18,9 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from ..artifacts import atomic_write, claim_output_file
+from ..artifacts import atomic_write
 from ..errors import ConfigError
+from ..outputs import claim_output_file
 
 
 @dataclasses.dataclass

@@ -41,8 +41,9 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
-from ..artifacts import OutputLock, atomic_write, check_input_file, claim_output_file
+from ..artifacts import atomic_write, check_input_file
 from ..errors import ConfigError
+from ..outputs import OutputLock, claim_output_file
 from .cloze import (
     _ARABIC_WORD, _ORG_NOUNS, _PLACE_NOUNS, _PUNCT, _SENTENCE_END, _STOP, _TITLES, ANSWER_TYPES, Gazetteers, _clean,
     _find_whole_words, _name_after, _normalized, _strip_clitic, find_candidates, make_question,

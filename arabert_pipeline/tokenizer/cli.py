@@ -124,7 +124,8 @@ def parse_spec(spec: str) -> tuple[str, str, str | None]:
 def run_report(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from ..artifacts import claim_output_file, data_file
+    from ..artifacts import data_file
+    from ..outputs import claim_output_file
     from .report import format_markdown, tokenizer_report, write_report
 
     text = args.text or data_file("corpus/ant-multisource-006.txt.xz")

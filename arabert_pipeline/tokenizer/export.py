@@ -21,11 +21,9 @@ import os
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from ..artifacts import (
-    METADATA_FILE, OutputKind, OutputLock, claim_output_dir, looks_like_local_path,
-    remove_stale_temporaries, write_metadata,
-)
+from ..artifacts import METADATA_FILE, looks_like_local_path, write_metadata
 from ..errors import ConfigError, InputError
+from ..outputs import OutputKind, OutputLock, claim_output_dir, remove_stale_temporaries
 
 SPECIAL_TOKENS = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 PLACEHOLDERS = ["[رابط]", "[بريد]", "[مستخدم]"]

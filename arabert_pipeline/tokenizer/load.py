@@ -6,10 +6,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..artifacts import (
-    METADATA_FILE, TOKENIZER_VOCAB_FILES, _file_kind, describe_exception, looks_like_local_path, read_metadata,
-)
+from ..artifacts import METADATA_FILE, _file_kind, describe_exception, looks_like_local_path, read_metadata
 from ..errors import ConfigError, InputError
+from ..outputs import TOKENIZER_VOCAB_FILES
 from .export import fetch_vocab, read_vocab_file, wordpiece_backend, wrap_fast
 from .markers import keep_whole
 

@@ -10,7 +10,7 @@ At most `sample_sentences` lines, drawn uniformly with `seed`, are used: they ar
 Farasa only segments what training reads), written to one temporary file, and the trainer reads that file. The
 output directory is built under a temporary name and appears only once complete (see export.py for its contents).
 An existing output directory is replaced only if it holds an earlier tokenizer and `overwrite` is set; a run holds
-a lock on it (artifacts.OutputLock), and the output may not be or contain an input.
+a lock on it (outputs.OutputLock), and the output may not be or contain an input.
 """
 from __future__ import annotations
 
@@ -23,12 +23,12 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-from ..version import __version__
 from ..artifacts import (
-    CORPUS_READ_ERRORS, SIDECAR_SUFFIX, atomic_directory, claim_output_dir, decompressed, naming_io_errors,
-    sidecar_preprocessing,
+    CORPUS_READ_ERRORS, SIDECAR_SUFFIX, atomic_directory, decompressed, naming_io_errors, sidecar_preprocessing,
 )
 from ..errors import BackendError, ConfigError, InputError
+from ..outputs import claim_output_dir
+from ..version import __version__
 from .export import (
     PLACEHOLDERS, SENTENCEPIECE_FILE, SPECIAL_TOKENS, TOKENIZER_OUTPUT, locked_output, save_tokenizer,
     segmentation_markers,

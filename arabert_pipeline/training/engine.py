@@ -16,8 +16,8 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from ..artifacts import OutputKind
 from ..errors import InputError
+from ..outputs import OutputKind
 from .budget import BudgetPlanner, BudgetSteps
 from .checkpoints import CHECKPOINTS, Checkpointing, quiet_transformers
 from .logs import RunLog, peak_memory

@@ -8,11 +8,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from ..artifacts import (
-    METADATA_FILE, OutputLock, claim_output_dir, follow_umask, naming_io_errors, remove_own_entries,
-    remove_stale_temporaries,
-)
+from ..artifacts import METADATA_FILE, follow_umask, naming_io_errors
 from ..errors import ArabertPipelineError, ConfigError
+from ..outputs import OutputLock, claim_output_dir, remove_own_entries, remove_stale_temporaries
 from .checkpoints import CHECKPOINTS, quiet_transformers
 
 

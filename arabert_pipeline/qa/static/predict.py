@@ -147,7 +147,7 @@ class StaticReader:
 
 def predict_file(directory: str, data: list[str], output: str, *, embeddings: str | None = None,
                  overwrite: bool = False) -> int:
-    from ...artifacts import claim_output_file
+    from ...outputs import claim_output_file
     from ..data import read_squad, resolve
 
     # Names resolved too: `--data xquad-ar -o $DATA/qa/xquad.ar.json --overwrite` must not replace the data it reads.

@@ -20,9 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from ...artifacts import METADATA_FILE, OutputKind, portable_path, read_metadata, write_metadata
+from ...artifacts import METADATA_FILE, portable_path, read_metadata, write_metadata
 from ...errors import InputError
 from ...finetuning.selection import FinetuneEngine
+from ...outputs import OutputKind
 from ...training import CHECKPOINTS, LOG_FILE, LoopSettings
 from ...version import __version__
 from ..align import QAPreprocessing

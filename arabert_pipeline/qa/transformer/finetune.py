@@ -39,12 +39,13 @@ from typing import Any
 import numpy as np
 
 from ...artifacts import (
-    MODEL_DIR_FILES, OutputKind, atomic_write, check_local_source, check_vocabulary_size, load_pretrained_model,
-    portable_path, read_metadata, write_metadata,
+    atomic_write, check_local_source, check_vocabulary_size, load_pretrained_model, portable_path, read_metadata,
+    write_metadata,
 )
 from ...errors import ConfigError
 from ...finetuning.modeldir import recorded_preprocessing
 from ...finetuning.selection import FinetuneEngine
+from ...outputs import MODEL_DIR_FILES, OutputKind
 from ...tokenizer.export import save_pretrained_tokenizer
 from ...tokenizer.load import load_pretrained_tokenizer
 from ...tokenizer.markers import check_preprocessing_fits

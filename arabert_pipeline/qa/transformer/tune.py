@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 
 from ...artifacts import (
-    MODEL_DIR_FILES, OutputKind, OutputLock, atomic_directory, check_local_source, claim_output_dir, portable_path,
-    read_metadata, torch_device, write_metadata,
+    atomic_directory, check_local_source, portable_path, read_metadata, torch_device, write_metadata,
 )
 from ...errors import ConfigError
+from ...outputs import MODEL_DIR_FILES, OutputKind, OutputLock, claim_output_dir
 from ..data import SquadFile, read_squad, unanswerable_examples
 from ..metrics import DEV_METRIC, score_question
 from .bonuses import SENTENCE_IDF_FILE
