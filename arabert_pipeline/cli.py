@@ -33,7 +33,29 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="verb", required=True, metavar="VERB")
     for name in STAGE_CLIS:
         importlib.import_module(name).register(subparsers)
+    add_finetune_tasks(subparsers.choices["finetune"])
     return parser
+
+
+def add_finetune_tasks(finetune: argparse.ArgumentParser) -> None:
+    """`finetune --task qa|classification|ner`: QA's parser (qa/transformer/cli.py) gains the text tasks' flags, and
+    the command goes to the task named. Here, above every task's layer: no task imports another."""
+    from .finetuning.taskargs import add_task_arguments, check_task_flags
+
+    add_task_arguments(finetune)
+    run_qa = finetune.get_default("run")
+
+    def run(args: argparse.Namespace) -> int | None:
+        check_task_flags(finetune, args)
+        if args.task == "classification":
+            from .classification.cli import run_finetune
+        elif args.task == "ner":
+            from .ner.cli import run_finetune
+        else:
+            run_finetune = run_qa
+        return run_finetune(args)
+
+    finetune.set_defaults(run=run)
 
 
 class _StderrHandler(logging.StreamHandler):

@@ -82,7 +82,7 @@ def _assert_same_windows(a, b) -> None:
 def test_windows_from_tokenizers_equal_the_transformers_windows_on_arcd_test(shared_data, max_seq_length, doc_stride,
                                                                             max_question_tokens, overlap):
     from arabert_pipeline.tokenizer.load import load_pretrained_tokenizer
-    from arabert_pipeline.qa.transformer.tokenizer_adapter import TokenizerAdapter
+    from arabert_pipeline.finetuning.tokenizer_adapter import TokenizerAdapter
     from arabert_pipeline.qa.align import QAPreprocessing
     from arabert_pipeline.qa.transformer.features import build_windows
 
@@ -101,7 +101,7 @@ def test_windows_from_tokenizers_equal_the_transformers_windows_on_arcd_test(sha
 
 def test_windows_equal_with_a_wordpiece_tokenizer(tiny_onnx):
     from arabert_pipeline.tokenizer.load import load_pretrained_tokenizer
-    from arabert_pipeline.qa.transformer.tokenizer_adapter import TokenizerAdapter
+    from arabert_pipeline.finetuning.tokenizer_adapter import TokenizerAdapter
     from arabert_pipeline.qa.transformer.features import build_windows
 
     questions = [e["question"] for e in DEMO] + ["؟" * 40]

@@ -66,6 +66,16 @@ def register(subparsers) -> None:
                         "overall F1)")
     parser.add_argument("--spans-as-decoded", dest="whole_words", action="store_false",
                         help="score models' spans as decoded, without widening them to whole words")
+    tasks = parser.add_argument_group("classification and NER (--task)")
+    tasks.add_argument("--task", choices=("qa", "classification", "ner"), default="qa",
+                       help="qa (default): EM/F1/SM on SQuAD sets; classification: accuracy, macro-F1, F1-PN, per-class "
+                            "F1 on labelled texts; ner: entity micro / macro / per-type F1 on CoNLL sets")
+    tasks.add_argument("--train", nargs="+", default=[], metavar="NAME_OR_FILE",
+                       help="classification / ner: the sets the baselines are fitted on")
+    tasks.add_argument("--dev", nargs="+", default=[], metavar="NAME_OR_FILE",
+                       help="classification / ner: the sets the baselines' settings are chosen on")
+    tasks.add_argument("--text-column", help="classification: the text column (default: text, or the registered set's)")
+    tasks.add_argument("--label-column", default="label", help="classification: the label column (default: label)")
     parser.set_defaults(run=run, systems=[])
 
 
@@ -78,6 +88,8 @@ REPORT_OUTPUT_NAMES = ("results.json", "table.md", "table.csv", "per_question", 
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.task != "qa":
+        return run_task(args)
     from ..errors import ConfigError
     from ..outputs import OutputKind, claim_output_dir
     from .report import EvaluateConfig, run_evaluation
@@ -107,4 +119,29 @@ def run(args: argparse.Namespace) -> int:
     results = run_evaluation(config, log=lambda message: print(message, file=sys.stderr))
     print_summary(results)
     print(f"report: {args.out / 'table.md'}")
+    return 0
+
+
+def run_task(args: argparse.Namespace) -> int:
+    from ..errors import ConfigError
+    from ..outputs import OutputKind, claim_output_dir
+    from .tasks import CLASSIFICATION_BASELINES, NER_BASELINES, TASK_OUTPUT_NAMES, TaskEvaluateConfig, run_task_evaluation
+
+    if args.resamples < 100:
+        raise ConfigError(f"--resamples {args.resamples}: use at least 100")
+    if args.no_answer or args.pretraining_log or args.limit is not None:
+        raise ConfigError(f"--no-answer, --pretraining-log and --limit are QA's, not flags of --task {args.task}")
+    defaults = CLASSIFICATION_BASELINES if args.task == "classification" else NER_BASELINES
+    baselines = defaults if args.baselines == ",".join(BASELINE_NAMES) else () if args.baselines.strip().lower() in (
+        "", "none") else tuple(name.strip() for name in args.baselines.split(",") if name.strip())
+    inputs = [source for _, source in args.systems] + list(args.data) + list(args.train) + list(args.dev)
+    claim_output_dir(args.out, OutputKind("evaluate", TASK_OUTPUT_NAMES, markers=("results.json",)),
+                     inputs=[path for path in inputs if Path(path).exists()], overwrite=args.overwrite)
+    config = TaskEvaluateConfig(task=args.task, data=args.data, out=args.out, systems=list(args.systems),
+                                labels=args.label, train=args.train, dev=args.dev, baselines=baselines,
+                                text_column=args.text_column, label_column=args.label_column,
+                                resamples=args.resamples, seed=args.seed, batch_size=args.batch_size,
+                                device=args.device, preprocessing=args.preprocessing)
+    run_task_evaluation(config, log=lambda message: print(message, file=sys.stderr))
+    print((args.out / "table.md").read_text(encoding="utf-8"))
     return 0

@@ -48,6 +48,9 @@ __all__ = [  # the per-question metrics (re-exported), then the statistics defin
     "bootstrap_ci",
     "paired_bootstrap",
     "mcnemar_exact",
+    "bootstrap_statistics",
+    "interval",
+    "paired_difference",
 ]
 
 
@@ -116,3 +119,40 @@ def mcnemar_exact(a: np.ndarray, b: np.ndarray) -> float:
         return 1.0
     tail = sum(math.comb(discordant, i) for i in range(min(only_a, only_b) + 1))
     return min(1.0, 2 * tail / 2**discordant)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Scores that are not means of per-question scores (macro-F1, entity F1): bootstrap over sufficient statistics
+
+
+def bootstrap_statistics(stats: list[np.ndarray], score, *, resamples: int = 10_000, seed: int = 0) -> list[np.ndarray]:
+    """The (resamples, m) scores of each system under the same resamples of its units (texts, sentences).
+
+    `stats`: per system, an (n, d) matrix of per-unit sufficient statistics (a confusion-matrix cell, entity counts)
+    whose column sums a score is a function of; `score` maps (r, d) summed statistics to (r, m) scores. Every system
+    sees the same count matrices, so differences between systems are paired."""
+    n = len(stats[0])
+    if n == 0:
+        raise ValueError("no examples to bootstrap")
+    out: list[list[np.ndarray]] = [[] for _ in stats]
+    for counts in resample_counts(n, resamples, seed):
+        for i, matrix in enumerate(stats):
+            out[i].append(score(counts @ np.asarray(matrix, dtype=float)))
+    return [np.concatenate(parts) for parts in out]
+
+
+def interval(samples: np.ndarray, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    tail = 100 * (1 - level) / 2
+    low, high = np.percentile(samples, [tail, 100 - tail], axis=0)
+    return low, high
+
+
+def paired_difference(samples_a: np.ndarray, samples_b: np.ndarray, observed_a: np.ndarray, observed_b: np.ndarray,
+                      level: float = 0.95) -> dict:
+    """a − b with the percentile CI of the resampled differences and the two-sided bootstrap p-value (the share of
+    resampled differences at least |diff| away from diff, +1 smoothed), as paired_bootstrap computes it."""
+    differences = np.asarray(samples_a) - np.asarray(samples_b)
+    observed = np.asarray(observed_a, dtype=float) - np.asarray(observed_b, dtype=float)
+    low, high = interval(differences, level)
+    extreme = (np.abs(differences - observed) >= np.abs(observed) - 1e-9).sum(axis=0)
+    return {"diff": observed, "low": low, "high": high, "p_value": (extreme + 1) / (len(differences) + 1)}

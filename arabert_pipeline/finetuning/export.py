@@ -60,6 +60,16 @@ def read_safetensors_header(path: Path) -> tuple[dict, int, bytes]:
     return header, 8 + size, raw
 
 
+def config_digest(model_dir: str | os.PathLike) -> str:
+    """A digest of config.json's content (key order and spacing aside)."""
+    path = Path(model_dir) / "config.json"
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: unreadable ({exc})") from exc
+    return hashlib.sha256(json.dumps(config, sort_keys=True).encode("utf-8")).hexdigest()
+
+
 def weights_fingerprint(model_dir: str | os.PathLike) -> str:
     """A digest of config.json and of the weights file's layout (names, dtypes, shapes, offsets).
 
@@ -96,10 +106,11 @@ def check_model_dir(model_dir: str | os.PathLike, *, overwrite: bool) -> Path:
 
 
 def export_graph(model_dir: str | os.PathLike, model, output_names: tuple[str, ...], *,
-                 overwrite: bool = False) -> Path:
+                 overwrite: bool = False, per_token: bool = True) -> Path:
     """Export `model` (the torch model of `model_dir`'s weights, in eval mode) to `model_dir/model.onnx` with the
-    given outputs (attributes of its forward's output, shaped batch × sequence × ...), linked to model.safetensors
-    and checked against torch; returns its path."""
+    given outputs (attributes of its forward's output, shaped batch × sequence × ... when `per_token`, as QA's and
+    NER's logits; batch × ... otherwise, as a classifier's), linked to model.safetensors and checked against torch;
+    returns its path."""
     import numpy as np
 
     from ..artifacts import naming_io_errors
@@ -115,7 +126,7 @@ def export_graph(model_dir: str | os.PathLike, model, output_names: tuple[str, .
     with tempfile.TemporaryDirectory(prefix="export-onnx-") as tmp:
         traced = Path(tmp) / ONNX_FILE
         with naming_io_errors(traced):  # the exporter's failed write (a full disk) names no file
-            _trace(model, inputs, output_names, traced)
+            _trace(model, inputs, output_names, traced, per_token)
         graph = onnx.load(str(traced))
     _link_weights(graph, model_dir / WEIGHTS_FILE)
     graph.producer_name = PRODUCER
@@ -126,7 +137,7 @@ def export_graph(model_dir: str | os.PathLike, model, output_names: tuple[str, .
         with naming_io_errors(staged):
             staged.write_bytes(graph.SerializeToString())
         onnx.checker.check_model(str(staged))
-        _check_against_torch(staged, model, inputs, output_names, np.random.default_rng(0))
+        _check_against_torch(staged, model, inputs, output_names, np.random.default_rng(0), per_token)
         os.replace(staged, target)
     finally:
         staged.unlink(missing_ok=True)
@@ -148,7 +159,7 @@ def _forward_parameters(model) -> set[str]:
     return set(inspect.signature(model.forward).parameters)
 
 
-def _trace(model, inputs: list[str], output_names: tuple[str, ...], path: Path) -> None:
+def _trace(model, inputs: list[str], output_names: tuple[str, ...], path: Path, per_token: bool = True) -> None:
     import torch
 
     class Outputs(torch.nn.Module):
@@ -168,7 +179,7 @@ def _trace(model, inputs: list[str], output_names: tuple[str, ...], path: Path) 
     mask[1, 10:] = 0
     example = {"input_ids": ids, "attention_mask": mask, "token_type_ids": torch.zeros_like(ids)}
     axes = {name: {0: "batch", 1: "sequence"} for name in inputs}
-    axes.update({name: {0: "batch", 1: "sequence"} for name in output_names})
+    axes.update({name: {0: "batch", 1: "sequence"} if per_token else {0: "batch"} for name in output_names})
     with warnings.catch_warnings():
         # Expected from the TorchScript exporter on this model (its deprecation, shape-dependent branches in
         # transformers' mask code, index lowering); _check_against_torch is what decides whether the graph is right.
@@ -256,7 +267,8 @@ def _link_weights(graph, weights: Path) -> None:
     graph.graph.node.extend([*nodes, *traced])
 
 
-def _check_against_torch(path: Path, model, inputs: list[str], output_names: tuple[str, ...], rng) -> None:
+def _check_against_torch(path: Path, model, inputs: list[str], output_names: tuple[str, ...], rng,
+                         per_token: bool = True) -> None:
     """ONNX Runtime on the written file vs the torch model, on inputs of several lengths with and without padding (an
     output's values at padded positions are not compared)."""
     import numpy as np
@@ -285,7 +297,7 @@ def _check_against_torch(path: Path, model, inputs: list[str], output_names: tup
             out = model(**{name: torch.from_numpy(v) for name, v in feeds.items()})
         for name, onnx_values in zip(output_names, got):
             gap = np.abs(onnx_values - getattr(out, name).numpy())
-            gap = float((gap[mask.astype(bool)] if gap.shape[:2] == mask.shape else gap).max())
+            gap = float((gap[mask.astype(bool)] if per_token else gap).max())
             if not gap <= TOLERANCE:
                 raise ConfigError(f"the exported graph's {name} differ from torch's by {gap:.2g} on a {rows}×{length}"
                                   " batch: not written")

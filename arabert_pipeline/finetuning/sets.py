@@ -45,7 +45,7 @@ def leakage_policy(*, allow_leakage: bool, drop_leaking_train: bool) -> str:
 def read_labelled_sets(read: Callable[[str, str], Any], find_leakage: Callable, *, train: Sequence[str],
                        dev: Sequence[str] = (), eval: Sequence[str] = (), hold_out: Sequence[str] = (),
                        train_policy: str = "error", policy: str = "refuse",
-                       say: Callable[[str], None] = print) -> LabelledSets:
+                       say: Callable[[str], None] = print, unit: str = "questions") -> LabelledSets:
     """Read every set (training sets with `train_policy` for their bad rows, the others keeping theirs: every
     question is scored), report what each reader skipped or kept, and apply the leakage `policy`."""
     if policy not in LEAKAGE_POLICIES:
@@ -58,12 +58,12 @@ def read_labelled_sets(read: Callable[[str, str], Any], find_leakage: Callable, 
             say(f.describe_misaligned())
     report = find_leakage([(f.name, f.examples) for f in train_files],
                           [(f.name, f.examples) for f in dev_files + eval_files + held_out])
-    examples, dropped = apply_leakage_policy(report, train_files, policy, say)
+    examples, dropped = apply_leakage_policy(report, train_files, policy, say, unit)
     return LabelledSets(train_files, dev_files, eval_files, held_out, report, policy, examples, dropped)
 
 
-def apply_leakage_policy(report, train_files: list, policy: str, say: Callable[[str], None]
-                         ) -> tuple[list[dict], dict[str, int]]:
+def apply_leakage_policy(report, train_files: list, policy: str, say: Callable[[str], None],
+                         unit: str = "questions") -> tuple[list[dict], dict[str, int]]:
     """The training examples to use, and how many were dropped per training set."""
     examples = [e for f in train_files for e in f.examples]
     if report.clean:
@@ -76,7 +76,7 @@ def apply_leakage_policy(report, train_files: list, policy: str, say: Callable[[
     if policy == "refuse":
         raise ConfigError(
             "training and evaluation data overlap:\n" + report.summary() + "\nPass --drop-leaking-train to remove "
-            "the training questions involved, or --allow-leakage to train anyway (scores would be inflated)."
+            f"the training {unit} involved, or --allow-leakage to train anyway (scores would be inflated)."
         )
     leaking = report.train_ids()
     kept, dropped = [], {}
@@ -86,6 +86,6 @@ def apply_leakage_policy(report, train_files: list, policy: str, say: Callable[[
                 dropped[f.name] = dropped.get(f.name, 0) + 1
             else:
                 kept.append(example)
-    say(report.summary() + "\ndropped training questions involved in a leak: "
+    say(report.summary() + f"\ndropped training {unit} involved in a leak: "
         + ", ".join(f"{name} {count}" for name, count in dropped.items()))
     return kept, dropped

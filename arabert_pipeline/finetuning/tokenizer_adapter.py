@@ -1,10 +1,11 @@
-"""A `tokenizers.Tokenizer` called like a transformers fast tokenizer, for QA windows without transformers.
+"""A `tokenizers.Tokenizer` called like a transformers fast tokenizer, for every task's ONNX backend (no transformers).
 
-features.py builds windows through a transformers fast tokenizer's call (pairs, truncation="only_second", stride,
+QA's features.py builds windows through a transformers fast tokenizer's call (pairs, truncation="only_second", stride,
 overflowing tokens, offsets). That call sets truncation and stride on the Rust tokenizer underneath, runs
 `encode_batch`, and lists each encoding followed by its overflow: `TokenizerAdapter` does the same on the model's
 tokenizer.json, so `build_windows` runs unchanged on it and the windows, ids, token types and offsets are the same
-(tests/test_onnx.py compares them on ARCD-test). Only the arguments features.py passes are supported.
+(tests/test_onnx.py compares them on ARCD-test). Classification and NER call it on single texts with truncation and
+offsets, as their torch paths call transformers. Only the arguments those callers pass are supported.
 """
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ...artifacts import read_json_file
-from ...errors import ConfigError
+from ..artifacts import read_json_file
+from ..errors import ConfigError
 
 
 # transformers 5's generic fast tokenizer returns these when tokenizer_config.json lists none (4.x's added
@@ -39,10 +40,11 @@ class TokenizerAdapter:
     _STRATEGIES = {True: "longest_first", "longest_first": "longest_first", "only_first": "only_first",
                    "only_second": "only_second"}
 
-    def __init__(self, backend, *, cls_token: str = "[CLS]", pad_token: str = "[PAD]",
+    def __init__(self, backend, *, cls_token: str = "[CLS]", pad_token: str = "[PAD]", sep_token: str = "[SEP]",
                  model_input_names: tuple[str, ...] = DEFAULT_INPUT_NAMES):
         self.backend = backend
         self.cls_token_id = backend.token_to_id(cls_token)
+        self.sep_token_id = backend.token_to_id(sep_token)
         self.pad_token_id = backend.token_to_id(pad_token)
         self.returns_token_types = "token_type_ids" in model_input_names
 
@@ -60,7 +62,7 @@ class TokenizerAdapter:
             raise ConfigError(f"{path}: not a tokenizers file ({exc})") from exc
         config_path = directory / "tokenizer_config.json"
         config = read_json_file(config_path) if config_path.is_file() else {}
-        names = {key: value for key in ("cls_token", "pad_token") if isinstance(value := config.get(key), str)}
+        names = {key: value for key in ("cls_token", "pad_token", "sep_token") if isinstance(value := config.get(key), str)}
         inputs = config.get("model_input_names")
         return cls(backend, **names, **({"model_input_names": tuple(inputs)} if isinstance(inputs, list) else {}))
 

@@ -4,73 +4,16 @@ The model sees preprocessed text (normalized, maybe Farasa-segmented); gold answ
 original context. `Preprocessor.preprocess_with_offsets` gives, for every output character, the half-open span of the
 original text it comes from, so a gold span [a, b) maps to the output characters whose source overlaps it, and a
 predicted output span maps back to the union of its characters' sources. No fuzzy search: an answer either maps
-through the offsets or is reported as unaligned.
+through the offsets or is reported as unaligned. AlignedText, the offset map itself, is every task's
+(finetuning/offsets.py).
 """
 from __future__ import annotations
 
 import dataclasses
-import functools
 from typing import Any, Iterable
 
-import numpy as np
-
-from ..errors import ConfigError, InputError
-
-
-@dataclasses.dataclass
-class AlignedText:
-    """A preprocessed text with, per output character, the original span [starts[i], ends[i]) it comes from."""
-
-    original: str
-    text: str
-    starts: np.ndarray
-    ends: np.ndarray
-
-    def to_preprocessed(self, start: int, end: int) -> tuple[int, int] | None:
-        """Original [start, end) → the output span covering it (edge whitespace trimmed), or None if nothing maps."""
-        inside = np.flatnonzero((self.starts < end) & (self.ends > start))
-        if inside.size == 0:
-            return None
-        first, last = int(inside[0]), int(inside[-1]) + 1
-        while first < last and self.text[first].isspace():
-            first += 1
-        while last > first and self.text[last - 1].isspace():
-            last -= 1
-        return (first, last) if first < last else None
-
-    def to_original(self, start: int, end: int) -> tuple[int, int]:
-        """Output [start, end) → the original span its characters come from (edge whitespace trimmed)."""
-        if start >= end:
-            return start, start
-        first, last = self.to_original_many(np.asarray([start]), np.asarray([end]))
-        return int(first[0]), int(last[0])
-
-    def to_original_many(self, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """`to_original` for many non-empty output spans at once."""
-        starts, ends = np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
-        if self._monotone:  # then a span's sources start at its first character's and end at its last's
-            first, last = self.starts[starts], self.ends[ends - 1]
-        else:
-            first = np.asarray([self.starts[a:b].min() for a, b in zip(starts, ends)], dtype=np.int64)
-            last = np.asarray([self.ends[a:b].max() for a, b in zip(starts, ends)], dtype=np.int64)
-        next_text, text_end = self._space_tables
-        trimmed = np.minimum(next_text[first], last)
-        return np.where(first < last, trimmed, first), np.where(first < last, np.maximum(text_end[last], trimmed), last)
-
-    @functools.cached_property
-    def _monotone(self) -> bool:
-        return bool(np.all(np.diff(self.starts) >= 0) and np.all(np.diff(self.ends) >= 0))
-
-    @functools.cached_property
-    def _space_tables(self) -> tuple[np.ndarray, np.ndarray]:
-        """Over positions 0..len(original): the first non-space character at or after each, and the end of the last
-        non-space character before each (0 if none)."""
-        n = len(self.original)
-        text = np.fromiter((not c.isspace() for c in self.original), dtype=bool, count=n)
-        index = np.arange(n + 1)
-        next_text = np.minimum.accumulate(np.where(np.append(text, True), index, n)[::-1])[::-1]
-        text_end = np.maximum.accumulate(np.where(np.insert(text, 0, False), index, 0))
-        return next_text, text_end
+from ..errors import InputError
+from ..finetuning.offsets import AlignedText, preprocess_aligned  # noqa: F401 (AlignedText: qa.align's name for it)
 
 
 class QAPreprocessing:
@@ -95,16 +38,7 @@ class QAPreprocessing:
         return aligned
 
     def _align(self, text: str) -> AlignedText:
-        if self._preprocessor is None:
-            index = np.arange(len(text), dtype=np.int64)
-            return AlignedText(text, text, index, index + 1)
-        out, offsets = self._preprocessor.preprocess_with_offsets(text)
-        if len(offsets) != len(out):
-            raise ConfigError(
-                f"preprocessing {self.name!r} returned {len(offsets)} offsets for {len(out)} characters"
-            )
-        spans = np.asarray(offsets, dtype=np.int64).reshape(len(out), 2)
-        return AlignedText(text, out, spans[:, 0].copy(), spans[:, 1].copy())
+        return preprocess_aligned(text, self._preprocessor, self.name)
 
 
 def _load_preprocessor(name: str):

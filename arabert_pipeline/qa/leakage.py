@@ -1,7 +1,8 @@
 """Train/evaluation leakage: contexts or question-answer pairs of an evaluation set that also occur in training.
 
 A published AraBERT recipe once trained on ARCD-test; this check refuses such runs before any training happens.
-Texts are compared after a light normalization (diacritics, tatweel, punctuation, alef/yeh/teh-marbuta variants).
+Texts are compared after a light normalization (diacritics, tatweel, punctuation, alef/yeh/teh-marbuta variants:
+finetuning/leakage.py normalize, which the text tasks compare with too).
 - Context leak: an evaluation context whose word 5-grams are at least half contained in a training context (or the
   other way round): an identical paragraph, or one that is an excerpt or an extension of the other.
 - Question leak: a near-identical question (exact after normalization, or 80% of its word 3-grams shared) whose gold
@@ -14,22 +15,12 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import re
-import unicodedata
 from typing import Any
+
+from ..finetuning.leakage import normalize  # noqa: F401 (qa.leakage.normalize: what contexts.py, cloze.py, tests import)
 
 CONTEXT_NGRAM, CONTEXT_THRESHOLD = 5, 0.5
 QUESTION_NGRAM, QUESTION_THRESHOLD = 3, 0.8
-
-_MARKS = re.compile("[\u0610-\u061a\u064b-\u065f\u0670\u06d6-\u06ed\u0640]")  # diacritics, Quranic marks, tatweel
-_VARIANTS = str.maketrans({"أ": "ا", "إ": "ا", "آ": "ا", "ٱ": "ا", "ى": "ي", "ة": "ه"})
-_NON_WORD = re.compile(r"[\W_]+")
-
-
-def normalize(text: str) -> str:
-    text = _MARKS.sub("", unicodedata.normalize("NFKC", text)).translate(_VARIANTS).lower()
-    return " ".join(_NON_WORD.sub(" ", text).split())
-
 
 def shingles(normalized: str, n: int) -> frozenset:
     words = normalized.split()

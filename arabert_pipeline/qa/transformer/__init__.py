@@ -2,7 +2,6 @@
 
     config.py            FinetuneConfig (a field per `finetune` flag) and the named protocols
     features.py          question + preprocessed context → windows (and batches of them, `collate`)
-    tokenizer_adapter.py tokenizer.json called like a transformers fast tokenizer (the ONNX backend's windows)
     architectures.py     what differs per encoder architecture (XLNet)
     finetune.py          QATrainer on the training engine (finetuning.FinetuneEngine): `finetune`
     settings.py          QASettings: the windows and the decoding, stored in the model dir; their ranges

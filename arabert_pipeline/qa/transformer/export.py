@@ -30,9 +30,9 @@ def _check_tokenizer(model_dir: Path) -> None:
     """The ONNX backend tokenizes with `tokenizers` alone: its windows must be the ones transformers gives here."""
     import numpy as np
 
+    from ...finetuning.tokenizer_adapter import TokenizerAdapter
     from ...tokenizer.load import load_pretrained_tokenizer
     from .features import build_windows
-    from .tokenizer_adapter import TokenizerAdapter
 
     questions = ["ما هي عاصمة الأردن ؟", "متى تأسست الرياض ؟"]
     contexts = ["عمان هي عاصمة المملكة الأردنية الهاشمية وأكبر مدنها . " * 20, "تأسست الرياض عام 1746 ."]

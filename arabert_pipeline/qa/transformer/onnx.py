@@ -2,7 +2,7 @@
 transformers (`Pipeline`'s default where the model dir has one).
 
 Only two steps differ from the torch backend (model.py QAModel), and both are swapped here:
-- tokenization: `tokenizers` reads the model's tokenizer.json directly, called through tokenizer_adapter.py as
+- tokenization: `tokenizers` reads the model's tokenizer.json directly, called through finetuning/tokenizer_adapter.py as
   features.py calls a transformers fast tokenizer, so `build_windows` runs unchanged and the windows, ids, token
   types and offsets are the same;
 - the forward (`window_logits`): an ONNX Runtime session on model.onnx (finetuning/runtime.py), batched and padded as
@@ -30,7 +30,7 @@ from .export import OUTPUT_NAMES
 from .features import Windows
 from .model import QAModel
 from .settings import QASettings
-from .tokenizer_adapter import TokenizerAdapter
+from ...finetuning.tokenizer_adapter import TokenizerAdapter
 
 # Tokens (windows × padded length) per ONNX Runtime run. On CPU, batches beyond a few windows buy nothing (a window is
 # already hundreds of rows for every matrix product) and cost cache: measured on the shipped model (one thread),

@@ -1,0 +1,154 @@
+"""A fine-tuned sequence classifier with its preprocessing, and its two backends.
+
+    model = TextClassifier.load("runs/sentiment")          # torch + transformers
+    model = OnnxTextClassifier.load("runs/sentiment")      # ONNX Runtime + tokenizers, no torch (model.onnx)
+    model.predict_proba(["الخدمة ممتازة", "..."])           # (n, labels) probabilities, labels in model.labels
+
+A text goes through the model's preprocessing (read from its arabert_pipeline.json), is tokenized and truncated to the
+model's max_seq_length tokens, and the head's logits on [CLS] are turned into probabilities by a softmax. The two
+backends differ only in the tokenizer object and the forward; batching and padding are finetuning/batches.py's, so a
+text's scores do not depend on the texts batched with it (rows are masked; an int8 graph runs one row at a time).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from ..artifacts import model_config
+from ..errors import ConfigError
+from ..finetuning.batches import pad, prediction_batches
+from ..finetuning.modeldir import model_metadata, recorded_preprocessing
+
+TASK = "text-classification"
+OUTPUT_NAMES = ("logits",)
+TOKENS_PER_RUN = 4096  # padded tokens per forward: large enough for batch 32 of tweets, small enough for caches
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    e = np.exp(shifted)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def read_labels(metadata: dict, config: dict, source: object) -> list[str]:
+    """The class names in the head's order: the metadata's "labels", else config.json's id2label."""
+    labels = metadata.get("labels")
+    if labels is None and isinstance(config.get("id2label"), dict):
+        id2label = config["id2label"]
+        labels = [id2label.get(str(i), id2label.get(i)) for i in range(len(id2label))]
+    if not isinstance(labels, list) or not labels or not all(isinstance(l, str) and l for l in labels):
+        raise ConfigError(f"{source}: no class names (arabert_pipeline.json 'labels' or config.json id2label)")
+    if len(set(labels)) != len(labels):
+        raise ConfigError(f"{source}: duplicate class names {labels}")
+    return labels
+
+
+class TextClassifier:
+    """A classification model, its tokenizer, preprocessing and labels; this class runs it on torch."""
+
+    backend = "torch"
+    rows_per_run: int | None = None  # None: up to batch_size rows and TOKENS_PER_RUN tokens
+
+    def __init__(self, model, tokenizer, preprocessing: str, labels: Sequence[str], max_seq_length: int = 128):
+        from ..preprocess import Preprocessor
+
+        self.model = model
+        self.tokenizer = tokenizer
+        self.preprocessing = preprocessing
+        self.preprocessor = None if preprocessing == "none" else Preprocessor(preprocessing)
+        self.labels = list(labels)
+        self.max_seq_length = max_seq_length
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike, *, preprocessing: str | None = None,
+             device: str = "cpu") -> "TextClassifier":
+        from transformers import AutoModelForSequenceClassification
+
+        from ..artifacts import check_vocabulary_size, load_pretrained_model, torch_device
+        from ..tokenizer.load import load_pretrained_tokenizer
+
+        device = torch_device(device)
+        metadata, config = _read(directory)
+        preprocessing = recorded_preprocessing(directory, metadata, preprocessing)
+        labels = read_labels(metadata, config, directory)
+        model, _ = load_pretrained_model(AutoModelForSequenceClassification, directory)
+        if model.config.num_labels != len(labels):
+            raise ConfigError(f"{directory}: {len(labels)} class names for a head of {model.config.num_labels}")
+        tokenizer = load_pretrained_tokenizer(directory)
+        check_vocabulary_size(model, tokenizer, directory)
+        model.to(device).float().eval()
+        return cls(model, tokenizer, preprocessing, labels, int(metadata.get("max_seq_length", 128)))
+
+    def preprocess(self, texts: Sequence[str]) -> list[str]:
+        return list(texts) if self.preprocessor is None else self.preprocessor.preprocess_batch(list(texts))
+
+    def encode(self, texts: Sequence[str]) -> list[list[int]]:
+        """Token ids of the preprocessed texts, [CLS] … [SEP], truncated to max_seq_length."""
+        if not texts:
+            return []
+        encoded = self.tokenizer(self.preprocess(texts), truncation=True, max_length=self.max_seq_length)
+        return [list(ids) for ids in encoded["input_ids"]]
+
+    def logits(self, rows: Sequence[Sequence[int]], batch_size: int = 32) -> np.ndarray:
+        out = np.zeros((len(rows), len(self.labels)), dtype=np.float32)
+        for indices in prediction_batches([len(r) for r in rows], self.rows_per_run or batch_size, TOKENS_PER_RUN):
+            batch = pad(rows, indices, self.tokenizer.pad_token_id or 0)
+            out[indices] = self.forward(batch)
+        return out
+
+    def forward(self, batch: dict[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        device = next(self.model.parameters()).device
+        with torch.inference_mode():
+            result = self.model(**{k: torch.from_numpy(v).to(device) for k, v in batch.items()})
+        return result.logits.float().cpu().numpy()
+
+    def predict_proba(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
+        return softmax(self.logits(self.encode(texts), batch_size))
+
+    def predict(self, texts: Sequence[str], batch_size: int = 32) -> list[str]:
+        return [self.labels[i] for i in self.predict_proba(texts, batch_size).argmax(axis=1)]
+
+
+class OnnxTextClassifier(TextClassifier):
+    """TextClassifier on ONNX Runtime (model.onnx) with `tokenizers`: neither torch nor transformers is imported."""
+
+    backend = "onnx"
+
+    @classmethod
+    def load(cls, directory: str | os.PathLike, *, preprocessing: str | None = None,
+             quantize: bool = False) -> "OnnxTextClassifier":
+        from ..finetuning.runtime import create_session, session_is_int8
+        from ..finetuning.tokenizer_adapter import TokenizerAdapter
+
+        directory = Path(directory)
+        metadata, config = _read(directory)
+        preprocessing = recorded_preprocessing(directory, metadata, preprocessing)
+        labels = read_labels(metadata, config, directory)
+        tokenizer = TokenizerAdapter.from_directory(directory)
+        if config.get("vocab_size") != len(tokenizer):
+            raise ConfigError(f"{directory}: the tokenizer has {len(tokenizer)} tokens but the model has "
+                              f"{config.get('vocab_size')} token embeddings")
+        session = create_session(directory, quantize=quantize)
+        model = cls(session, tokenizer, preprocessing, labels, int(metadata.get("max_seq_length", 128)))
+        # Dynamic int8 quantization scales activations per tensor: one row per run keeps a text's scores its own.
+        model.rows_per_run = 1 if quantize or session_is_int8(session) else None
+        return model
+
+    def forward(self, batch: dict[str, np.ndarray]) -> np.ndarray:
+        inputs = {i.name for i in self.model.get_inputs()}
+        if "token_type_ids" in inputs:
+            batch = {**batch, "token_type_ids": np.zeros_like(batch["input_ids"])}
+        return self.model.run(list(OUTPUT_NAMES), {k: v for k, v in batch.items() if k in inputs})[0]
+
+
+def _read(directory) -> tuple[dict, dict]:
+    metadata = model_metadata(directory)
+    if metadata.get("task") not in (None, TASK):
+        raise ConfigError(f"{directory} is a {metadata['task']} model, not a text classifier")
+    config = model_config(directory) if Path(str(directory)).is_dir() else {}
+    return metadata, config

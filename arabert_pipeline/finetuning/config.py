@@ -1,0 +1,92 @@
+"""What `finetune --task classification|ner` is told beyond the task's own fields: `TaskConfig`, the loop, data and
+output settings both text tasks share (a field per flag; QA's FinetuneConfig predates it and keeps its own), checked
+once in `check`, fingerprinted for --resume and turned into the engine's LoopSettings."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from ..cliargs import BF16_CHOICES
+from ..errors import ConfigError
+
+MAX_GRAD_NORM = 1.0  # BERT's fine-tuning recipe clips gradients at norm 1
+LOG_EVERY = 20  # optimizer steps per log.jsonl row
+# What a resumed run may change without changing its trajectory.
+NOT_FINGERPRINTED = {"output", "resume", "overwrite", "progress", "save_steps"}
+
+
+@dataclasses.dataclass
+class TaskConfig:
+    model: str  # an encoder checkpoint dir (MLM, QA or a task model) or hub id
+    output: str
+    train: list[str] = dataclasses.field(default_factory=list)
+    dev: list[str] = dataclasses.field(default_factory=list)  # scored after every epoch: the best epoch is kept
+    eval: list[str] = dataclasses.field(default_factory=list)  # scored once, at the end
+    hold_out: list[str] = dataclasses.field(default_factory=list)  # guarded against leakage, never scored
+    preprocessing: str | None = None  # required for checkpoints without arabert_pipeline.json
+    epochs: int = 4
+    lr: float = 3e-5
+    batch_size: int = 32
+    grad_accum: int = 1
+    max_steps: int | None = None
+    time_budget: float | None = None  # minutes
+    weight_decay: float = 0.01
+    warmup_ratio: float = 0.1
+    layer_lr_decay: float = 1.0
+    patience: int = 0
+    max_seq_length: int = 384  # tokens per example (NER: per piece of a longer sentence); QA's default too
+    seed: int = 42
+    bf16: str = "auto"
+    save_steps: int = 0
+    resume: str | None = None
+    overwrite: bool = False
+    allow_leakage: bool = False
+    drop_leaking_train: bool = False
+    progress: bool = True
+
+    def check(self) -> None:
+        if not self.train:
+            raise ConfigError("no training data: pass --train FILE_OR_NAME...")
+        if self.bf16 not in BF16_CHOICES:
+            raise ConfigError(f"bf16={self.bf16!r}: use one of {', '.join(BF16_CHOICES)}")
+        self.leakage_policy()
+        for name in ("epochs", "batch_size", "grad_accum"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} must be ≥ 1, got {getattr(self, name)}")
+        if self.max_seq_length < 8:
+            raise ConfigError(f"max_seq_length must be ≥ 8, got {self.max_seq_length}")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise ConfigError(f"max_steps must be ≥ 1, got {self.max_steps}")
+        if not 0 <= self.warmup_ratio < 1:
+            raise ConfigError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
+        if not 0 < self.layer_lr_decay <= 1:
+            raise ConfigError(f"layer_lr_decay must be in (0, 1], got {self.layer_lr_decay}")
+        if self.patience < 0:
+            raise ConfigError(f"patience must be ≥ 0, got {self.patience}")
+        if self.patience and not self.dev:
+            raise ConfigError("patience needs dev sets to watch (--dev)")
+
+    def leakage_policy(self) -> str:
+        from .sets import leakage_policy
+
+        return leakage_policy(allow_leakage=self.allow_leakage, drop_leaking_train=self.drop_leaking_train)
+
+    def fingerprint(self) -> dict[str, Any]:
+        return {k: v for k, v in dataclasses.asdict(self).items() if k not in NOT_FINGERPRINTED}
+
+    def config_differences(self, stored: dict[str, Any]) -> list[str]:
+        current = self.fingerprint()
+        budgets = current.get("time_budget") is not None and stored.get("time_budget") is not None
+        return sorted(k for k in current.keys() | stored.keys() if stored.get(k) != current.get(k)
+                      and not (budgets and k == "time_budget"))
+
+    def loop_settings(self):
+        from ..training.state import LoopSettings
+
+        return LoopSettings(
+            output=self.output, lr=self.lr, warmup=self.warmup_ratio, seed=self.seed, weight_decay=self.weight_decay,
+            layer_lr_decay=self.layer_lr_decay, bf16=self.bf16, grad_accum=self.grad_accum,
+            max_grad_norm=MAX_GRAD_NORM, time_budget=self.time_budget, log_every=LOG_EVERY,
+            save_every=self.save_steps, keep_checkpoints=1, resume=self.resume, overwrite=self.overwrite,
+            progress=self.progress,
+        )
