@@ -21,9 +21,9 @@ from ..artifacts import model_config
 from ..errors import ConfigError
 from ..finetuning.batches import pad, prediction_batches
 from ..finetuning.modeldir import model_metadata, recorded_preprocessing
+from ..finetuning.taskexport import OUTPUT_NAMES, TEXT_CLASSIFICATION
 
-TASK = "text-classification"
-OUTPUT_NAMES = ("logits",)
+TASK = TEXT_CLASSIFICATION
 TOKENS_PER_RUN = 4096  # padded tokens per forward: large enough for batch 32 of tweets, small enough for caches
 
 

@@ -23,11 +23,11 @@ from ..artifacts import model_config
 from ..errors import ConfigError
 from ..finetuning.batches import pad, prediction_batches
 from ..finetuning.modeldir import model_metadata, recorded_preprocessing
+from ..finetuning.taskexport import OUTPUT_NAMES, TOKEN_CLASSIFICATION
 from .align import EncodedSentence, WordEncoder, joined, word_spans
 from .metrics import entities as tag_entities
 
-TASK = "token-classification"
-OUTPUT_NAMES = ("logits",)
+TASK = TOKEN_CLASSIFICATION
 TOKENS_PER_RUN = 4096
 
 

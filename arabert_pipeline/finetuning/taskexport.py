@@ -1,0 +1,126 @@
+"""`export-onnx` for the text tasks' model dirs, and the form their models are shipped in.
+
+    arabert-pipeline export-onnx runs/sentiment                                   # runs/sentiment/model.onnx
+    arabert-pipeline export-onnx runs/sentiment --standalone-int8 shipped/sentiment  # + the shippable copy
+
+`export_task_onnx(MODEL_DIR)` writes MODEL_DIR/model.onnx as QA's export does (export.py: the graph reads the weights
+of model.safetensors, checked against torch): the logits of a classifier (batch × classes) or of a tagger (batch ×
+tokens × tags). Before it, the tokenizer.json the ONNX backend reads with `tokenizers` alone must give transformers'
+token ids and offsets on the same texts, since the two backends tokenize with those two libraries.
+
+`standalone_int8(MODEL_DIR, TARGET)` makes the shipped form: TARGET holds config.json, the tokenizer files,
+arabert_pipeline.json and a model.onnx with int8 weights inside it (ONNX Runtime's dynamic quantization, the one
+`quantize=True` runs), and no model.safetensors: one copy of the weights, a mini-encoder task model ~12 MB instead of
+23 MB of fp16 weights plus the graph. It runs on ONNX Runtime only. A README.md (the model card) already in TARGET is
+kept when TARGET is rebuilt with `overwrite`; anything else there that the export did not write is refused.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from ..artifacts import METADATA_FILE, read_metadata, write_metadata
+from ..errors import ConfigError
+from ..outputs import OutputKind, claim_output_dir
+from .export import ONNX_FILE
+
+# The metadata "task" of each text task's model dir (classification/, ner/ and pipeline/ read these names).
+TEXT_CLASSIFICATION, TOKEN_CLASSIFICATION = "text-classification", "token-classification"
+# task → (transformers auto class, whether the logits are per token)
+TASK_HEADS = {TEXT_CLASSIFICATION: ("AutoModelForSequenceClassification", False),
+              TOKEN_CLASSIFICATION: ("AutoModelForTokenClassification", True)}
+OUTPUT_NAMES = ("logits",)
+SHIPPED_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+CARD = "README.md"
+# arabert_pipeline.json "weights" of a standalone dir: what marks TARGET as this export's, so that --overwrite never
+# replaces a directory someone else wrote.
+INT8_WEIGHTS = f"int8, inside {ONNX_FILE} (ONNX Runtime dynamic quantization, per channel)"
+STANDALONE = OutputKind("export-onnx --standalone-int8", names=(*SHIPPED_FILES, ONNX_FILE, METADATA_FILE, CARD),
+                        markers=(), metadata_marker=("weights", INT8_WEIGHTS))
+# Texts the two tokenizers must agree on: diacritics, tatweel, digits, Latin, punctuation and a Farasa-segmented form.
+_PROBES = ("زار الرئيسُ مدينةَ بيروتَ يوم 12 مارس 2019 .", "الخدمــة ممتازة جدا!! 👍 Great service",
+           "و+ س+ يكتب +ون +ها في ال+ مدرسة", "")
+
+
+def task_of(model_dir: str | os.PathLike) -> str | None:
+    if not Path(model_dir).is_dir():
+        return None
+    return read_metadata(model_dir, missing_ok=True).get("task")
+
+
+def export_task_onnx(model_dir: str | os.PathLike, *, overwrite: bool = False) -> Path:
+    """MODEL_DIR/model.onnx of a classification or NER model dir; returns its path."""
+    import torch
+    import transformers
+
+    from ..artifacts import load_pretrained_model
+    from ..training.checkpoints import quiet_transformers
+    from .export import check_model_dir, export_graph
+
+    model_dir = Path(model_dir)
+    task = task_of(model_dir)
+    if task not in TASK_HEADS:
+        raise ConfigError(f"{model_dir}: not a classification or NER model dir (its arabert_pipeline.json task is "
+                          f"{task!r})")
+    check_model_dir(model_dir, overwrite=overwrite)
+    check_tokenizer(model_dir)
+    auto, per_token = TASK_HEADS[task]
+    with quiet_transformers():
+        # Eager attention traces to plain MatMul / Softmax, which ONNX Runtime fuses; fp32, as the torch path runs.
+        model, info = load_pretrained_model(getattr(transformers, auto), model_dir, dtype=torch.float32,
+                                            attn_implementation="eager")
+    if info.get("missing_keys") and any(not k.startswith(f"{model.base_model_prefix}.") for k in info["missing_keys"]):
+        raise ConfigError(f"{model_dir} has no trained {task} head: fine-tune it before exporting")
+    return export_graph(model_dir, model.eval(), OUTPUT_NAMES, overwrite=overwrite, per_token=per_token)
+
+
+def check_tokenizer(model_dir: Path) -> None:
+    """The ONNX backend tokenizes with `tokenizers` alone (TokenizerAdapter): its ids and offsets must be the ones the
+    torch backend's transformers tokenizer gives."""
+    from ..tokenizer.load import load_pretrained_tokenizer
+    from .tokenizer_adapter import TokenizerAdapter
+
+    texts = list(_PROBES)
+    ours = TokenizerAdapter.from_directory(model_dir)(texts, truncation=True, max_length=64,
+                                                      return_offsets_mapping=True)
+    theirs = load_pretrained_tokenizer(model_dir)(texts, truncation=True, max_length=64, return_offsets_mapping=True)
+    same_offsets = [list(map(tuple, o)) for o in ours["offset_mapping"]] == \
+        [list(map(tuple, o)) for o in theirs["offset_mapping"]]
+    if [list(i) for i in ours["input_ids"]] != [list(i) for i in theirs["input_ids"]] or not same_offsets:
+        raise ConfigError(f"{model_dir}: tokenizer.json read by `tokenizers` alone does not tokenize as transformers "
+                          "does here: save the tokenizer with arabert_pipeline.tokenizer.export.save_pretrained_tokenizer"
+                          ", then export again")
+
+
+def claim_standalone(model_dir: str | os.PathLike, target: str | os.PathLike, *, overwrite: bool = False) -> None:
+    """Refuse, before any work, a TARGET that standalone_int8 may not write."""
+    model_dir, target = Path(model_dir), Path(target)
+    if task_of(model_dir) not in TASK_HEADS:
+        raise ConfigError(f"--standalone-int8: {model_dir} is not a classification or NER model dir")
+    if target.resolve() in (model_dir.resolve(), *model_dir.resolve().parents):
+        raise ConfigError(f"--standalone-int8 {target} is or holds the model dir {model_dir}: choose a new directory")
+    claim_output_dir(target, STANDALONE, inputs=[model_dir], overwrite=overwrite)
+
+
+def standalone_int8(model_dir: str | os.PathLike, target: str | os.PathLike, *, overwrite: bool = False) -> Path:
+    """TARGET as described in the module docstring, from MODEL_DIR with a current model.onnx (export it first);
+    returns TARGET/model.onnx."""
+    from ..artifacts import atomic_directory
+    from .runtime import create_session, write_standalone_int8
+
+    model_dir, target = Path(model_dir), Path(target)
+    claim_standalone(model_dir, target, overwrite=overwrite)
+    create_session(model_dir)  # refuses a missing or stale model.onnx
+    card = (target / CARD).read_bytes() if (target / CARD).is_file() else None
+    with atomic_directory(target) as staged:
+        for name in SHIPPED_FILES:
+            if (model_dir / name).is_file():
+                shutil.copyfile(model_dir / name, staged / name)
+        if card is not None:
+            (staged / CARD).write_bytes(card)
+        write_standalone_int8(model_dir, staged)
+        metadata = read_metadata(model_dir)
+        metadata["weights"] = INT8_WEIGHTS
+        write_metadata(staged, **metadata)
+    return target / ONNX_FILE
