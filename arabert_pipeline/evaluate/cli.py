@@ -76,6 +76,9 @@ def register(subparsers) -> None:
                        help="classification / ner: the sets the baselines' settings are chosen on")
     tasks.add_argument("--text-column", help="classification: the text column (default: text, or the registered set's)")
     tasks.add_argument("--label-column", default="label", help="classification: the label column (default: label)")
+    tasks.add_argument("--vectors", metavar="DIR",
+                       help="ner: the static word vectors of the bilstm baseline, a train-embeddings directory or a "
+                            "model dir with a reader/ (default: the shipped arabert-mini's word2vec table)")
     parser.set_defaults(run=run, systems=[])
 
 
@@ -141,7 +144,7 @@ def run_task(args: argparse.Namespace) -> int:
                                 labels=args.label, train=args.train, dev=args.dev, baselines=baselines,
                                 text_column=args.text_column, label_column=args.label_column,
                                 resamples=args.resamples, seed=args.seed, batch_size=args.batch_size,
-                                device=args.device, preprocessing=args.preprocessing)
+                                device=args.device, preprocessing=args.preprocessing, vectors=args.vectors)
     run_task_evaluation(config, log=lambda message: print(message, file=sys.stderr))
     print((args.out / "table.md").read_text(encoding="utf-8"))
     return 0

@@ -26,7 +26,7 @@ from ..errors import ConfigError, InputError
 from . import metrics as stats
 
 CLASSIFICATION_BASELINES = ("tfidf-lr", "majority")
-NER_BASELINES = ("crf", "most-frequent-tag")
+NER_BASELINES = ("crf", "bilstm", "most-frequent-tag")
 TASK_OUTPUT_NAMES = ("results.json", "table.md", "predictions")
 
 
@@ -48,6 +48,7 @@ class TaskEvaluateConfig:
     batch_size: int = 32
     device: str = "cpu"
     preprocessing: str | None = None
+    vectors: str | None = None  # ner: the bilstm baseline's word vectors (default: the shipped model's reader table)
 
 
 class Task:
@@ -143,7 +144,7 @@ class NERTask(Task):
     def fit_baseline(self, name: str, train, dev):
         from ..ner.baselines import fit_baseline
 
-        return fit_baseline(name, train, dev, seed=self.config.seed)
+        return fit_baseline(name, train, dev, seed=self.config.seed, vectors=self.config.vectors)
 
     def baseline_predict(self, baseline, examples):
         return baseline.predict([e["words"] for e in examples])

@@ -10,7 +10,8 @@
     tagger = fit_baseline("crf", train_sentences, dev_sentences)
     tagger.predict([["زار", "ماكرون", "بيروت"]])   # [["O", "B-PERS", "B-LOC"]]
 
-The BiLSTM over static word vectors is `ner/bilstm.py`.
+- `bilstm`: two stacked BiLSTMs over static word vectors and a character CNN (`ner/bilstm.py`), its epoch chosen on
+  the dev sets; `vectors` names the word vectors (default: the shipped arabert-mini's reader table).
 """
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ import regex
 from ..errors import ConfigError
 from .metrics import ner_report
 
-BASELINES = ("most-frequent-tag", "crf")
+BASELINES = ("most-frequent-tag", "crf", "bilstm")
 C_GRID = ((0.05, 0.01), (0.1, 0.05), (0.25, 0.05), (0.05, 0.1))  # (c1, c2)
 CRF_ITERATIONS = 150
 
@@ -74,16 +75,21 @@ class Tagger:
         return [list(tags) for tags in self.model.predict([sentence_features(words) for words in sentences])]
 
 
-def fit_baseline(name: str, train: Sequence[dict], dev: Sequence[dict] = (), *, seed: int = 0) -> Tagger:
-    """Fit baseline `name` on sentences {"words", "tags"}; the CRF's setting chosen on `dev` when given."""
+def fit_baseline(name: str, train: Sequence[dict], dev: Sequence[dict] = (), *, seed: int = 0, vectors=None):
+    """Fit baseline `name` on sentences {"words", "tags"}; the CRF's setting and the BiLSTM's epoch chosen on `dev`
+    when given."""
     if name == "most-frequent-tag":
         counts: dict[str, Counter] = defaultdict(Counter)
         for e in train:
             for w, t in zip(e["words"], e["tags"]):
                 counts[w][t] += 1
         return Tagger(name, table={w: max(c, key=lambda t: (c[t], t == "O", t)) for w, c in counts.items()})
+    if name == "bilstm":
+        from .bilstm import fit_bilstm
+
+        return fit_bilstm(train, dev, vectors, seed=seed)
     if name != "crf":
-        raise ConfigError(f"unknown NER baseline {name!r}: use one of {', '.join(BASELINES)} (and bilstm)")
+        raise ConfigError(f"unknown NER baseline {name!r}: use one of {', '.join(BASELINES)}")
     try:
         import sklearn_crfsuite
     except ImportError as exc:

@@ -3,7 +3,7 @@ static word vectors of `train-embeddings`, laid out as DrQA's `drqa/reader/` is,
 
     config.py    ReaderConfig (a field per `train-reader` flag) and the reader's files
     features.py  words, their features and the gold spans, through the vectors' preprocessing
-    model.py     the network (StackedBiLSTM, Reader) and span decoding (best_spans)
+    model.py     the network (Reader, on finetuning/rnn.py's StackedBiLSTM) and span decoding (best_spans)
     train.py     ReaderTrainer on the training engine (finetuning.FinetuneEngine): `train-reader`
     predict.py   StaticReader: a trained reader loaded, checked and answering: `reader-predict`
     cli.py       the two verbs
