@@ -76,6 +76,10 @@ def register(subparsers) -> None:
                        help="classification / ner: the sets the baselines' settings are chosen on")
     tasks.add_argument("--text-column", help="classification: the text column (default: text, or the registered set's)")
     tasks.add_argument("--label-column", default="label", help="classification: the label column (default: label)")
+    tasks.add_argument("--metric", metavar="METRIC",
+                       help="classification: the score listed first, which chooses the baselines' settings and is "
+                            "compared pairwise: macro_f1, accuracy, f1_pn, f1:LABEL[,LABEL] (default: f1_pn when the "
+                            "labels have POS and NEG, else macro_f1)")
     tasks.add_argument("--vectors", metavar="DIR",
                        help="ner: the static word vectors of the bilstm baseline, a train-embeddings directory or a "
                             "model dir with a reader/ (default: the shipped arabert-mini's word2vec table)")
@@ -134,6 +138,8 @@ def run_task(args: argparse.Namespace) -> int:
         raise ConfigError(f"--resamples {args.resamples}: use at least 100")
     if args.no_answer or args.pretraining_log or args.limit is not None:
         raise ConfigError(f"--no-answer, --pretraining-log and --limit are QA's, not flags of --task {args.task}")
+    if args.metric and args.task != "classification":
+        raise ConfigError(f"--metric chooses among classification scores; --task {args.task} reports its own")
     defaults = CLASSIFICATION_BASELINES if args.task == "classification" else NER_BASELINES
     baselines = defaults if args.baselines == ",".join(BASELINE_NAMES) else () if args.baselines.strip().lower() in (
         "", "none") else tuple(name.strip() for name in args.baselines.split(",") if name.strip())
@@ -144,7 +150,8 @@ def run_task(args: argparse.Namespace) -> int:
                                 labels=args.label, train=args.train, dev=args.dev, baselines=baselines,
                                 text_column=args.text_column, label_column=args.label_column,
                                 resamples=args.resamples, seed=args.seed, batch_size=args.batch_size,
-                                device=args.device, preprocessing=args.preprocessing, vectors=args.vectors)
+                                device=args.device, preprocessing=args.preprocessing, vectors=args.vectors,
+                                metric=args.metric)
     run_task_evaluation(config, log=lambda message: print(message, file=sys.stderr))
     print((args.out / "table.md").read_text(encoding="utf-8"))
     return 0

@@ -79,6 +79,11 @@ class ClassificationTask(Task):
             self.main_metrics = ("f1_pn", "macro_f1", "accuracy")
         except ConfigError:
             self.main_metrics = ("macro_f1", "accuracy")
+        if self.config.metric:  # e.g. f1:TRUE, the sarcasm task's official F1 of the sarcastic class
+            from ..classification.metrics import metric_classes
+
+            metric_classes(self.config.metric, seen)
+            self.main_metrics = (self.config.metric, *[m for m in self.main_metrics if m != self.config.metric])
 
     def fit_baseline(self, name: str, train: list[dict], dev: list[dict]):
         from ..classification.baselines import fit_baseline
@@ -126,7 +131,13 @@ class ClassificationTask(Task):
     def report(self, examples, predictions) -> dict:
         from ..classification.metrics import classification_report
 
-        return classification_report([e["label"] for e in examples], predictions, self.class_names)
+        from ..classification.metrics import score_confusion
+
+        report = classification_report([e["label"] for e in examples], predictions, self.class_names)
+        for metric in self.main_metrics:
+            if metric not in report:
+                report[metric] = float(score_confusion(np.asarray(report["confusion"]), self.class_names, metric))
+        return report
 
 
 class NERTask(Task):
