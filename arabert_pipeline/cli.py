@@ -19,6 +19,7 @@ STAGE_CLIS = [
     "arabert_pipeline.qa.cli",
     "arabert_pipeline.evaluate.cli",
     "arabert_pipeline.pipeline.cli",
+    "arabert_pipeline.pipeline.taskcli",
     "arabert_pipeline.serve.cli",
 ]
 

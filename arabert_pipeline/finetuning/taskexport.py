@@ -89,8 +89,8 @@ def check_tokenizer(model_dir: Path) -> None:
         [list(map(tuple, o)) for o in theirs["offset_mapping"]]
     if [list(i) for i in ours["input_ids"]] != [list(i) for i in theirs["input_ids"]] or not same_offsets:
         raise ConfigError(f"{model_dir}: tokenizer.json read by `tokenizers` alone does not tokenize as transformers "
-                          "does here: save the tokenizer with arabert_pipeline.tokenizer.export.save_pretrained_tokenizer"
-                          ", then export again")
+                          "does here: save the tokenizer with "
+                          "arabert_pipeline.tokenizer.export.save_pretrained_tokenizer, then export again")
 
 
 def claim_standalone(model_dir: str | os.PathLike, target: str | os.PathLike, *, overwrite: bool = False) -> None:

@@ -121,45 +121,62 @@ def read_jsonl(path: Path, max_context_chars: int | None = MAX_CONTEXT_CHARS,
 
     Every line is checked before the model loads, and an error names the file, the line and the field.
     """
-    from ..artifacts import check_input_file, parse_json
+    examples = []
+    for number, qid, record in json_records(path):
+        for field in ("question", "context"):
+            if field not in record:
+                raise InputError("missing", path=path, line=number, field=field)
+            limit = max_context_chars if field == "context" else max_question_chars
+            problem = text_problem(record[field], limit, field)
+            if problem is not None:
+                raise InputError(problem, path=path, line=number, field=field)
+        examples.append({"id": qid, "question": record["question"], "context": record["context"]})
+    if not examples:
+        raise InputError("no questions in the file", path=path)
+    return examples
 
-    check_input_file(path)
-    examples, seen = [], {}
-    try:
-        f = path.open("rb")
-    except OSError as exc:
-        raise InputError(f"unreadable ({exc.strerror or exc})", path=path) from None
-    with f:
+
+def json_records(path: Path):
+    """(line number, id, object) of each non-blank line of a JSON lines file, its id the "id" field (a string or an
+    integer, unique in the file) or the line number; an InputError names the file and the line of a bad one. `answer`,
+    `classify` and `tag` read their files through it."""
+    from ..artifacts import parse_json
+
+    seen = {}
+    for number, line in text_lines(path):
+        record = parse_json(line, path=path, line=number)
+        if not isinstance(record, dict):
+            raise InputError(f"expected a JSON object, got {type(record).__name__}", path=path, line=number)
+        qid = record.get("id", number)
+        if not isinstance(qid, (str, int)) or isinstance(qid, bool):
+            raise InputError(f"must be a string or an integer, got {qid!r}", path=path, line=number, field="id")
+        if qid in seen:
+            raise InputError(f"duplicate id {qid!r} (first on line {seen[qid]})", path=path, line=number, field="id")
+        seen[qid] = number
+        if isinstance(qid, str) and surrogate_problem(qid) is not None:
+            raise InputError(surrogate_problem(qid), path=path, line=number, field="id")
+        yield number, qid, record
+
+
+def text_lines(path: Path, stream=None):
+    """(line number, line) of each non-blank line of a UTF-8 file, or of the binary `stream` (stdin) named `path`."""
+    from ..artifacts import check_input_file
+
+    if stream is None:
+        check_input_file(path)
+        try:
+            stream = path.open("rb")
+        except OSError as exc:
+            raise InputError(f"unreadable ({exc.strerror or exc})", path=path) from None
+    with stream as f:
         for number, data in enumerate(f, start=1):
             try:
                 line = data.decode("utf-8")
             except UnicodeDecodeError as exc:
                 raise InputError(f"invalid UTF-8 at byte {exc.start + 1} of the line ({exc.reason})", path=path,
                                  line=number) from None
-            if not line.strip():
-                continue
-            record = parse_json(line, path=path, line=number)
-            if not isinstance(record, dict):
-                raise InputError(f"expected a JSON object, got {type(record).__name__}", path=path, line=number)
-            qid = record.get("id", number)
-            if not isinstance(qid, (str, int)) or isinstance(qid, bool):
-                raise InputError(f"must be a string or an integer, got {qid!r}", path=path, line=number, field="id")
-            if qid in seen:
-                raise InputError(f"duplicate id {qid!r} (first on line {seen[qid]})", path=path, line=number, field="id")
-            seen[qid] = number
-            if isinstance(qid, str) and surrogate_problem(qid) is not None:
-                raise InputError(surrogate_problem(qid), path=path, line=number, field="id")
-            for field in ("question", "context"):
-                if field not in record:
-                    raise InputError("missing", path=path, line=number, field=field)
-                limit = max_context_chars if field == "context" else max_question_chars
-                problem = text_problem(record[field], limit, field)
-                if problem is not None:
-                    raise InputError(problem, path=path, line=number, field=field)
-            examples.append({"id": qid, "question": record["question"], "context": record["context"]})
-    if not examples:
-        raise InputError("no questions in the file", path=path)
-    return examples
+            if line.strip():
+                yield number, line.rstrip("\r\n")
 
 
 def result_record(qid, found) -> dict[str, Any]:

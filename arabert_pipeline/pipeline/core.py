@@ -54,17 +54,29 @@ MAX_CONTEXT_CHARS = 100_000
 MAX_QUESTION_CHARS = 1_000
 # What each limit's error tells the user to do.
 _LIMIT_HINTS = {"context": "raise the limit with max_context_chars= / --max-context-chars, or split the text",
+                "text": "raise the limit with max_chars= / --max-chars, or split the text",
                 "question": "raise the limit with max_question_chars= / --max-question-chars, or shorten it"}
 _HUB_ID = re.compile(r"[\w.-]+(/[\w.-]+)?")
 
 
 class Pipeline:
-    """A QA model with its preprocessing, answering (question, context) pairs."""
+    """A QA model with its preprocessing, answering (question, context) pairs; with `task="sentiment"` / `"ner"` (or a
+    task model's name or dir), the task's pipeline instead (pipeline/tasks.py)."""
+
+    def __new__(cls, model: "str | os.PathLike | QAModel" = DEFAULT_MODEL, *args, task: str | None = None, **options):
+        from .tasks import is_task_request, task_pipeline
+
+        if is_task_request(model, task):
+            if args:
+                raise ConfigError("pass a task pipeline's options as keywords")
+            return task_pipeline(model, task, **options)
+        return super().__new__(cls)
 
     def __init__(
         self,
         model: "str | os.PathLike | QAModel" = DEFAULT_MODEL,
         *,
+        task: str | None = None,
         preprocessing: str | None = None,
         device: str = "cpu",
         batch_size: int = 32,
@@ -76,7 +88,8 @@ class Pipeline:
         max_question_chars: int = MAX_QUESTION_CHARS,
     ):
         """`model`: a bundled name ("arabert"), a QA model dir made by this project, a hub id (with `preprocessing`
-        unless the hub repo has an arabert_pipeline.json), or a loaded QAModel.
+        unless the hub repo has an arabert_pipeline.json), or a loaded QAModel. `task`: None or "question-answering"
+        here; "sentiment", "ner" and the other task names make `Pipeline(...)` return that task's pipeline.
 
         `backend`: "auto" runs ONNX Runtime when the model dir has a model.onnx and the device is the CPU, else torch;
         "onnx" or "torch" insist on one.

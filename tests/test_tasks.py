@@ -1,0 +1,289 @@
+"""Classification and NER end to end at tiny size (issue 40): `finetune --task classification|ner` learns the toys of
+task_toys.py (high dev scores, or the recipe is broken), `export-onnx` exports them and writes the shipped int8 form,
+and `Pipeline(task=...)`, `classify` and `tag` answer with them on ONNX Runtime as torch does, in Hugging Face's
+output shapes, with entity offsets exact in the original text (diacritics, tatweel, Farasa's clitics)."""
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+import task_toys as toys
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("onnx")
+
+from arabert_pipeline.artifacts import read_metadata  # noqa: E402
+from arabert_pipeline.cli import main  # noqa: E402
+from arabert_pipeline.errors import ConfigError, InputError  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+# Seeded training on a seeded toy: the scores are the same on every run; these bounds are what learning means here
+# (chance is 50 for the classifier, ~0 entity F1 for a tagger that has not learnt where names are).
+LEARNT = 95.0
+
+
+def finetune(task: str, encoder: Path, output: Path, train: Path, dev: Path, *extra: str) -> dict:
+    code = main(["finetune", "--task", task, "--model", str(encoder), "-o", str(output), "--train", str(train),
+                 "--dev", str(dev), "--epochs", "4", "--lr", "1e-3", "--batch-size", "16", "--max-seq-length", "32",
+                 "--no-progress", *extra])
+    assert code == 0
+    return read_metadata(output)
+
+
+@pytest.fixture(scope="session")
+def task_models(tmp_path_factory):
+    """The toys' files, and the classifier and taggers fine-tuned on them, exported (model.onnx beside the weights)
+    and in their shipped int8 form."""
+    from arabert_pipeline.preprocess import Preprocessor
+
+    root = tmp_path_factory.mktemp("task-toys")
+    train_texts = toys.texts(240, 0)
+    dev_texts = toys.texts(60, 1, exclude={r["text"] for r in train_texts})
+    train_sentences = toys.sentences(160, 0)
+    dev_sentences = toys.sentences(40, 1, exclude={" ".join(w) for w, _ in train_sentences})
+    m = types.SimpleNamespace(root=root, dev_texts=dev_texts, dev_sentences=dev_sentences)
+    m.train_jsonl = toys.write_jsonl(root / "train.jsonl", train_texts)
+    m.dev_jsonl = toys.write_jsonl(root / "dev.jsonl", dev_texts)
+    m.train_conll = toys.write_conll(root / "train.conll", train_sentences)
+    m.dev_conll = toys.write_conll(root / "dev.conll", dev_sentences)
+    corpus = [r["text"] for r in train_texts] + [" ".join(w) for w, _ in train_sentences]
+    encoder = toys.tiny_encoder(root / "encoder", corpus)
+    # A tagger of Farasa-segmented text (arabertv2), trained with the conjunction و on some names and verbs.
+    segmented_train = toys.sentences(200, 2, clitics=True)
+    segmented_dev = toys.sentences(40, 3, clitics=True, exclude={" ".join(w) for w, _ in segmented_train})
+    m.train_clitics = toys.write_conll(root / "train-clitics.conll", segmented_train)
+    m.dev_clitics = toys.write_conll(root / "dev-clitics.conll", segmented_dev)
+    segmenter = Preprocessor("arabertv2")
+    encoder_v2 = toys.tiny_encoder(root / "encoder-v2", segmenter.preprocess_batch(
+        [" ".join(w) for w, _ in segmented_train]), preprocessing="arabertv2")
+    with toys.one_thread():
+        m.cls_meta = finetune("classification", encoder, root / "cls", m.train_jsonl, m.dev_jsonl)
+        m.ner_meta = finetune("ner", encoder, root / "ner", m.train_conll, m.dev_conll)
+        m.ner_v2_meta = finetune("ner", encoder_v2, root / "ner-v2", m.train_clitics, m.dev_clitics)
+        for name in ("cls", "ner", "ner-v2"):
+            assert main(["export-onnx", str(root / name), "--standalone-int8", str(root / f"{name}-int8")]) == 0
+    m.cls, m.ner, m.ner_v2 = root / "cls", root / "ner", root / "ner-v2"
+    m.cls_int8, m.ner_int8, m.ner_v2_int8 = root / "cls-int8", root / "ner-int8", root / "ner-v2-int8"
+    return m
+
+
+# Fine-tuning learns ---------------------------------------------------------------------------------------------------
+
+def test_the_classifier_learns_the_toy(task_models):
+    meta = task_models.cls_meta
+    assert meta["task"] == "text-classification" and meta["labels"] == ["NEG", "POS"]
+    assert meta["dev_metric"] == "macro_f1" and max(meta["finetune"]["dev_scores"]) >= LEARNT
+    assert meta["finetune"]["dev_scores"][0] < LEARNT  # it learnt: one epoch was not enough
+
+
+def test_the_taggers_learn_the_toys(task_models):
+    for meta in (task_models.ner_meta, task_models.ner_v2_meta):
+        assert meta["task"] == "token-classification"
+        assert meta["labels"] == ["O", "B-LOC", "I-LOC", "B-PERS", "I-PERS"]  # O, then each type's B- and I-
+        assert meta["dev_metric"] == "micro_f1" and max(meta["finetune"]["dev_scores"]) >= LEARNT
+        assert meta["finetune"]["dev_scores"][0] < LEARNT
+    assert task_models.ner_v2_meta["preprocessing"] == "arabertv2"
+
+
+# Export -----------------------------------------------------------------------------------------------------------
+
+def test_the_shipped_form_holds_one_int8_copy_of_the_weights(task_models):
+    for name in ("cls-int8", "ner-int8"):
+        directory = task_models.root / name
+        assert sorted(p.name for p in directory.iterdir()) == [
+            "arabert_pipeline.json", "config.json", "model.onnx", "tokenizer.json", "tokenizer_config.json"]
+        meta = read_metadata(directory)
+        assert meta["weights"].startswith("int8") and meta["preprocessing"] == "none"
+        assert meta["task"] == read_metadata(task_models.root / name.removesuffix("-int8"))["task"]
+
+
+def test_the_standalone_export_never_replaces_what_it_did_not_write(task_models, tmp_path):
+    foreign = tmp_path / "mine"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    with pytest.raises(ConfigError, match="not written by `arabert-pipeline export-onnx --standalone-int8`"):
+        main(["--debug", "export-onnx", str(task_models.cls), "--standalone-int8", str(foreign), "--overwrite"])
+    with pytest.raises(ConfigError, match="is or holds the model dir"):
+        main(["--debug", "export-onnx", str(task_models.cls), "--standalone-int8", str(task_models.cls)])
+    with pytest.raises(ConfigError, match="not a classification or NER model dir"):
+        main(["--debug", "export-onnx", str(task_models.root / "encoder"), "--standalone-int8", str(tmp_path / "x")])
+    shipped = tmp_path / "shipped"
+    assert main(["export-onnx", str(task_models.cls), "--standalone-int8", str(shipped)]) == 0
+    with pytest.raises(ConfigError, match="pass --overwrite"):
+        main(["--debug", "export-onnx", str(task_models.cls), "--standalone-int8", str(shipped)])
+    (shipped / "README.md").write_text("the model card")
+    assert main(["export-onnx", str(task_models.cls), "--standalone-int8", str(shipped), "--overwrite"]) == 0
+    assert (shipped / "README.md").read_text() == "the model card" and (shipped / "model.onnx").is_file()
+    assert (foreign / "notes.txt").read_text() == "mine"
+
+
+# Answering: ONNX as torch, Hugging Face's shapes ------------------------------------------------------------------
+
+def test_onnx_labels_are_torch_labels(task_models):
+    from arabert_pipeline import Pipeline
+
+    texts = [r["text"] for r in task_models.dev_texts]
+    expected = [r["label"] for r in task_models.dev_texts]
+    torch_labels = [r["label"] for r in Pipeline(task_models.cls, backend="torch")(texts)]
+    for model in (task_models.cls, task_models.cls_int8):
+        pipeline = Pipeline(model)
+        assert pipeline.backend == "onnx"
+        assert [r["label"] for r in pipeline(texts)] == torch_labels
+    assert sum(a == b for a, b in zip(torch_labels, expected)) >= 0.95 * len(expected)
+
+
+@pytest.mark.parametrize("name", ["ner", "ner_v2"])
+def test_onnx_entities_are_torch_entities(task_models, name):
+    from arabert_pipeline import Pipeline
+
+    sentences = [" ".join(words) for words, _ in task_models.dev_sentences]
+    spans = [[(e["entity_group"], e["start"], e["end"]) for e in found]
+             for found in Pipeline(getattr(task_models, name), backend="torch")(sentences)]
+    for model in (getattr(task_models, name), getattr(task_models, f"{name}_int8")):
+        found = Pipeline(model, task="ner")(sentences)
+        assert [[(e["entity_group"], e["start"], e["end"]) for e in f] for f in found] == spans
+
+
+def test_text_classification_shapes_are_hugging_faces(task_models):
+    from arabert_pipeline import Pipeline
+
+    pipeline = Pipeline(task_models.cls_int8, task="sentiment")
+    one = pipeline("الفيلم جميل جدا")
+    assert isinstance(one, list) and len(one) == 1 and set(one[0]) == {"label", "score"}
+    assert one[0]["label"] == "POS" and 0.5 < one[0]["score"] <= 1
+    many = pipeline(["الفيلم جميل جدا", "الخدمة سيء اليوم"])
+    assert [r["label"] for r in many] == ["POS", "NEG"] and all(isinstance(r, dict) for r in many)
+    ranked = pipeline("الفيلم جميل جدا", top_k=None)
+    assert [r["label"] for r in ranked] == ["POS", "NEG"] and sum(r["score"] for r in ranked) == pytest.approx(1)
+    assert pipeline(["الفيلم جميل جدا"], top_k=5) == [ranked]  # top_k past the classes: every class
+    with pytest.raises(InputError, match=r"inputs\[1\]: is empty"):
+        pipeline(["جميل", " "])
+    with pytest.raises(InputError, match="top_k: must be a positive integer"):
+        pipeline("جميل", top_k=0)
+
+
+def test_token_classification_shape_and_offsets_in_the_text_as_given(task_models):
+    from arabert_pipeline import Pipeline
+
+    ner = Pipeline(task_models.ner_int8)
+    text = "السيد حمدان بن سلمان زار مدينة نجران أمس"
+    found = ner(text)
+    assert [set(e) for e in found] == [{"entity_group", "score", "word", "start", "end"}] * 2
+    assert [(e["entity_group"], e["word"]) for e in found] == [("PERS", "حمدان بن سلمان"), ("LOC", "نجران")]
+    assert all(text[e["start"]:e["end"]] == e["word"] and 0 < e["score"] <= 1 for e in found)
+    assert ner([text, text]) == [found, found]
+
+
+def test_offsets_are_exact_through_diacritics_tatweel_and_farasa_clitics(task_models):
+    """The arabertv2 tagger reads normalized, segmented text (`و+ حمدان`, diacritics and tatweel gone); its entities are
+    whole words of the text as given, clitics and marks included."""
+    from arabert_pipeline import Pipeline
+
+    text = "السيدُ وحمدانُ بن سلمـــان زارَ مدينةَ ونجرانَ أمسِ!"
+    expected = [("PERS", "وحمدانُ بن سلمـــان"), ("LOC", "ونجرانَ")]
+    for backend in ("torch", "onnx"):
+        found = Pipeline(task_models.ner_v2, task="ner", backend=backend)(text)
+        assert [(e["entity_group"], text[e["start"]:e["end"]]) for e in found] == expected
+        assert [e["word"] for e in found] == [w for _, w in expected]
+        assert [e["start"] for e in found] == [text.index(w) for _, w in expected]
+
+
+def test_task_names_resolve_to_shipped_models_and_a_missing_one_says_how_to_build_it(task_models, tmp_path,
+                                                                                      monkeypatch):
+    import shutil
+
+    from arabert_pipeline import Pipeline
+    from arabert_pipeline.pipeline import core
+
+    monkeypatch.setattr(core, "MODELS_DIR", tmp_path)
+    for task, model in (("sentiment", "arabert-sentiment"), ("ner", "arabert-ner")):
+        with pytest.raises(ConfigError, match=rf"'{model}' is not shipped.*export-onnx runs/\w+ --standalone-int8 "
+                                              rf"arabert_pipeline/models/{model}"):
+            Pipeline("arabert", task=task)
+    shutil.copytree(task_models.cls_int8, tmp_path / "arabert-sentiment")
+    assert Pipeline("arabert", task="sentiment").task == "text-classification"
+    assert Pipeline("arabert-sentiment").backend == "onnx"
+    with pytest.raises(ConfigError, match="is a text-classification model, not one for task 'ner'"):
+        Pipeline(task_models.cls, task="ner")
+    with pytest.raises(ConfigError, match="task 'summarization': use one of question-answering"):
+        Pipeline("arabert", task="summarization")
+    with pytest.raises(ConfigError, match="holds no torch weights"):
+        Pipeline(task_models.cls_int8, backend="torch")
+    with pytest.raises(ConfigError, match="not an option of the text-classification pipeline"):
+        Pipeline(task_models.cls, decoding="max-score")
+
+
+def test_the_onnx_task_pipeline_never_imports_torch(task_models):
+    script = ("import sys; from arabert_pipeline import Pipeline; "
+              f"print(Pipeline({str(task_models.cls_int8)!r})('جميل')[0]['label'], "
+              f"len(Pipeline({str(task_models.ner_int8)!r})('السيد حمدان زار مدينة نجران')), "
+              "'torch' in sys.modules, 'transformers' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["POS", "2", "False", "False"]
+
+
+# The verbs ----------------------------------------------------------------------------------------------------------
+
+def run_verb(argv: list[str], capsys, stdin: str | None = None, monkeypatch=None) -> list[dict]:
+    if stdin is not None:
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin.encode("utf-8")), encoding="utf-8"))
+    assert main(argv) == 0
+    return [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+
+
+def test_classify_reads_arguments_stdin_and_files(task_models, capsys, monkeypatch, tmp_path):
+    from arabert_pipeline import Pipeline
+
+    model = ["--model", str(task_models.cls_int8)]
+    texts = ["الفيلم جميل جدا", "الخدمة سيء اليوم"]
+    assert run_verb(["classify", *model, *texts], capsys) == [
+        {"id": i, **r} for i, r in enumerate(Pipeline(task_models.cls_int8)(texts), start=1)]
+    lines = run_verb(["classify", *model, "--top-k", "2"], capsys, "\nالفيلم جميل جدا\n", monkeypatch)
+    assert [line["id"] for line in lines] == [2] and [r["label"] for r in lines[0]["labels"]] == ["POS", "NEG"]
+    source = tmp_path / "texts.jsonl"
+    source.write_text('{"id": "a", "text": "الخدمة سيء اليوم"}\n\n{"text": "هذا رائع"}\n', encoding="utf-8")
+    out = tmp_path / "labels.jsonl"
+    assert main(["classify", *model, "--input", str(source), "--output", str(out)]) == 0
+    assert [(r["id"], r["label"]) for r in map(json.loads, out.read_text(encoding="utf-8").splitlines())] == [
+        ("a", "NEG"), (3, "POS")]
+
+
+def test_tag_writes_entities_with_offsets_into_each_line(task_models, capsys, tmp_path):
+    source = tmp_path / "texts.txt"
+    source.write_text("السيد حمدان زار مدينة نجران أمس\nلا أحد هنا\n", encoding="utf-8")
+    lines = run_verb(["tag", "--model", str(task_models.ner_int8), "--input", str(source)], capsys)
+    assert [line["id"] for line in lines] == [1, 2]
+    assert [(e["entity_group"], e["word"], e["start"]) for e in lines[0]["entities"]] == [
+        ("PERS", "حمدان", 6), ("LOC", "نجران", 22)]
+
+
+@pytest.mark.parametrize("content, argv, message", [
+    ('{"text": "جميل"}\n{"id": "b"}\n', [], r"texts.jsonl: line 2: text: missing"),
+    ('{"text": "جميل"}\n{"text": 5}\n', [], r"texts.jsonl: line 2: text: must be a str, got int"),
+    ('{"text": "جميل"}\n[1]\n', [], r"texts.jsonl: line 2: expected a JSON object, got list"),
+    ('{"id": 7, "text": "جميل"}\n{"id": 7, "text": "رائع"}\n', [], r"texts.jsonl: line 2: id: duplicate id 7"),
+    ("\n\n", [], r"texts.jsonl: no texts"),
+    ('{"text": "جميل جدا"}\n', ["--max-chars", "3"], r"texts.jsonl: line 1: text: is 8 characters long"),
+])
+def test_bad_input_files_are_refused_naming_the_file_line_and_field(task_models, tmp_path, content, argv, message):
+    source = tmp_path / "texts.jsonl"
+    source.write_text(content, encoding="utf-8")
+    with pytest.raises(InputError, match=message):
+        main(["--debug", "classify", "--model", str(task_models.cls_int8), "--input", str(source), *argv])
+
+
+def test_the_verbs_refuse_bad_arguments_before_loading(tmp_path, capsys):
+    missing = str(tmp_path / "nowhere")
+    assert main(["classify", "--model", missing, "..."]) != 0
+    assert "TEXT 1: has no letter or digit" in capsys.readouterr().err
+    assert main(["tag", "--model", missing, "نص", "--input", "x.jsonl"]) != 0
+    assert "give texts as arguments or --input, not both" in capsys.readouterr().err
+    assert main(["classify", "--model", missing, "--top-k", "0", "نص"]) != 0
+    assert "--top-k: must be ≥ 1" in capsys.readouterr().err
