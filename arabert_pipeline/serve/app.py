@@ -2,6 +2,10 @@
 
     POST /v1/answer         {"question", "context", "top_k"?, "allow_no_answer"?, "decoding"?} → {"answers": [...]}
     POST /v1/answer/batch   {"pairs": [{"question", "context"}, ...], "top_k"?, ...} → {"results": [{"answers"}, ...]}
+    POST /v1/classify       {"text"} or {"texts": [...]}, "top_k"? → {"labels": [{"label", "score"}]} or
+                            {"results": [{"labels"}, ...]}
+    POST /v1/tag            {"text"} or {"texts": [...]} → {"entities": [{"entity_group", "score", "word", "start",
+                            "end"}]} or {"results": [{"entities"}, ...]}
     GET  /health            200 once the model is loaded, 503 before (or if it failed to load)
     GET  /metrics           Prometheus text format
     GET  /openapi.json      the OpenAPI description
@@ -9,6 +13,8 @@
 
 Every answer is a list of up to top_k {"text", "start", "end", "score"}, best first: `Pipeline.answer`'s Answers for
 the same inputs ([] where it returns None or []), start/end in code points of the context as sent.
+/v1/classify and /v1/tag answer with the text tasks' pipelines (pipeline/tasks.py: Hugging Face's text- and
+token-classification shapes, start/end in code points of the text as sent), when serve was given their models.
 
 Requests are checked here, before they queue, with pipeline.core's rules (text_problem, check_top_k, the question and
 context limits), so the service refuses what `Pipeline.answer` and `arabert-pipeline answer` refuse, with a 4xx JSON
@@ -56,7 +62,11 @@ PAIR_FIELDS = ("question", "context")
 ANSWER_FIELDS = (*PAIR_FIELDS, *OPTION_FIELDS)
 BATCH_FIELDS = ("pairs", *OPTION_FIELDS)
 ANSWER_PATH, BATCH_PATH = "/v1/answer", "/v1/answer/batch"
-PATHS = (ANSWER_PATH, BATCH_PATH, "/health", "/metrics", "/openapi.json", "/")
+# The text tasks' routes (issue 40): served when their model is loaded (create_app's `tasks`), else 404.
+CLASSIFY_PATH, TAG_PATH = "/v1/classify", "/v1/tag"
+TASK_PATHS = {"classify": CLASSIFY_PATH, "tag": TAG_PATH}
+TASK_FIELDS = {"classify": ("text", "texts", "top_k"), "tag": ("text", "texts")}
+PATHS = (ANSWER_PATH, BATCH_PATH, CLASSIFY_PATH, TAG_PATH, "/health", "/metrics", "/openapi.json", "/")
 # Retry-After of the requests answered 503 because the server is stopping: a restarted server loads the shipped model
 # in well under this.
 STOPPING_RETRY_AFTER_S = 5
@@ -166,18 +176,44 @@ def parse_pair(record: dict, limits: ServeLimits, prefix: str = "") -> tuple[str
     for field in PAIR_FIELDS:
         if field not in record:
             raise RequestError(422, f"{prefix}{field}", "missing")
-        value = record[field]
         limit = limits.max_context_chars if field == "context" else limits.max_question_chars
-        if isinstance(value, str) and len(value) > limit:
-            advice = "split the text" if field == "context" else "shorten it"
-            raise RequestError(413, f"{prefix}{field}", f"is {len(value):,} characters long, more than the "
-                                                        f"{limit:,} allowed ({advice})")
-        problem = text_problem(value, limit, field)
-        if problem is not None:
-            if not isinstance(value, str):
-                problem = f"must be a string, got {_json_type(value)}"
-            raise RequestError(422, f"{prefix}{field}", problem)
+        parse_text(record[field], limit, f"{prefix}{field}", field)
     return record["question"], record["context"]
+
+
+def parse_text(value: object, limit: int, name: str, kind: str) -> str:
+    """A question, a context or a task's text (`kind`) as pipeline.core's text_problem accepts it: 413 past `limit`
+    characters, 422 for anything else it refuses, naming the field `name`."""
+    if isinstance(value, str) and len(value) > limit:
+        advice = "shorten it" if kind == "question" else "split the text"
+        raise RequestError(413, name, f"is {len(value):,} characters long, more than the {limit:,} allowed ({advice})")
+    problem = text_problem(value, limit, kind)
+    if problem is not None:
+        if not isinstance(value, str):
+            problem = f"must be a string, got {_json_type(value)}"
+        raise RequestError(422, name, problem)
+    return value
+
+
+def parse_texts(body: dict, limits: ServeLimits) -> tuple[list[str], list[str]]:
+    """(texts, their field names) of a task request: {"text": str} or {"texts": [str, ...]}, the latter bounded as a
+    batch's pairs are."""
+    if ("text" in body) == ("texts" in body):
+        raise RequestError(422, "texts" if "text" in body else "text",
+                           "give text (a string) or texts (an array of strings), not both" if "text" in body else
+                           "missing: give text (a string) or texts (an array of strings)")
+    if "text" in body:
+        return [parse_text(body["text"], limits.max_context_chars, "text", "text")], ["text"]
+    items = body["texts"]
+    if not isinstance(items, list):
+        raise RequestError(422, "texts", f"must be an array of strings, got {_json_type(items)}")
+    if not items:
+        raise RequestError(422, "texts", "empty: nothing to answer")
+    if len(items) > limits.max_pairs:
+        raise RequestError(413, "texts", f"{len(items):,} texts, more than the {limits.max_pairs} allowed in one "
+                                         "request")
+    names = [f"texts[{i}]" for i in range(len(items))]
+    return [parse_text(value, limits.max_context_chars, name, "text") for value, name in zip(items, names)], names
 
 
 def _json_type(value: object) -> str:
@@ -243,9 +279,36 @@ def answer_json(answers) -> dict[str, Any]:
 
 # The app -------------------------------------------------------------------------------------------------------------
 
+class TaskAnswerer:
+    """A text task's pipeline (pipeline/tasks.py) called by the batcher's thread, as Answerer is: its pairs are
+    ("", text), its options' task "classify" or "tag"."""
+
+    def __init__(self, name: str, pipeline):
+        self.name, self.pipeline = name, pipeline
+
+    def __call__(self, options: Options, pairs: list[tuple[str, str]]) -> list:
+        texts = [text for _, text in pairs]
+        try:
+            if self.name == "classify":
+                # A list at every top_k: the labels of each text, best first.
+                return [ranked[:options.top_k] for ranked in self.pipeline(texts, top_k=None)]
+            return self.pipeline(texts)
+        except InputError as exc:
+            if len(pairs) == 1:  # the route names the field; the pipeline's name ("inputs[0]") is not the client's
+                message = str(exc)
+                return [PairError("", message[len(exc.field) + 2:] if exc.field and message.startswith(
+                    f"{exc.field}: ") else message)]
+            return [self(options, [pair])[0] for pair in pairs]
+
+
+def task_json(name: str, found) -> dict[str, Any]:
+    return {"labels": found} if name == "classify" else {"entities": found}
+
+
 class State:
     def __init__(self):
         self.answerer: Answerer | None = None
+        self.tasks: dict[str, TaskAnswerer] = {}
         self.load_error: BaseException | None = None
         self.load_seconds: float | None = None
 
@@ -275,10 +338,13 @@ async def _hung_up(receive) -> None:
 
 def create_app(load: Callable[[], "Pipeline"], limits: ServeLimits = ServeLimits(), *,
                policy: AccessPolicy | None = None, on_load_failure: Callable[[BaseException], None] | None = None,
-               model_name: str = ""):
+               model_name: str = "", tasks: dict[str, Callable[[], Any]] | None = None):
     """The Starlette app. `load()` builds the Pipeline; it runs in a thread once the server has started, so that
     /health answers (503) while the model loads. `on_load_failure(exc)` is called if it raises. `policy`: the hosts
-    and origins answered (default: loopback names and addresses, no other origin)."""
+    and origins answered (default: loopback names and addresses, no other origin). `tasks`: "classify" and / or
+    "tag" → a loader of that task's pipeline (loaded with the QA model), served at /v1/classify and /v1/tag with the
+    QA routes' checks and limits; their texts wait in the same queue, bounded by the same tokens of work, and run on
+    the same worker, so that one model runs at a time whatever the route. A task not given answers 404."""
     from starlette.applications import Starlette
     from starlette.exceptions import HTTPException
     from starlette.middleware import Middleware
@@ -290,9 +356,13 @@ def create_app(load: Callable[[], "Pipeline"], limits: ServeLimits = ServeLimits
     from .openapi import openapi
 
     policy = policy if policy is not None else AccessPolicy.for_address()
-    metrics = Metrics(PATHS, timed_paths=(ANSWER_PATH, BATCH_PATH))
+    metrics = Metrics(PATHS, timed_paths=(ANSWER_PATH, BATCH_PATH, CLASSIFY_PATH, TAG_PATH))
     state = State()
     batcher: Batcher | None = None
+    tasks = dict(tasks or {})
+    unknown = sorted(set(tasks) - set(TASK_PATHS))
+    if unknown:
+        raise ValueError(f"unknown serve task(s) {', '.join(unknown)}: use {', '.join(TASK_PATHS)}")
     page = PAGE_FILE.read_text(encoding="utf-8")
     page_security = page_headers(page)
     description = openapi(limits, DECODINGS)
@@ -333,7 +403,7 @@ def create_app(load: Callable[[], "Pipeline"], limits: ServeLimits = ServeLimits
 
     def enqueue(pairs: list[tuple[str, str]], options: Options) -> list[asyncio.Future]:
         try:
-            return batcher.submit(pairs, state.answerer.key(options))
+            return batcher.submit(pairs, state.answerer.key(options) if options.task is None else options)
         except QueueFull as full:
             raise RequestError(503, None, f"busy: {len(pairs)} more pair(s) would overflow the queue's "
                                           f"{limits.max_queue_tokens:,} tokens of work",
@@ -382,10 +452,30 @@ def create_app(load: Callable[[], "Pipeline"], limits: ServeLimits = ServeLimits
         found = await wait_answers(request, enqueue(pairs, options), [f"pairs[{i}]." for i in range(len(pairs))])
         return JSONResponse({"results": [answer_json(answers) for answers in found]})
 
+    def task_route(name: str):
+        async def route(request: Request):
+            if name not in tasks:
+                raise RequestError(404, None, f"no {name} model is served: start serve with one (serve --help: "
+                                              f"--{name}-model)")
+            body, options = await read_request(request, TASK_FIELDS[name])
+            texts, fields = parse_texts(body, limits)
+            cost = sum(pair_cost(0, len(text)) for text in texts)
+            if cost > limits.max_queue_tokens:
+                raise RequestError(413, "texts", f"{cost:,} tokens of work (estimated), more than the queue's "
+                                                 f"{limits.max_queue_tokens:,}: send fewer or shorter texts at a time")
+            options = dataclasses.replace(options, task=name)
+            found = await wait_answers(request, enqueue([("", text) for text in texts], options), fields)
+            if "text" in body:
+                return JSONResponse(task_json(name, found[0]))
+            return JSONResponse({"results": [task_json(name, f) for f in found]})
+
+        return route
+
     async def health(request: Request):
         if state.answerer is not None:
             return JSONResponse({"status": "ready", "model": model_name, "backend": state.answerer.pipeline.backend,
-                                 "load_seconds": state.load_seconds})
+                                 "load_seconds": state.load_seconds,
+                                 "tasks": {name: task.pipeline.source for name, task in state.tasks.items()}})
         status = "failed" if state.load_error is not None else "loading"
         headers = {"Retry-After": "1"} if status == "loading" else None
         return JSONResponse({"status": status, "model": model_name}, 503, headers)
@@ -422,6 +512,8 @@ def create_app(load: Callable[[], "Pipeline"], limits: ServeLimits = ServeLimits
         try:
             pipeline = await loop.run_in_executor(None, load)
             answerer = Answerer(pipeline)
+            loaded = {name: TaskAnswerer(name, await loop.run_in_executor(None, loader))
+                      for name, loader in tasks.items()}
         except Exception as exc:
             state.load_error = exc
             if on_load_failure is not None:
@@ -429,12 +521,16 @@ def create_app(load: Callable[[], "Pipeline"], limits: ServeLimits = ServeLimits
             else:
                 log.error("the model failed to load: %s", exc)
             return
-        batcher = Batcher(answerer, limits, metrics)
+        # One queue and one worker for every route: QA pairs and task texts are bounded by the same tokens of work.
+        batcher = Batcher(lambda options, pairs: (answerer if options.task is None else loaded[options.task])(
+            options, pairs), limits, metrics)
         batcher.start()
+        state.tasks = loaded
         state.load_seconds = round(time.perf_counter() - started, 3)
         state.answerer = answerer
-        log.info("arabert-pipeline serve: %s loaded in %.1f s (%s backend); answering",
-                 f"model {model_name}" if model_name else "the model", state.load_seconds, pipeline.backend)
+        log.info("arabert-pipeline serve: %s loaded in %.1f s (%s backend)%s; answering",
+                 f"model {model_name}" if model_name else "the model", state.load_seconds, pipeline.backend,
+                 "".join(f", {TASK_PATHS[name]} with {task.pipeline.source}" for name, task in loaded.items()))
 
     def begin_shutdown() -> None:
         """Called by the server (server.py) when shutdown begins, before it waits for the requests in flight."""
@@ -457,6 +553,8 @@ def create_app(load: Callable[[], "Pipeline"], limits: ServeLimits = ServeLimits
     routes = [
         Route(ANSWER_PATH, answer, methods=["POST"]),
         Route(BATCH_PATH, answer_batch, methods=["POST"]),
+        Route(CLASSIFY_PATH, task_route("classify"), methods=["POST"]),
+        Route(TAG_PATH, task_route("tag"), methods=["POST"]),
         Route("/health", health, methods=["GET"]),
         Route("/metrics", metrics_route, methods=["GET"]),
         Route("/openapi.json", openapi_route, methods=["GET"]),

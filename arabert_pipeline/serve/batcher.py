@@ -25,6 +25,7 @@ class Options:
     top_k: int = 1
     allow_no_answer: bool = False
     decoding: str | None = None
+    task: str | None = None  # None: a QA pair; "classify" / "tag": a text task's text (app.py's task routes)
 
 
 class PairError(Exception):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import errno
+import functools
 import logging
 import math
 import signal
@@ -48,6 +49,13 @@ def register(subparsers) -> None:
                    help=f"bundled model name ({', '.join(BUNDLED_MODELS)}), QA model dir or hub id (default: "
                         "%(default)s)")
     p.add_argument("--preprocessing", help="for models without arabert_pipeline.json: arabertv02, arabertv2 or none")
+    p.add_argument("--classify-model", default="auto", metavar="NAME_OR_DIR",
+                   help="the model of POST /v1/classify: a shipped task model name (arabert-sentiment) or a model dir "
+                        "made by `finetune --task classification`; auto: the shipped sentiment model when this "
+                        "checkout has it; none: no such route (404) (default: %(default)s)")
+    p.add_argument("--tag-model", default="auto", metavar="NAME_OR_DIR",
+                   help="the model of POST /v1/tag (arabert-ner, or a `finetune --task ner` dir); auto and none as "
+                        "for --classify-model (default: %(default)s)")
     p.add_argument("--backend", choices=BACKENDS, default="auto",
                    help="auto: ONNX Runtime when the model dir has a model.onnx (the shipped model does), else torch "
                         "(default: %(default)s)")
@@ -118,6 +126,7 @@ def run_serve(args: argparse.Namespace) -> int:
         except ValueError as exc:
             raise InputError(str(exc), field=flag) from None
     backend = _check_model(args)
+    tasks = task_loaders(args, limits)
     sock = bind(args.host, args.port)
     bound = sock.getsockname()[0]
     policy = AccessPolicy.for_address(args.host, bound, allowed_hosts, allowed_origins)
@@ -146,7 +155,8 @@ def run_serve(args: argparse.Namespace) -> int:
         failures.append(exc)
         server.should_exit = True
 
-    app = create_app(load, limits, policy=policy, on_load_failure=on_load_failure, model_name=str(args.model))
+    app = create_app(load, limits, policy=policy, on_load_failure=on_load_failure, model_name=str(args.model),
+                     tasks=tasks)
     server = build_server(app, access_log=args.access_log)
     log.info("arabert-pipeline serve: serving on %s (model %s, loading)", url, args.model)
     with _sigterm_returns():
@@ -155,6 +165,24 @@ def run_serve(args: argparse.Namespace) -> int:
         raise failures[0] if isinstance(failures[0], ConfigError) else ConfigError(
             f"the model failed to load: {type(failures[0]).__name__}: {failures[0]}")
     return 0
+
+
+def task_loaders(args: argparse.Namespace, limits) -> dict:
+    """"classify" / "tag" → a loader of the task pipeline each flag names; a named model or dir is resolved now, so a
+    wrong one fails before the port is taken."""
+    from ..pipeline.core import MODELS_DIR
+    from ..pipeline.tasks import TEXT_CLASSIFICATION, TOKEN_CLASSIFICATION, resolve_task_model, task_pipeline
+
+    loaders = {}
+    for name, model, task, shipped in (("classify", args.classify_model, TEXT_CLASSIFICATION, "arabert-sentiment"),
+                                       ("tag", args.tag_model, TOKEN_CLASSIFICATION, "arabert-ner")):
+        if model == "none" or (model == "auto" and not (MODELS_DIR / shipped / "config.json").is_file()):
+            continue
+        directory, _ = resolve_task_model(shipped if model == "auto" else model, task)
+        # --backend is the QA model's; a shipped task model runs on ONNX Runtime only, whatever it says.
+        loaders[name] = functools.partial(task_pipeline, directory, task, max_chars=limits.max_context_chars,
+                                          backend="auto" if model == "auto" else args.backend)
+    return loaders
 
 
 def build_server(app, *, access_log: bool = False, log_config="default"):

@@ -27,6 +27,10 @@ def openapi(limits, decodings: tuple[str, ...]) -> dict[str, Any]:
         "context": {**text, "maxLength": limits.max_context_chars,
                     "description": "The passage that holds the answer; over maxLength: 413."},
     }
+    texts = {"text": {**text, "maxLength": limits.max_context_chars, "description": "One text; over maxLength: 413."},
+             "texts": {"type": "array", "minItems": 1, "maxItems": limits.max_pairs,
+                       "items": {**text, "maxLength": limits.max_context_chars},
+                       "description": "Many texts, answered in order; over maxItems: 413."}}
     error = {"$ref": "#/components/schemas/Error"}
     errors = {
         "400": {"description": "The body is not UTF-8 JSON, or the Host header does not name this server.",
@@ -34,8 +38,8 @@ def openapi(limits, decodings: tuple[str, ...]) -> dict[str, Any]:
         "403": {"description": "A request from another web page (Origin, Sec-Fetch-Site) than those the server "
                                "allows.", "content": {"application/json": {"schema": error}}},
         "408": {"description": "The body did not arrive in time.", "content": {"application/json": {"schema": error}}},
-        "413": {"description": "The body, the question, the context, the number of pairs or their work is over the "
-                               "server's limit.", "content": {"application/json": {"schema": error}}},
+        "413": {"description": "The body, the question, the context or text, the number of pairs or texts, or "
+                               "their work is over the server's limit.", "content": {"application/json": {"schema": error}}},
         "415": {"description": "The Content-Type is not application/json.",
                 "content": {"application/json": {"schema": error}}},
         "422": {"description": "A field is missing, of the wrong type or out of range; `field` names it.",
@@ -46,24 +50,33 @@ def openapi(limits, decodings: tuple[str, ...]) -> dict[str, Any]:
                 "content": {"application/json": {"schema": error}}},
     }
 
-    def post(summary: str, request: str, response: str) -> dict[str, Any]:
+    not_served = {"404": {"description": "No model of this task is served (serve --classify-model / --tag-model).",
+                          "content": {"application/json": {"schema": error}}}}
+
+    def post(summary: str, request: str, response: str, more: dict | None = None) -> dict[str, Any]:
         return {"post": {
             "summary": summary,
             "requestBody": {"required": True, "content": {"application/json": {
                 "schema": {"$ref": f"#/components/schemas/{request}"}}}},
             "responses": {"200": {"description": "The answers.", "content": {"application/json": {
-                "schema": {"$ref": f"#/components/schemas/{response}"}}}}, **errors},
+                "schema": {"$ref": f"#/components/schemas/{response}"}}}}, **errors, **(more or {})},
         }}
 
     return {
         "openapi": "3.1.0",
         "info": {"title": "arabert-pipeline answer service", "version": __version__,
                  "description": "Extractive question answering over Arabic text: each answer is a span of the given "
-                                "context. Identical to Pipeline.answer for the same inputs."},
+                                "context. Identical to Pipeline.answer for the same inputs. With its task models, "
+                                "text classification (/v1/classify) and named entities (/v1/tag), as the task "
+                                "pipelines answer."},
         "paths": {
             "/v1/answer": post("Answer one question from its context", "AnswerRequest", "Answers"),
             "/v1/answer/batch": post("Answer many question-context pairs with the same options", "BatchRequest",
                                      "BatchAnswers"),
+            "/v1/classify": post("Label one text or many with the served classification model", "ClassifyRequest",
+                                 "Classified", not_served),
+            "/v1/tag": post("Find the named entities of one text or many with the served NER model", "TagRequest",
+                            "Tagged", not_served),
             "/health": {"get": {"summary": "Readiness: 200 once the model is loaded", "responses": {
                 "200": {"description": "Ready.", "content": {"application/json": {"schema": {"type": "object"}}}},
                 "503": {"description": "Loading, or the model failed to load."}}}},
@@ -95,6 +108,34 @@ def openapi(limits, decodings: tuple[str, ...]) -> dict[str, Any]:
             "BatchAnswers": {"type": "object", "required": ["results"], "properties": {
                 "results": {"type": "array", "items": {"$ref": "#/components/schemas/Answers"},
                             "description": "One per pair, in order."}}},
+            "ClassifyRequest": {"type": "object", "additionalProperties": False, "properties": {
+                **texts, "top_k": {**options["top_k"], "description": "Labels per text, best first (at most the "
+                                                                     "model's classes are returned)."}},
+                "description": "Exactly one of text and texts."},
+            "TagRequest": {"type": "object", "additionalProperties": False, "properties": texts,
+                           "description": "Exactly one of text and texts."},
+            "Label": {"type": "object", "required": ["label", "score"], "properties": {
+                "label": {"type": "string"}, "score": {"type": "number", "description": "Its probability."}}},
+            "Labels": {"type": "object", "required": ["labels"], "properties": {"labels": {
+                "type": "array", "items": {"$ref": "#/components/schemas/Label"}}}},
+            "Classified": {"oneOf": [{"$ref": "#/components/schemas/Labels"}, {
+                "type": "object", "required": ["results"], "properties": {"results": {
+                    "type": "array", "items": {"$ref": "#/components/schemas/Labels"},
+                    "description": "One per text, in order."}}}],
+                "description": "Labels for text; results for texts."},
+            "Entity": {"type": "object", "required": ["entity_group", "score", "word", "start", "end"], "properties": {
+                "entity_group": {"type": "string", "description": "Its type (PERS, LOC, ORG, MISC, ...)."},
+                "score": {"type": "number", "description": "The mean probability of its words' tags."},
+                "word": {"type": "string", "description": "text[start:end]: the text as sent."},
+                "start": {"type": "integer", "description": "In code points of the text as sent."},
+                "end": {"type": "integer"}}},
+            "Entities": {"type": "object", "required": ["entities"], "properties": {"entities": {
+                "type": "array", "items": {"$ref": "#/components/schemas/Entity"}}}},
+            "Tagged": {"oneOf": [{"$ref": "#/components/schemas/Entities"}, {
+                "type": "object", "required": ["results"], "properties": {"results": {
+                    "type": "array", "items": {"$ref": "#/components/schemas/Entities"},
+                    "description": "One per text, in order."}}}],
+                "description": "Entities for text; results for texts."},
             "Error": {"type": "object", "required": ["error"], "properties": {"error": {
                 "type": "object", "required": ["status", "message"], "properties": {
                     "status": {"type": "integer"},
