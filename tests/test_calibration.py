@@ -47,7 +47,8 @@ def test_the_choice_is_made_out_of_fold_and_keeps_a_calibrated_score():
     rng = np.random.default_rng(3)
     scores = rng.uniform(size=3000)
     honest, report = choose_calibration(scores, rng.uniform(size=3000) < scores)
-    assert report["ece_out_of_fold"][report["method"]] <= report["ece_out_of_fold"]["none"]
+    none = next(row for row in report["candidates"] if row["method"] == "none")
+    assert report["brier_out_of_fold"] <= none["brier"]
     with pytest.raises(ConfigError, match="at least 10"):
         choose_calibration(np.array([0.5] * 4), np.array([1, 0, 1, 0]))
 
@@ -61,6 +62,7 @@ def test_the_choice_is_made_out_of_fold_and_keeps_a_calibrated_score():
     ({"method": "platt", "a": -1.0, "b": 0.0}, r"\.a must be"),
     ({"method": "platt", "a": "1", "b": 0.0}, r"\.a must be"),
     ([0.1, 0.2], "must be an object"),
+    ({"method": "none", "input": "logits"}, r"\.input must be"),
 ])
 def test_a_damaged_calibration_is_refused_naming_the_file_and_field(stored, field):
     with pytest.raises(ConfigError, match=f"model/arabert_pipeline.json: calibration.*{field}"):
@@ -94,3 +96,44 @@ def test_the_decoder_reports_calibrated_scores(tmp_path):
     mapped = qa.predict(example, top_k=3)[0]
     assert [(a.start, a.end) for a in mapped] == [(a.start, a.end) for a in raw]
     assert [a.score for a in mapped] == pytest.approx([a.score / 2 for a in raw])
+
+
+def test_the_input_that_separates_right_from_wrong_is_chosen_not_the_one_easiest_to_flatten():
+    # "probability": says nothing about which answers are right (any map's best is the base rate, ECE near 0);
+    # "expected-f1": right with probability equal to it. ECE alone could prefer the first; the Brier score does not.
+    rng = np.random.default_rng(5)
+    informative = rng.uniform(size=2000)
+    correct = rng.uniform(size=2000) < informative
+    noise = rng.uniform(size=2000)
+    calibration, report = choose_calibration({"probability": noise, "expected-f1": informative}, correct)
+    assert calibration.input == report["input"] == "expected-f1"
+    assert report["brier_out_of_fold"] < report["brier_base_rate"] - 0.05
+    flattened = min(row["brier"] for row in report["candidates"] if row["input"] == "probability")
+    assert flattened > report["brier_out_of_fold"] + 0.05
+    assert Calibration.from_json(calibration.to_json()) == calibration
+    assert Calibration.from_json({"method": "none"}).input == "probability"  # models written before inputs existed
+
+
+def test_a_map_of_expected_f1_reads_each_answers_expected_f1(tmp_path):
+    import dataclasses
+
+    pytest.importorskip("torch")
+    from test_pipeline import PLANTED_WRITTEN, build_model
+
+    from arabert_pipeline.qa.transformer.decode import rank_by_expected_f1
+    from arabert_pipeline.qa.transformer.model import QAModel
+
+    qa = QAModel.load(build_model(tmp_path / "model", "arabertv02", planted=True, max_seq_length=96, doc_stride=32))
+    qa.settings = dataclasses.replace(qa.settings, decoding="expected-f1", expected_f1_temperature=1.0)
+    example = [{"question": "إلى أين وصلنا؟", "context": f"سافرنا طويلا ثم وصلنا إلى {PLANTED_WRITTEN} في المساء."}]
+    logits = qa.logits(example)
+    raw = qa.decode(logits, top_k=3)[0]
+    ranked = qa.candidates(logits, top_k=3)[0]
+    _, expected = rank_by_expected_f1(example[0]["context"], [(a.start, a.end) for a in ranked],
+                                      [a.score for a in ranked], 1.0)
+    by_span = {(a.start, a.end): e for a, e in zip(ranked, expected)}
+    qa.settings = dataclasses.replace(qa.settings, calibration=Calibration("none", input="expected-f1"))
+    read = qa.decode(logits, top_k=3)[0]
+    assert [(a.start, a.end) for a in read] == [(a.start, a.end) for a in raw]  # the same answers, in order
+    assert [a.score for a in read] == pytest.approx([by_span[a.start, a.end] for a in read])
+    assert [a.score for a in read] != pytest.approx([a.score for a in raw])  # not the probabilities

@@ -161,22 +161,33 @@ def rank_by_expected_f1(text: str, spans: list[tuple[int, int]], scores: list[fl
     The model's distribution over answers is the softmax of the candidates' scores (start + end logits, prior
     included) divided by `temperature`; a candidate's expected F1 is the mean of its F1 against every candidate under
     that distribution. A small model spreads its mass thinly, so at temperature 1 the answer hedges with length; below
-    1 the distribution sharpens towards the most likely span (max-score decoding in the limit). Tokens
-    are the whitespace-delimited words of `text`, and two spans share the words they overlap on, which is the SQuAD F1
-    of the two texts up to its normalization (punctuation, articles).
+    1 the distribution sharpens towards the most likely span (max-score decoding in the limit).
     """
+    expected = expected_f1(text, spans, spans, scores, temperature)
+    return np.argsort(-expected, kind="stable"), expected
+
+
+def expected_f1(text: str, spans: list[tuple[int, int]], candidates: list[tuple[int, int]], scores: list[float],
+                temperature: float = 1.0) -> np.ndarray:
+    """Each span's expected token F1 against the candidates under softmax(scores / temperature). Tokens are the
+    whitespace-delimited words of `text`, and two spans share the words they overlap on, which is the SQuAD F1 of
+    the two texts up to its normalization (punctuation, articles)."""
     words = [(m.start(), m.end()) for m in _WORD_RE.finditer(text)]
     word_starts = np.asarray([start for start, _ in words], dtype=np.int64)
     word_ends = np.asarray([end for _, end in words], dtype=np.int64)
-    bounds = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
-    first = np.searchsorted(word_ends, bounds[:, 0], side="right")  # first word ending after the span starts
-    stop = np.searchsorted(word_starts, bounds[:, 1], side="left")  # first word starting at or after its end
-    length = np.maximum(stop - first, 1)
-    overlap = np.maximum(0, np.minimum(stop[:, None], stop[None, :]) - np.maximum(first[:, None], first[None, :]))
-    f1 = 2.0 * overlap / (length[:, None] + length[None, :])
+
+    def word_range(bounds):
+        bounds = np.asarray(bounds, dtype=np.int64).reshape(-1, 2)
+        first = np.searchsorted(word_ends, bounds[:, 0], side="right")  # first word ending after the span starts
+        stop = np.searchsorted(word_starts, bounds[:, 1], side="left")  # first word starting at or after its end
+        return first, stop, np.maximum(stop - first, 1)
+
+    first, stop, length = word_range(spans)
+    c_first, c_stop, c_length = word_range(candidates)
+    overlap = np.maximum(0, np.minimum(stop[:, None], c_stop[None, :]) - np.maximum(first[:, None], c_first[None, :]))
+    f1 = 2.0 * overlap / (length[:, None] + c_length[None, :])
     weights = np.exp((np.asarray(scores, dtype=np.float64) - max(scores)) / temperature)
-    expected = f1 @ (weights / weights.sum())
-    return np.argsort(-expected, kind="stable"), expected
+    return f1 @ (weights / weights.sum())
 
 
 def is_word_character(char: str) -> bool:
@@ -353,6 +364,7 @@ def decode(logits: Logits, settings: QASettings, *, top_k: int = 1, whole_words:
     answers = []
     for (_, aligned), ranked in zip(logits.prepared, candidates(logits, settings, top_k=top_k,
                                                                 whole_words=whole_words, **bonuses)):
+        every = ranked
         if settings.decoding == "expected-f1" and ranked:
             order, _ = rank_by_expected_f1(aligned.original, [(a.start, a.end) for a in ranked],
                                            [a.score for a in ranked], settings.expected_f1_temperature)
@@ -360,6 +372,12 @@ def decode(logits: Logits, settings: QASettings, *, top_k: int = 1, whole_words:
         ranked = with_probabilities(ranked[:pool])
         if whole_words:
             ranked = trimmed(aligned.original, ranked, by_score=settings.decoding == "max-score")
+        if settings.calibration is not None and settings.calibration.input == "expected-f1" and ranked:
+            # The map reads each answer's expected F1 under the distribution over every candidate, not its probability.
+            expected = expected_f1(aligned.original, [(a.start, a.end) for a in ranked],
+                                   [(a.start, a.end) for a in every], [a.score for a in every],
+                                   settings.expected_f1_temperature)
+            ranked = [dataclasses.replace(a, score=float(e)) for a, e in zip(ranked, expected)]
         if settings.calibration is not None:
             ranked = [dataclasses.replace(a, score=settings.calibration(a.score)) for a in ranked]
         answers.append(ranked[:top_k])

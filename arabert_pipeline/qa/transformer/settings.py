@@ -68,7 +68,8 @@ class QASettings:
     # The weight of the model's DrQA reader (companion.py, in MODEL_DIR/reader/) in span scores: a span scores its
     # start + end logit + reader_weight × (log p_reader(start word) + log p_reader(end word)). 0: no reader.
     reader_weight: float = 0.0
-    # Maps the decoder's probability to the dev rate of right answers (calibration.py); None: the softmax as it is.
+    # Maps the decoder's probability or expected F1 to the dev rate of right answers (calibration.py); None: the
+    # softmax as it is.
     calibration: Calibration | None = None
 
     @classmethod

@@ -109,26 +109,35 @@ class DevAnswers:
     """The decoder's best answer to every dev question, as the no-answer threshold and the calibration need them."""
 
     metric: np.ndarray  # DEV_METRIC of the best answer of each answerable question
-    top_score: np.ndarray  # its score (the decoder's probability)
+    top_score: dict[str, np.ndarray]  # its raw score per calibration input: the probability, the expected F1
     answerable_margin: np.ndarray  # null margin of each answerable question
     negative_margin: np.ndarray  # and of each unanswerable one (the question paired with another paragraph)
 
 
 def dev_answers(qa: QAModel, dev_files: list[SquadFile], batch_size: int) -> DevAnswers:
     """Every dev question with its answer, and paired with another paragraph of its article (no answer there)."""
-    metric, top_score, answerable_margin, negative_margin = [], [], [], []
+    # Raw scores: no map, reading what each input reads (expected F1 only where the decoder ranks by it).
+    raw = {"probability": dataclasses.replace(qa.settings, calibration=None)}
+    if qa.settings.decoding == "expected-f1":
+        raw["expected-f1"] = dataclasses.replace(qa.settings, calibration=Calibration("none", input="expected-f1"))
+    metric, answerable_margin, negative_margin = [], [], []
+    top_score = {read: [] for read in raw}
     for f in dev_files:
         negatives = unanswerable_examples(f.examples)
         examples = f.examples + negatives
         logits = qa.logits(examples, batch_size)
         margins = qa.null_margins(logits)
-        answers = qa.decode(logits)
-        for example, found in zip(f.examples, answers):
-            metric.append(_best_score(example, found))
-            top_score.append(found[0].score if found else 0.0)
+        reader_scores = qa.reader_scores(logits.prepared) if qa.reader is not None else None
+        for read, settings in raw.items():
+            answers = qa.decode(logits, settings=settings, reader_scores=reader_scores)
+            for example, found in zip(f.examples, answers):
+                if read == "probability":  # the same spans under every input: only the score differs
+                    metric.append(_best_score(example, found))
+                top_score[read].append(found[0].score if found else 0.0)
         answerable_margin.extend(margins[: len(f.examples)])
         negative_margin.extend(margins[len(f.examples):])
-    return DevAnswers(np.asarray(metric, dtype=np.float64), np.asarray(top_score, dtype=np.float64),
+    return DevAnswers(np.asarray(metric, dtype=np.float64),
+                      {read: np.asarray(values, dtype=np.float64) for read, values in top_score.items()},
                       np.asarray(answerable_margin), np.asarray(negative_margin))
 
 
@@ -265,4 +274,5 @@ def tune_model_decoding(model_dir: str | Path, dev: list[str], output: str | Pat
 def calibrate(answers: DevAnswers, threshold: float, method: str = "auto") -> tuple[Calibration, dict[str, Any]]:
     """The score calibration (calibration.py) fitted on the dev questions the model answers at `threshold`."""
     answered = answers.answerable_margin <= threshold
-    return choose_calibration(answers.top_score[answered], answers.metric[answered] >= CORRECT_AT, method)
+    return choose_calibration({read: values[answered] for read, values in answers.top_score.items()},
+                              answers.metric[answered] >= CORRECT_AT, method)
