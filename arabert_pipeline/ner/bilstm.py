@@ -222,6 +222,7 @@ def fit_bilstm(train: Sequence[dict], dev: Sequence[dict], vectors=None, *, seed
     tagger.chosen = {"epoch": best_epoch, "dev_metric": "micro_f1",
                      "dev_scores": {str(k): round(v, 2) for k, v in scores.items()},
                      "vectors": f"{portable_path(embeddings.source)} ({len(embeddings):,} words, {embeddings.dim} "
-                                f"dimensions, {embeddings.preprocessing})",
+                                f"dimensions, {embeddings.preprocessing}, words.txt sha256 "
+                                f"{(embeddings.words_sha256 or '?')[:12]})",
                      "train_words_with_a_vector": round(coverage, 1)}
     return tagger
