@@ -214,7 +214,9 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=2, help="throughput rounds per system (best kept)")
     parser.add_argument("--cold-runs", type=int, default=5, help="fresh processes per system for the cold start")
-    parser.add_argument("--threads", type=int, default=1, help="torch / ONNX Runtime threads, all systems")
+    parser.add_argument("--threads", type=int, nargs="+", default=[1],
+                        help="torch / ONNX Runtime threads, all systems; several (e.g. 1 2): one child run each, then "
+                             "their speed-ups side by side")
     parser.add_argument("--no-quantize", action="store_true", help="skip the int8 variant")
     parser.add_argument("--reference-python", help="a python with transformers<5 (default: a venv made on demand)")
     parser.add_argument("--json", help="also write the results here")
@@ -224,6 +226,10 @@ def main() -> None:
         reference_worker()
         return
 
+    if len(args.threads) > 1:
+        by_threads(args)
+        return
+    args.threads = args.threads[0]
     # Before any session or torch pool exists: ONNX Runtime's sessions and the child processes read it.
     os.environ["OMP_NUM_THREADS"] = str(args.threads)
     sys.path.insert(0, str(REPO))
@@ -366,6 +372,38 @@ def main() -> None:
     if args.json:
         Path(args.json).write_text(json.dumps(result, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
     temp.cleanup()
+
+
+def by_threads(args: argparse.Namespace) -> None:
+    """One child run per thread count (thread pools are fixed per process), each printing its own report, then the
+    speed-ups over Hugging Face's pipeline at each count side by side."""
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="bench-threads-") as temp:
+        for threads in args.threads:
+            argv = [a for a in sys.argv[1:]]
+            at = argv.index("--threads")
+            end = at + 1
+            while end < len(argv) and not argv[end].startswith("--"):
+                end += 1
+            out = Path(temp) / f"threads-{threads}.json"
+            argv[at:end] = ["--threads", str(threads)]
+            if "--json" in argv:
+                argv[argv.index("--json"): argv.index("--json") + 2] = []
+            subprocess.run([sys.executable, __file__, *argv, "--json", str(out)], check=True)
+            results[threads] = json.loads(out.read_text(encoding="utf-8"))
+    print("\nspeed-ups over Hugging Face's pipeline, each measured in its own run at that thread count:")
+    print(f"{'threads':>7} {'system':<10} {'p50 ms':>8} {'hf p50':>8} {'×p50':>6} {'×p95':>6} {'×q/s':>6} "
+          f"{'cold s':>7} {'hf cold':>7}")
+    for threads, result in results.items():
+        hf, cold = result["systems"]["hf"], result["cold_start"]
+        for name, r in result["systems"].items():
+            if name != "hf":
+                print(f"{threads:>7} {name:<10} {r['p50_ms']:>8.1f} {hf['p50_ms']:>8.1f} {r['speedup_p50']:>6.2f} "
+                      f"{r['speedup_p95']:>6.2f} {r['speedup_throughput']:>6.2f} "
+                      f"{cold.get(name, cold['onnx'])['cold_start_s']:>7.2f} {cold['hf']['cold_start_s']:>7.2f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({str(t): r for t, r in results.items()}, ensure_ascii=False, indent=2)
+                                   + "\n", encoding="utf-8")
 
 
 def print_report(result: dict) -> None:
