@@ -137,3 +137,14 @@ def test_a_map_of_expected_f1_reads_each_answers_expected_f1(tmp_path):
     assert [(a.start, a.end) for a in read] == [(a.start, a.end) for a in raw]  # the same answers, in order
     assert [a.score for a in read] == pytest.approx([by_span[a.start, a.end] for a in read])
     assert [a.score for a in read] != pytest.approx([a.score for a in raw])  # not the probabilities
+
+
+def test_a_few_right_answers_at_the_top_do_not_map_the_highest_scores_to_one():
+    rng = np.random.default_rng(7)
+    scores = rng.uniform(0.0, 0.9, 500)
+    correct = rng.uniform(size=500) < 0.4  # the score says nothing below 0.9
+    scores = np.concatenate([scores, [0.995, 0.999, 0.9995]])
+    correct = np.concatenate([correct, [True, True, True]])  # three lucky answers on top
+    calibration = fit("isotonic", scores, correct)
+    assert calibration(1.0) < 0.8 and calibration(0.0) > 0.1
+    assert len(calibration.x) <= 2 * (len(scores) // 20)  # steps rest on runs of answers, not on single ones
