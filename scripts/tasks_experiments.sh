@@ -10,7 +10,7 @@
 #   EXPERIMENT: sentiment, ner, sarcasm (default: all three, in that order). Rerun after an interruption: finished
 #   steps are skipped, an interrupted fine-tuning resumes from its last checkpoint (saved every epoch).
 # Writes notebooks/results/<experiment>/ (dev-int8-check/ and the dev+test report: table.md, results.json,
-# predictions/) with a copy of this script, and arabert_pipeline/models/arabert-{sentiment,ner}/ (the shipped models,
+# predictions/, finetuning.json) and arabert_pipeline/models/arabert-{sentiment,ner}/ (the shipped models,
 # int8 ONNX + tokenizer; their README.md model cards are written by hand and kept by --overwrite).
 # Cost on a 2-core CPU: sentiment ~35 min of fine-tuning, NER ~30 min, sarcasm ~35 min; each evaluation 5-15 min.
 set -euo pipefail
@@ -63,7 +63,6 @@ report() {  # EXPERIMENT TASK RUN SHIPPED DEV TEST TRAIN [FLAGS...]: the int8 ch
     [ -f "$out/report/results.json" ] || arabert-pipeline evaluate --task "$task" \
         --model "$shipped" --label "$1 int8 (shipped)" --model "$run" --label "$1 fp32" \
         --data "$dev" --data "$test" --train "$train" --dev "$dev" -o "$out/report" "${@:8}" > /dev/null
-    cp "$0" "$out/tasks_experiments.sh"
     python - "$run/arabert_pipeline.json" "$out/finetuning.json" <<'EOF'
 import json, sys
 run = json.load(open(sys.argv[1], encoding="utf-8"))["finetune"]
