@@ -13,7 +13,7 @@ from pathlib import Path
 
 from safetensors.torch import load_file, save_file
 
-from arabert_pipeline.artifacts import portable_path
+from arabert_pipeline.artifacts import follow_umask, portable_path
 from arabert_pipeline.qa.transformer.companion import COMPANION_DIR, copy_companion
 
 WEIGHTS, METADATA = "model.safetensors", "arabert_pipeline.json"
@@ -45,6 +45,7 @@ def ship(source: Path, target: Path) -> None:
                                    encoding="utf-8")
     weights = load_file(source / WEIGHTS)
     save_file({k: v.half().contiguous() for k, v in weights.items()}, target / WEIGHTS, metadata={"format": "pt"})
+    follow_umask(target)  # a run's private (0600) weights would stay private in the package
 
 
 if __name__ == "__main__":
