@@ -218,7 +218,8 @@ questions only, synthetic then real alone and with the reader, each with its dec
     ("code", """\
 show_run(RESULTS / "default-model-dev", plotted="arcd-dev")
 show_run(RESULTS / "synthetic-qa-dev", plotted="arcd-dev")
-display(Markdown((RESULTS / "synthetic-qa-dev" / "answer-types.md").read_text(encoding="utf-8")))"""),
+if (RESULTS / "synthetic-qa-dev" / "answer-types.md").exists():
+    display(Markdown((RESULTS / "synthetic-qa-dev" / "answer-types.md").read_text(encoding="utf-8")))"""),
     ("md", """\
 ## Answer-quality levers, chosen on dev
 
