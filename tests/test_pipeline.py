@@ -249,7 +249,7 @@ def test_bad_input_is_a_value_error_naming_the_argument(pipeline, question, cont
 def test_bundled_name_without_the_model_is_a_clear_error(tmp_path, monkeypatch):
     from arabert_pipeline import Pipeline
 
-    monkeypatch.setattr(core, "MODELS_DIR", tmp_path)
+    monkeypatch.setattr("arabert_pipeline.pipeline.inputs.MODELS_DIR", tmp_path)
     with pytest.raises(ConfigError, match="default model 'arabert' is not bundled in this checkout"):
         Pipeline()
     with pytest.raises(ConfigError, match="does not exist"):
@@ -270,7 +270,7 @@ def test_local_models_load_without_network(model_dir, tmp_path, monkeypatch):
     monkeypatch.setattr(socket, "create_connection", no_network)
     # The bundled name resolves to arabert_pipeline/models/<BUNDLED_MODELS[name]>.
     shutil.copytree(model_dir(), tmp_path / core.BUNDLED_MODELS["arabert"])
-    monkeypatch.setattr(core, "MODELS_DIR", tmp_path)
+    monkeypatch.setattr("arabert_pipeline.pipeline.inputs.MODELS_DIR", tmp_path)
     for qa in (Pipeline(), Pipeline("arabert"), Pipeline(str(model_dir())),
                Pipeline(QAModel.load(model_dir()), batch_size=2)):
         _check_spans(C, [qa.answer(Q, C)])
@@ -376,13 +376,13 @@ def test_cli_single_question_top_k_and_errors(model_dir, capsys):
 
 def test_cli_demo_prints_question_prediction_and_expected_answer(model_dir, tmp_path, monkeypatch, capsys):
     shutil.copytree(model_dir("arabertv02", planted=True), tmp_path / core.BUNDLED_MODELS["arabert"])
-    monkeypatch.setattr(core, "MODELS_DIR", tmp_path)
+    monkeypatch.setattr("arabert_pipeline.pipeline.inputs.MODELS_DIR", tmp_path)
     assert _cli("answer", "--demo") == 0
     out = capsys.readouterr().out
     for e in DEMO:
         assert f"question:  {e['question']}" in out and f"expected:  {e['answers']['text'][0]}" in out
     assert out.count("predicted: ") == len(DEMO)
-    monkeypatch.setattr(core, "MODELS_DIR", tmp_path / "empty")
+    monkeypatch.setattr("arabert_pipeline.pipeline.inputs.MODELS_DIR", tmp_path / "empty")
     assert _cli("answer", "--demo") == 2
     assert "not bundled in this checkout" in capsys.readouterr().err
 

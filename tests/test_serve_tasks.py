@@ -182,7 +182,7 @@ def test_serve_resolves_the_task_models_before_taking_the_port(task_models, tmp_
     def args(classify: str, tag: str) -> argparse.Namespace:
         return argparse.Namespace(classify_model=classify, tag_model=tag, backend="auto")
 
-    monkeypatch.setattr(core, "MODELS_DIR", tmp_path)  # no shipped task model: auto serves none, names fail
+    monkeypatch.setattr("arabert_pipeline.pipeline.inputs.MODELS_DIR", tmp_path)  # no shipped task model: auto serves none, names fail
     assert task_loaders(args("auto", "auto"), LIMITS) == {}
     with pytest.raises(ConfigError, match="'arabert-ner' is not shipped"):
         task_loaders(args("none", "arabert-ner"), LIMITS)

@@ -201,7 +201,7 @@ def test_task_names_resolve_to_shipped_models_and_a_missing_one_says_how_to_buil
     from arabert_pipeline import Pipeline
     from arabert_pipeline.pipeline import core
 
-    monkeypatch.setattr(core, "MODELS_DIR", tmp_path)
+    monkeypatch.setattr("arabert_pipeline.pipeline.inputs.MODELS_DIR", tmp_path)
     for task, model in (("sentiment", "arabert-sentiment"), ("ner", "arabert-ner")):
         with pytest.raises(ConfigError, match=rf"'{model}' is not shipped.*export-onnx runs/\w+ --standalone-int8 "
                                               rf"arabert_pipeline/models/{model}"):

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
-from .core import BACKENDS, text_problem
+from .inputs import BACKENDS, text_problem
 
 VERBS = {  # verb → (task, default model, what it does, the fine-tuning that makes its models, output fields)
     "classify": ("sentiment", "arabert-sentiment", "label texts (sentiment by default) with a text-classification "

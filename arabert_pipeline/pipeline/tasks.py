@@ -67,7 +67,7 @@ def task_pipeline(model: object, task: str | None, **options):
 
 def resolve_task_model(model: object, task: str | None) -> tuple[Path, str]:
     """(model dir, its task) of a shipped task model's name or a task model dir, checked against `task`."""
-    from .core import MODELS_DIR
+    from . import inputs
 
     if task is not None and task not in TASK_NAMES:
         raise ConfigError(f"task {task!r}: use one of {', '.join([*QA_TASKS, *TASK_NAMES])}")
@@ -76,7 +76,7 @@ def resolve_task_model(model: object, task: str | None) -> tuple[Path, str]:
         model = default_model
     if isinstance(model, str) and model in BUNDLED_TASK_MODELS:
         kind = BUNDLED_TASK_MODELS[model]
-        directory = MODELS_DIR / model
+        directory = inputs.MODELS_DIR / model
         if not (directory / "config.json").is_file():
             run = f"runs/{model.removeprefix('arabert-')}"
             raise ConfigError(
@@ -99,7 +99,7 @@ def resolve_task_model(model: object, task: str | None) -> tuple[Path, str]:
 
 
 def check_texts(texts: object, max_chars: int) -> tuple[list[str], bool]:
-    from .core import text_problem
+    from .inputs import text_problem
 
     single = isinstance(texts, str)
     if not single and not isinstance(texts, (list, tuple)):
@@ -119,7 +119,7 @@ def task_backend(directory: Path, device: str = "cpu", backend: str = "auto") ->
     when the dir has a model.onnx and the device is the CPU)."""
     from importlib.util import find_spec
 
-    from .core import BACKENDS
+    from .inputs import BACKENDS
 
     if backend not in BACKENDS:
         raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
@@ -173,7 +173,7 @@ class TextClassificationPipeline(_TaskPipeline):
 
     def __call__(self, inputs: str | Sequence[str], top_k: int | None = 1) -> list[Any]:
         """`top_k=None`: every label, best first."""
-        from .core import check_top_k
+        from .inputs import check_top_k
 
         texts, single = check_texts(inputs, self.max_chars)
         k = len(self.model.labels) if top_k is None else min(check_top_k(top_k), len(self.model.labels))

@@ -170,13 +170,13 @@ def run_serve(args: argparse.Namespace) -> int:
 def task_loaders(args: argparse.Namespace, limits) -> dict:
     """"classify" / "tag" → a loader of the task pipeline each flag names; a named model or dir is resolved now, so a
     wrong one fails before the port is taken."""
-    from ..pipeline.core import MODELS_DIR
+    from ..pipeline import inputs
     from ..pipeline.tasks import TEXT_CLASSIFICATION, TOKEN_CLASSIFICATION, resolve_task_model, task_pipeline
 
     loaders = {}
     for name, model, task, shipped in (("classify", args.classify_model, TEXT_CLASSIFICATION, "arabert-sentiment"),
                                        ("tag", args.tag_model, TOKEN_CLASSIFICATION, "arabert-ner")):
-        if model == "none" or (model == "auto" and not (MODELS_DIR / shipped / "config.json").is_file()):
+        if model == "none" or (model == "auto" and not (inputs.MODELS_DIR / shipped / "config.json").is_file()):
             continue
         directory, _ = resolve_task_model(shipped if model == "auto" else model, task)
         # --backend is the QA model's; a shipped task model runs on ONNX Runtime only, whatever it says.
