@@ -21,6 +21,7 @@ from ..artifacts import model_config
 from ..errors import ConfigError
 from ..finetuning.batches import pad, prediction_batches
 from ..finetuning.modeldir import model_metadata, recorded_preprocessing
+from ..finetuning.runtime import open_task_model, run_task_session
 from ..finetuning.taskexport import OUTPUT_NAMES, TEXT_CLASSIFICATION
 
 TASK = TEXT_CLASSIFICATION
@@ -122,28 +123,17 @@ class OnnxTextClassifier(TextClassifier):
     @classmethod
     def load(cls, directory: str | os.PathLike, *, preprocessing: str | None = None,
              quantize: bool = False) -> "OnnxTextClassifier":
-        from ..finetuning.runtime import create_session, session_is_int8
-        from ..finetuning.tokenizer_adapter import TokenizerAdapter
-
         directory = Path(directory)
         metadata, config = _read(directory)
         preprocessing = recorded_preprocessing(directory, metadata, preprocessing)
         labels = read_labels(metadata, config, directory)
-        tokenizer = TokenizerAdapter.from_directory(directory)
-        if config.get("vocab_size") != len(tokenizer):
-            raise ConfigError(f"{directory}: the tokenizer has {len(tokenizer)} tokens but the model has "
-                              f"{config.get('vocab_size')} token embeddings")
-        session = create_session(directory, quantize=quantize)
+        session, tokenizer, rows_per_run = open_task_model(directory, config.get("vocab_size"), quantize=quantize)
         model = cls(session, tokenizer, preprocessing, labels, int(metadata.get("max_seq_length", 128)))
-        # Dynamic int8 quantization scales activations per tensor: one row per run keeps a text's scores its own.
-        model.rows_per_run = 1 if quantize or session_is_int8(session) else None
+        model.rows_per_run = rows_per_run
         return model
 
     def forward(self, batch: dict[str, np.ndarray]) -> np.ndarray:
-        inputs = {i.name for i in self.model.get_inputs()}
-        if "token_type_ids" in inputs:
-            batch = {**batch, "token_type_ids": np.zeros_like(batch["input_ids"])}
-        return self.model.run(list(OUTPUT_NAMES), {k: v for k, v in batch.items() if k in inputs})[0]
+        return run_task_session(self.model, batch, OUTPUT_NAMES)
 
 
 def _read(directory) -> tuple[dict, dict]:

@@ -190,3 +190,27 @@ def int8_model(path: Path) -> bytes:
         finally:
             logging.disable(previous)
         return quantized.read_bytes()
+
+
+def open_task_model(directory: Path, vocab_size: object, *, quantize: bool = False):
+    """A text-classification or token-classification dir's ONNX Runtime session and tokenizer, the tokenizer checked
+    against the model's embeddings, and the rows one run may take: 1 when int8 (dynamic quantization scales
+    activations per tensor, so a text batched with others would get other scores), else None (the caller's batch)."""
+    from .tokenizer_adapter import TokenizerAdapter
+
+    tokenizer = TokenizerAdapter.from_directory(directory)
+    if vocab_size != len(tokenizer):
+        raise ConfigError(f"{directory}: the tokenizer has {len(tokenizer)} tokens but the model has {vocab_size} "
+                          "token embeddings")
+    session = create_session(directory, quantize=quantize)
+    return session, tokenizer, 1 if quantize or session_is_int8(session) else None
+
+
+def run_task_session(session, batch: dict, output_names) -> "object":
+    """The logits of a task model's session on a batch of ids and masks (token types zero where the graph has them)."""
+    import numpy as np
+
+    inputs = {i.name for i in session.get_inputs()}
+    if "token_type_ids" in inputs:
+        batch = {**batch, "token_type_ids": np.zeros_like(batch["input_ids"])}
+    return session.run(list(output_names), {k: v for k, v in batch.items() if k in inputs})[0]

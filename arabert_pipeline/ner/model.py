@@ -23,6 +23,7 @@ from ..artifacts import model_config
 from ..errors import ConfigError
 from ..finetuning.batches import pad, prediction_batches
 from ..finetuning.modeldir import model_metadata, recorded_preprocessing
+from ..finetuning.runtime import open_task_model, run_task_session
 from ..finetuning.taskexport import OUTPUT_NAMES, TOKEN_CLASSIFICATION
 from .align import EncodedSentence, WordEncoder, joined, word_spans
 from .metrics import entities as tag_entities
@@ -149,27 +150,17 @@ class OnnxTokenTagger(TokenTagger):
     @classmethod
     def load(cls, directory: str | os.PathLike, *, preprocessing: str | None = None,
              quantize: bool = False) -> "OnnxTokenTagger":
-        from ..finetuning.runtime import create_session, session_is_int8
-        from ..finetuning.tokenizer_adapter import TokenizerAdapter
-
         directory = Path(directory)
         metadata, config = _read(directory)
         preprocessing = recorded_preprocessing(directory, metadata, preprocessing)
         labels = read_tags(metadata, config, directory)
-        tokenizer = TokenizerAdapter.from_directory(directory)
-        if config.get("vocab_size") != len(tokenizer):
-            raise ConfigError(f"{directory}: the tokenizer has {len(tokenizer)} tokens but the model has "
-                              f"{config.get('vocab_size')} token embeddings")
-        session = create_session(directory, quantize=quantize)
+        session, tokenizer, rows_per_run = open_task_model(directory, config.get("vocab_size"), quantize=quantize)
         tagger = cls(session, tokenizer, preprocessing, labels, int(metadata.get("max_seq_length", 384)))
-        tagger.rows_per_run = 1 if quantize or session_is_int8(session) else None
+        tagger.rows_per_run = rows_per_run
         return tagger
 
     def forward(self, batch: dict[str, np.ndarray]) -> np.ndarray:
-        inputs = {i.name for i in self.model.get_inputs()}
-        if "token_type_ids" in inputs:
-            batch = {**batch, "token_type_ids": np.zeros_like(batch["input_ids"])}
-        return self.model.run(list(OUTPUT_NAMES), {k: v for k, v in batch.items() if k in inputs})[0]
+        return run_task_session(self.model, batch, OUTPUT_NAMES)
 
 
 def _read(directory) -> tuple[dict, dict]:
