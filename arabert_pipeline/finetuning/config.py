@@ -47,24 +47,9 @@ class TaskConfig:
     def check(self) -> None:
         if not self.train:
             raise ConfigError("no training data: pass --train FILE_OR_NAME...")
-        if self.bf16 not in BF16_CHOICES:
-            raise ConfigError(f"bf16={self.bf16!r}: use one of {', '.join(BF16_CHOICES)}")
-        self.leakage_policy()
-        for name in ("epochs", "batch_size", "grad_accum"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be ≥ 1, got {getattr(self, name)}")
+        check_training_settings(self)
         if self.max_seq_length < 8:
             raise ConfigError(f"max_seq_length must be ≥ 8, got {self.max_seq_length}")
-        if self.max_steps is not None and self.max_steps < 1:
-            raise ConfigError(f"max_steps must be ≥ 1, got {self.max_steps}")
-        if not 0 <= self.warmup_ratio < 1:
-            raise ConfigError(f"warmup_ratio must be in [0, 1), got {self.warmup_ratio}")
-        if not 0 < self.layer_lr_decay <= 1:
-            raise ConfigError(f"layer_lr_decay must be in (0, 1], got {self.layer_lr_decay}")
-        if self.patience < 0:
-            raise ConfigError(f"patience must be ≥ 0, got {self.patience}")
-        if self.patience and not self.dev:
-            raise ConfigError("patience needs dev sets to watch (--dev)")
 
     def leakage_policy(self) -> str:
         from .sets import leakage_policy
@@ -90,3 +75,24 @@ class TaskConfig:
             save_every=self.save_steps, keep_checkpoints=1, resume=self.resume, overwrite=self.overwrite,
             progress=self.progress,
         )
+
+
+def check_training_settings(config: Any, positive: tuple[str, ...] = ()) -> None:
+    """The checks every fine-tuning task's config shares (QA's and the text tasks'): bf16, the leakage policy, the
+    run length, warm-up, layer decay and patience; `positive`: the task's own fields that must be ≥ 1 too."""
+    if config.bf16 not in BF16_CHOICES:
+        raise ConfigError(f"bf16={config.bf16!r}: use one of {', '.join(BF16_CHOICES)}")
+    config.leakage_policy()
+    for name in ("epochs", "batch_size", "grad_accum", *positive):
+        if getattr(config, name) < 1:
+            raise ConfigError(f"{name} must be ≥ 1, got {getattr(config, name)}")
+    if config.max_steps is not None and config.max_steps < 1:
+        raise ConfigError(f"max_steps must be ≥ 1, got {config.max_steps}")
+    if not 0 <= config.warmup_ratio < 1:
+        raise ConfigError(f"warmup_ratio must be in [0, 1), got {config.warmup_ratio}")
+    if not 0 < config.layer_lr_decay <= 1:
+        raise ConfigError(f"layer_lr_decay must be in (0, 1], got {config.layer_lr_decay}")
+    if config.patience < 0:
+        raise ConfigError(f"patience must be ≥ 0, got {config.patience}")
+    if config.patience and not config.dev:
+        raise ConfigError("patience needs dev sets to watch (--dev)")

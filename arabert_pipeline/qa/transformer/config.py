@@ -5,8 +5,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from ...cliargs import BF16_CHOICES
 from ...errors import ConfigError
+from ...finetuning.config import check_training_settings
 from .settings import QASettings, check_decoding_setting
 
 # Named train/evaluation presets. "paper" is the AraBERT paper's ARCD protocol; "offline" is what runs without
@@ -86,24 +86,7 @@ class FinetuneConfig:
             config.eval = list(PROTOCOLS[config.protocol]["eval"])
         if not config.train:
             raise ConfigError("no training data: pass --train FILE_OR_NAME... or --protocol paper|offline")
-        if config.bf16 not in BF16_CHOICES:
-            raise ConfigError(f"bf16={config.bf16!r}: use one of {', '.join(BF16_CHOICES)}")
-        config.leakage_policy()
-        positive = ("epochs", "batch_size", "grad_accum", "max_seq_length", "doc_stride", "max_question_tokens",
-                    "max_answer_tokens")
-        for name in positive:
-            if getattr(config, name) < 1:
-                raise ConfigError(f"{name} must be ≥ 1, got {getattr(config, name)}")
-        if config.max_steps is not None and config.max_steps < 1:
-            raise ConfigError(f"max_steps must be ≥ 1, got {config.max_steps}")
-        if not 0 <= config.warmup_ratio < 1:
-            raise ConfigError(f"warmup_ratio must be in [0, 1), got {config.warmup_ratio}")
-        if not 0 < config.layer_lr_decay <= 1:
-            raise ConfigError(f"layer_lr_decay must be in (0, 1], got {config.layer_lr_decay}")
-        if config.patience < 0:
-            raise ConfigError(f"patience must be ≥ 0, got {config.patience}")
-        if config.patience and not config.dev:
-            raise ConfigError("patience needs dev sets to watch (--dev)")
+        check_training_settings(config, ("max_seq_length", "doc_stride", "max_question_tokens", "max_answer_tokens"))
         for name in ("sentence_prior", "decoding"):
             if getattr(config, name) is not None:
                 check_decoding_setting(name, getattr(config, name))
