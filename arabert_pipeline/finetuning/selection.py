@@ -30,6 +30,7 @@ class FinetuneEngine(Engine):
 
     epochs: int
     patience: int = 0  # with dev sets: stop after this many epochs without a better score (0: run every epoch)
+    max_steps: int | None = None  # --max-steps: the run ends there even inside an epoch
     dev_metric: str  # the name the scores are logged and reported under
     say_to: Callable[[str], None]
     unit = "training examples"  # what a row of the epoch plan is, for messages
@@ -67,8 +68,9 @@ class FinetuneEngine(Engine):
         self.state.total_steps, self.state.warmup_steps = total, warmup_steps(warmup, total)
 
     def step_cap(self) -> int:
-        """The epochs: a --time-budget refit never plans beyond them."""
-        return self.steps_per_epoch() * self.epochs
+        """The epochs and --max-steps: a --time-budget refit never plans beyond them."""
+        total = self.steps_per_epoch() * self.epochs
+        return total if self.max_steps is None else min(total, self.max_steps)
 
     def after_step(self, board) -> bool:
         """At each epoch's end: its mean loss, the dev score, the best weights so far, early stopping, a checkpoint."""

@@ -77,7 +77,7 @@ class TaskTrainer(FinetuneEngine):
     def __init__(self, config: TaskConfig, log=None):
         config.check()
         self.config, self.say_to = config, log or logging.getLogger(__name__).info
-        self.epochs, self.patience = config.epochs, config.patience
+        self.epochs, self.patience, self.max_steps = config.epochs, config.patience, config.max_steps
         super().__init__(config.loop_settings())
 
     # ------------------------------------------------------------------------------------------- what a task supplies
@@ -165,10 +165,6 @@ class TaskTrainer(FinetuneEngine):
 
     def epoch_plan(self, epoch: int) -> list[np.ndarray]:
         return epoch_batches(self.lengths, self.config.batch_size, self.config.seed, epoch)
-
-    def step_cap(self) -> int:
-        total = super().step_cap()
-        return total if self.config.max_steps is None else min(total, self.config.max_steps)
 
     def make_batch(self, rows: np.ndarray, epoch: int, index: int):
         import torch

@@ -114,7 +114,7 @@ class QATrainer(FinetuneEngine):
 
     def __init__(self, config: FinetuneConfig, log):
         self.config, self.say_to = config, log
-        self.epochs, self.patience = config.epochs, config.patience
+        self.epochs, self.patience, self.max_steps = config.epochs, config.patience, config.max_steps
         super().__init__(config.loop_settings())
 
     def inputs(self) -> list[str]:
@@ -204,11 +204,6 @@ class QATrainer(FinetuneEngine):
 
     def epoch_plan(self, epoch: int) -> list[np.ndarray]:
         return epoch_batches(self.windows, self.config.batch_size, self.config.seed, epoch)
-
-    def step_cap(self) -> int:
-        """--epochs and --max-steps: a --time-budget refit never plans beyond them."""
-        total = super().step_cap()
-        return total if self.config.max_steps is None else min(total, self.config.max_steps)
 
     def make_batch(self, rows: np.ndarray, epoch: int, index: int):
         return self.to_device(collate(self.windows, rows, self.tokenizer.pad_token_id or 0, labels=True,
