@@ -96,3 +96,12 @@ def check_training_settings(config: Any, positive: tuple[str, ...] = ()) -> None
         raise ConfigError(f"patience must be ≥ 0, got {config.patience}")
     if config.patience and not config.dev:
         raise ConfigError("patience needs dev sets to watch (--dev)")
+
+
+def local_inputs(config: Any) -> list[str]:
+    """The paths a fine-tuning run reads (its model and data sets that are files here, not hub ids or registry
+    names): its output may not be, nor contain, any of them."""
+    from pathlib import Path
+
+    return [source for source in [config.model, *config.train, *config.dev, *config.eval, *config.hold_out]
+            if Path(source).exists()]

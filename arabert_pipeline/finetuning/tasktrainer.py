@@ -42,7 +42,7 @@ from ..training import CHECKPOINTS, LOG_FILE, make_optimizer, parameter_groups
 from ..training.checkpoints import quiet_transformers
 from ..training.logs import peak_memory
 from .batches import WIDTH_MULTIPLE, epoch_batches, pad
-from .config import TaskConfig
+from .config import TaskConfig, local_inputs
 from .modeldir import recorded_preprocessing
 from .selection import FinetuneEngine
 
@@ -111,9 +111,7 @@ class TaskTrainer(FinetuneEngine):
     # ------------------------------------------------------------------------------------------- setup
 
     def inputs(self) -> list[str]:
-        config = self.config
-        return [s for s in [config.model, *config.train, *config.dev, *config.eval, *config.hold_out]
-                if Path(s).exists()]
+        return local_inputs(self.config)
 
     def setup(self) -> None:
         import torch

@@ -44,6 +44,7 @@ from ...artifacts import (
 )
 from ...errors import ConfigError
 from ...finetuning.batches import epoch_batches as shared_epoch_batches
+from ...finetuning.config import local_inputs
 from ...finetuning.modeldir import recorded_preprocessing
 from ...finetuning.selection import FinetuneEngine
 from ...outputs import MODEL_DIR_FILES, OutputKind
@@ -118,9 +119,7 @@ class QATrainer(FinetuneEngine):
         super().__init__(config.loop_settings())
 
     def inputs(self) -> list[str]:
-        config = self.config
-        return [source for source in [config.model, *config.train, *config.dev, *config.eval, *config.hold_out]
-                if Path(source).exists()]
+        return local_inputs(self.config)
 
     def setup(self) -> None:
         import torch
