@@ -7,7 +7,7 @@ import logging
 import sys
 import warnings
 
-from .errors import ArabertPipelineError
+from .errors import ArabertPipelineError, ConfigError
 
 # Stage CLI modules in data-flow order. Each exposes `register(subparsers)`, which adds its verb(s) and sets
 # `run(args) -> int | None` as the parser default. They import torch & co. inside `run`, so `--help` stays instant.
@@ -41,31 +41,38 @@ def build_parser() -> argparse.ArgumentParser:
 
 def add_export_tasks(export: argparse.ArgumentParser) -> None:
     """`export-onnx` of a classification or NER model dir too (its arabert_pipeline.json says which task), with
-    --standalone-int8, the form task models are shipped in (finetuning/taskexport.py). Here, above every task's layer,
+    --standalone, the form task models are shipped in (finetuning/taskexport.py). Here, above every task's layer,
     as `finetune --task` is."""
     export.description += (
         " A classification or NER model dir (made by `finetune --task classification|ner`) is exported the same way, "
-        "its logits out; with --standalone-int8 DIR, DIR also receives the shippable copy: config, tokenizer, "
-        "metadata and a model.onnx holding int8 weights, no model.safetensors (ONNX Runtime only).")
-    export.add_argument("--standalone-int8", metavar="DIR",
-                        help="classification / NER: also write DIR, the model with int8 weights inside its model.onnx "
-                             "and no model.safetensors (how the package's task models are shipped); with --overwrite, "
-                             "an earlier such DIR is replaced (its README.md kept)")
+        "its logits out; with --standalone DIR, DIR also receives the shippable copy: config, tokenizer, "
+        "metadata and a model.onnx holding quantized weights, no model.safetensors (ONNX Runtime only).")
+    export.add_argument("--standalone", metavar="DIR",
+                        help="classification / NER: also write DIR, the model with quantized weights inside its "
+                             "model.onnx and no model.safetensors (how the package's task models are shipped); with "
+                             "--overwrite, an earlier such DIR is replaced (its README.md kept)")
+    export.add_argument("--weight-bits", type=int, choices=(8, 4), default=8,
+                        help="--standalone's weights: 8 (int8, dynamic quantization; default) or 4 (weight-only in "
+                             "blocks of 64: half the size, for a larger encoder)")
     run_qa = export.get_default("run")
 
     def run(args: argparse.Namespace) -> int | None:
-        from .finetuning.taskexport import TASK_HEADS, claim_standalone, export_task_onnx, standalone_int8, task_of
+        from .finetuning.taskexport import TASK_HEADS, claim_standalone, export_task_onnx, standalone, task_of
 
-        if args.standalone_int8:
-            claim_standalone(args.model_dir, args.standalone_int8, overwrite=args.overwrite)
+        if args.standalone:
+            claim_standalone(args.model_dir, args.standalone, overwrite=args.overwrite)
+        elif args.weight_bits != 8:
+            raise ConfigError("--weight-bits applies to --standalone DIR: name the directory to write")
         elif task_of(args.model_dir) not in TASK_HEADS:
             return run_qa(args)
         path = export_task_onnx(args.model_dir, overwrite=args.overwrite)
         print(f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB, reading its weights from model.safetensors), "
               "logits checked against torch")
-        if args.standalone_int8:
-            shipped = standalone_int8(args.model_dir, args.standalone_int8, overwrite=args.overwrite)
-            print(f"wrote {shipped.parent} (model.onnx {shipped.stat().st_size / 1e6:.2f} MB, int8 weights inside)")
+        if args.standalone:
+            shipped = standalone(args.model_dir, args.standalone, weight_bits=args.weight_bits,
+                                 overwrite=args.overwrite)
+            print(f"wrote {shipped.parent} (model.onnx {shipped.stat().st_size / 1e6:.2f} MB, "
+                  f"{args.weight_bits}-bit weights inside)")
         return 0
 
     export.set_defaults(run=run)

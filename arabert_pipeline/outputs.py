@@ -32,13 +32,14 @@ TOKENIZER_VOCAB_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "sentencep
 class OutputKind:
     """What one verb writes into its output directory, so that an earlier output of its own is told from anything
     else: every entry matches `names` (hidden `*.tmp` leftovers of a killed run included), and one of `markers`
-    exists or the directory's arabert_pipeline.json has `metadata_marker` (field, value).
+    exists or the directory's arabert_pipeline.json has `metadata_marker` (field, value), the value one string or a
+    tuple of the strings the verb writes there.
     """
 
     verb: str
     names: tuple[str, ...]
     markers: tuple[str, ...]
-    metadata_marker: tuple[str, str] | None = None
+    metadata_marker: tuple[str, str | tuple[str, ...]] | None = None
     resumable: bool = False
 
     def owns(self, name: str) -> bool:
@@ -49,9 +50,10 @@ class OutputKind:
             return True
         if self.metadata_marker is None:
             return False
-        field, value = self.metadata_marker
+        field, values = self.metadata_marker
         try:
-            return read_metadata(directory, missing_ok=True).get(field) == value
+            found = read_metadata(directory, missing_ok=True).get(field)
+            return found == values if isinstance(values, str) else found in values
         except ConfigError:
             return False
 

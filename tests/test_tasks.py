@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 import subprocess
 import sys
 import types
@@ -67,7 +68,7 @@ def task_models(tmp_path_factory):
         m.ner_meta = finetune("ner", encoder, root / "ner", m.train_conll, m.dev_conll)
         m.ner_v2_meta = finetune("ner", encoder_v2, root / "ner-v2", m.train_clitics, m.dev_clitics)
         for name in ("cls", "ner", "ner-v2"):
-            assert main(["export-onnx", str(root / name), "--standalone-int8", str(root / f"{name}-int8")]) == 0
+            assert main(["export-onnx", str(root / name), "--standalone", str(root / f"{name}-int8")]) == 0
     m.cls, m.ner, m.ner_v2 = root / "cls", root / "ner", root / "ner-v2"
     m.cls_int8, m.ner_int8, m.ner_v2_int8 = root / "cls-int8", root / "ner-int8", root / "ner-v2-int8"
     return m
@@ -107,20 +108,78 @@ def test_the_standalone_export_never_replaces_what_it_did_not_write(task_models,
     foreign = tmp_path / "mine"
     foreign.mkdir()
     (foreign / "notes.txt").write_text("mine")
-    with pytest.raises(ConfigError, match="not written by `arabert-pipeline export-onnx --standalone-int8`"):
-        main(["--debug", "export-onnx", str(task_models.cls), "--standalone-int8", str(foreign), "--overwrite"])
+    with pytest.raises(ConfigError, match="not written by `arabert-pipeline export-onnx --standalone`"):
+        main(["--debug", "export-onnx", str(task_models.cls), "--standalone", str(foreign), "--overwrite"])
     with pytest.raises(ConfigError, match="is or holds the model dir"):
-        main(["--debug", "export-onnx", str(task_models.cls), "--standalone-int8", str(task_models.cls)])
+        main(["--debug", "export-onnx", str(task_models.cls), "--standalone", str(task_models.cls)])
     with pytest.raises(ConfigError, match="not a classification or NER model dir"):
-        main(["--debug", "export-onnx", str(task_models.root / "encoder"), "--standalone-int8", str(tmp_path / "x")])
+        main(["--debug", "export-onnx", str(task_models.root / "encoder"), "--standalone", str(tmp_path / "x")])
     shipped = tmp_path / "shipped"
-    assert main(["export-onnx", str(task_models.cls), "--standalone-int8", str(shipped)]) == 0
+    assert main(["export-onnx", str(task_models.cls), "--standalone", str(shipped)]) == 0
     with pytest.raises(ConfigError, match="pass --overwrite"):
-        main(["--debug", "export-onnx", str(task_models.cls), "--standalone-int8", str(shipped)])
+        main(["--debug", "export-onnx", str(task_models.cls), "--standalone", str(shipped)])
     (shipped / "README.md").write_text("the model card")
-    assert main(["export-onnx", str(task_models.cls), "--standalone-int8", str(shipped), "--overwrite"]) == 0
+    assert main(["export-onnx", str(task_models.cls), "--standalone", str(shipped), "--overwrite"]) == 0
     assert (shipped / "README.md").read_text() == "the model card" and (shipped / "model.onnx").is_file()
     assert (foreign / "notes.txt").read_text() == "mine"
+
+
+def test_the_4bit_form_is_smaller_answers_as_torch_and_may_replace_the_int8_form(task_models, tmp_path):
+    import onnx
+
+    from arabert_pipeline import Pipeline
+    from arabert_pipeline.finetuning.runtime import INT8_KEY, STANDALONE_KEY
+
+    shipped = tmp_path / "ner-4bit"
+    shutil.copytree(task_models.ner_int8, shipped)
+    with toys.one_thread():
+        assert main(["export-onnx", str(task_models.ner), "--standalone", str(shipped), "--weight-bits", "4",
+                     "--overwrite"]) == 0  # an int8 dir this export wrote is its own too
+    assert read_metadata(shipped)["weights"].startswith("4-bit")
+    graph = onnx.load(str(shipped / "model.onnx"))
+    ops = {node.op_type for node in graph.graph.node}
+    assert {"MatMulNBits", "GatherBlockQuantized"} <= ops and "MatMulInteger" not in ops
+    props = {p.key: p.value for p in graph.metadata_props}
+    assert STANDALONE_KEY in props and INT8_KEY not in props  # fp32 activations: batches need not be split
+    assert (shipped / "model.onnx").stat().st_size < 0.6 * (task_models.ner_int8 / "model.onnx").stat().st_size
+    sentences = [" ".join(words) for words, _ in task_models.dev_sentences]
+    spans = [[(e["entity_group"], e["start"], e["end"]) for e in found]
+             for found in Pipeline(task_models.ner, backend="torch")(sentences)]
+    found = [[(e["entity_group"], e["start"], e["end"]) for e in f] for f in Pipeline(shipped)(sentences)]
+    assert sum(a == b for a, b in zip(found, spans)) >= 0.9 * len(spans)
+    with pytest.raises(ConfigError, match="--weight-bits applies to --standalone"):
+        main(["--debug", "export-onnx", str(task_models.ner), "--weight-bits", "4"])
+
+
+def test_large_constants_are_stored_int8_and_dequantized_when_the_graph_runs():
+    """int4_model's pass over the constants the weight-only quantizer leaves (DeBERTa's projected relative-position
+    tables): a large one becomes int8 + scales behind a DequantizeLinear, a small one is left alone."""
+    import numpy as np
+    import onnx
+    import onnxruntime
+    from onnx import TensorProto, helper, numpy_helper
+
+    from arabert_pipeline.finetuning.runtime import _int8_constants
+
+    rng = np.random.default_rng(0)
+    table = rng.normal(size=(2, 256, 160)).astype(np.float32)  # 81,920 values: above the threshold
+    bias = rng.normal(size=(1, 160)).astype(np.float32)
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 256])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3, 160])
+    graph = helper.make_model(helper.make_graph(
+        [helper.make_node("MatMul", ["x", "table"], ["xt"]), helper.make_node("Add", ["xt", "bias"], ["y"])],
+        "g", [x], [y], [numpy_helper.from_array(table, "table"), numpy_helper.from_array(bias, "bias")]),
+        opset_imports=[helper.make_opsetid("", 17)])
+    inputs = {"x": rng.normal(size=(2, 3, 256)).astype(np.float32)}
+    before = onnxruntime.InferenceSession(graph.SerializeToString())
+    expected = before.run(None, inputs)[0]
+    _int8_constants(graph)
+    onnx.checker.check_model(graph)
+    stored = {t.name: t.data_type for t in graph.graph.initializer}
+    assert stored == {"table/int8": TensorProto.INT8, "table/scale": TensorProto.FLOAT, "bias": TensorProto.FLOAT}
+    got = onnxruntime.InferenceSession(graph.SerializeToString()).run(None, inputs)[0]
+    assert not np.array_equal(got, expected)  # quantized, and close
+    assert np.abs(got - expected).max() < 0.02 * np.abs(expected).max()
 
 
 # Answering: ONNX as torch, Hugging Face's shapes ------------------------------------------------------------------
@@ -196,14 +255,12 @@ def test_offsets_are_exact_through_diacritics_tatweel_and_farasa_clitics(task_mo
 
 def test_task_names_resolve_to_shipped_models_and_a_missing_one_says_how_to_build_it(task_models, tmp_path,
                                                                                       monkeypatch):
-    import shutil
-
     from arabert_pipeline import Pipeline
     from arabert_pipeline.pipeline import core
 
     monkeypatch.setattr("arabert_pipeline.pipeline.inputs.MODELS_DIR", tmp_path)
     for task, model in (("sentiment", "arabert-sentiment"), ("ner", "arabert-ner")):
-        with pytest.raises(ConfigError, match=rf"'{model}' is not shipped.*export-onnx runs/\w+ --standalone-int8 "
+        with pytest.raises(ConfigError, match=rf"'{model}' is not shipped.*export-onnx runs/\w+ --standalone "
                                               rf"arabert_pipeline/models/{model}"):
             Pipeline("arabert", task=task)
     shutil.copytree(task_models.cls_int8, tmp_path / "arabert-sentiment")

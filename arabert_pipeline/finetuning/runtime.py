@@ -7,6 +7,11 @@ too.
 channel, activations quantized per batch) and cached: faster, and less exact (benchmarks/bench_pipeline.py prints its
 F1 next to fp32's; on the shipped QA model and ARCD-test, 97–98% of the answers stay the same and F1 moves by
 < 0.3; a per-tensor or uint8 variant measured no better). It needs the `onnx` package (the `export` extra).
+
+`write_standalone` writes a graph that holds its own weights, int8 as above or 4-bit (`int4_model`: weight-only, in
+blocks of 64 along the input dimension; ONNX Runtime's MatMulNBits and GatherBlockQuantized), so that a model with a
+larger encoder fits in the 20 MB a shipped model may take. The 4-bit form needs `onnx_ir` too (ONNX Runtime's
+weight-only quantizer imports it).
 """
 from __future__ import annotations
 
@@ -18,10 +23,16 @@ from pathlib import Path
 from ..errors import ConfigError
 from .export import FINGERPRINT_KEY, ONNX_FILE, WEIGHTS_FILE, config_digest, weights_fingerprint
 
-# model.onnx metadata_props of a standalone graph (write_standalone_int8): it holds its own (int8) weights, so it is
-# checked against config.json alone, and it is already quantized.
+# model.onnx metadata_props of a standalone graph (write_standalone): it holds its own (quantized) weights, so it is
+# checked against config.json alone; INT8_KEY marks the int8 form, whose activations are quantized per batch.
 STANDALONE_KEY = "arabert_pipeline.standalone"
 INT8_KEY = "arabert_pipeline.int8"
+# The standalone forms: weight bits → how arabert_pipeline.json describes the weights.
+STANDALONE_WEIGHTS = {8: f"int8, inside {ONNX_FILE} (ONNX Runtime dynamic quantization, per channel)",
+                      4: f"4-bit, inside {ONNX_FILE} (weight-only, blocks of 64; int8 relative-position tables)"}
+# 64 rather than 32: on the NER model of the larger encoder (ANERcorp dev, notebooks/results/ner-L6-4bit) both kept
+# the int8 form's micro-F1 (Δ within ±0.4, CIs around 0), and 64 stores half the scales.
+INT4_BLOCK = 64
 
 
 def session_threads() -> int:
@@ -72,18 +83,25 @@ def session_is_int8(session) -> bool:
     return session.get_modelmeta().custom_metadata_map.get(INT8_KEY) == "true"
 
 
-def write_standalone_int8(model_dir: str | os.PathLike, target: str | os.PathLike) -> Path:
-    """TARGET/model.onnx: MODEL_DIR's graph with int8 weights held inside it (no model.safetensors needed beside it),
-    for shipping a model small: a task model of the mini encoder is ~12 MB this way, against 23 MB of fp16 weights.
-    TARGET must hold (or receive) MODEL_DIR's config.json, tokenizer and metadata; the graph is checked against that
-    config.json when loaded. It runs as `int8_session` runs the cached copy: the same quantization."""
+def write_standalone(model_dir: str | os.PathLike, target: str | os.PathLike, weight_bits: int = 8) -> Path:
+    """TARGET/model.onnx: MODEL_DIR's graph with its weights held inside it (no model.safetensors needed beside it),
+    for shipping a model small: int8 (`int8_model`, how `int8_session` runs the cached copy) or 4-bit (`int4_model`).
+    A task model of the mini encoder is ~12 MB in int8, against 23 MB of fp16 weights; one of the L6/H384 encoder 33 MB
+    in int8, 15 MB in 4-bit. TARGET must hold (or receive) MODEL_DIR's config.json, tokenizer and metadata; the graph
+    is checked against that config.json when loaded."""
     import onnx
 
     from ..artifacts import atomic_write
 
+    if weight_bits not in STANDALONE_WEIGHTS:
+        raise ConfigError(f"weight bits {weight_bits}: choose one of {sorted(STANDALONE_WEIGHTS)}")
     model_dir, target = Path(model_dir), Path(target)
-    graph = onnx.load_from_string(int8_model(model_dir / ONNX_FILE))
-    onnx.helper.set_model_props(graph, {STANDALONE_KEY: config_digest(model_dir), INT8_KEY: "true"})
+    quantize = int8_model if weight_bits == 8 else int4_model
+    graph = onnx.load_from_string(quantize(model_dir / ONNX_FILE))
+    props = {STANDALONE_KEY: config_digest(model_dir)}
+    if weight_bits == 8:
+        props[INT8_KEY] = "true"
+    onnx.helper.set_model_props(graph, props)
     path = target / ONNX_FILE
     with atomic_write(path, "wb") as f:
         f.write(graph.SerializeToString())
@@ -161,8 +179,6 @@ def _int8_graph(graph_path: Path, weights: tuple[Path, ...], *, rebuild: bool) -
 
 def int8_model(path: Path) -> bytes:
     """An ONNX graph with int8 weights (dynamic quantization of its MatMuls and LSTMs), serialized."""
-    import onnxruntime
-
     try:
         import onnx
         from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -170,18 +186,8 @@ def int8_model(path: Path) -> bytes:
         raise ConfigError("quantize=True on the ONNX backend needs the onnx package: pip install "
                           "'arabert-pipeline[export]' (or use the torch backend)") from exc
     with tempfile.TemporaryDirectory(prefix="arabert-int8-") as tmp:
-        # ONNX Runtime's basic level folds the Cast/Transpose nodes over the stored weights into fp32 constants: the
-        # quantizer only sees MatMuls whose weight is a constant.
         folded, quantized = Path(tmp) / "folded.onnx", Path(tmp) / "int8.onnx"
-        options = onnxruntime.SessionOptions()
-        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_BASIC
-        options.optimized_model_filepath = str(folded)
-        onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-        # Weights used without a Cast (all of them in an fp32 model dir) stay references into the model dir's
-        # model.safetensors, which the quantizer would look for beside the folded copy.
-        graph = onnx.load(str(folded), load_external_data=False)
-        onnx.external_data_helper.load_external_data_for_model(graph, str(path.parent))
-        onnx.save(graph, str(folded))
+        onnx.save(_folded_graph(path, folded), str(folded))
         previous = logging.root.manager.disable
         logging.disable(logging.WARNING)  # the quantizer logs advice to run its shape-inference pass on every call
         try:
@@ -190,6 +196,88 @@ def int8_model(path: Path) -> bytes:
         finally:
             logging.disable(previous)
         return quantized.read_bytes()
+
+
+def _folded_graph(path: Path, folded: Path):
+    """The graph at `path` with ONNX Runtime's basic optimizations applied (which fold the Cast / Transpose nodes over
+    the stored weights into constants: the quantizers only see MatMuls whose weight is a constant), its weights
+    loaded into it."""
+    import onnx
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    options.optimized_model_filepath = str(folded)
+    onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    # Weights used without a Cast (all of them in an fp32 model dir) stay references into the model dir's
+    # model.safetensors, which the quantizer would look for beside the folded copy.
+    graph = onnx.load(str(folded), load_external_data=False)
+    onnx.external_data_helper.load_external_data_for_model(graph, str(path.parent))
+    return graph
+
+
+def int4_model(path: Path) -> bytes:
+    """An ONNX graph with 4-bit weights, serialized: the MatMuls' weights and the token embeddings in blocks of
+    INT4_BLOCK (symmetric, one fp32 scale a block; ONNX Runtime's weight-only quantizer), and the large fp32 constants
+    left after folding (DeBERTa's relative-position tables projected by each layer: 9 MB of an L6/H384 model, used
+    through batched MatMuls the quantizer does not take) int8 per last axis, dequantized when the graph runs.
+    Activations stay fp32, so texts may be batched (the int8 form scales activations per batch: one text a run)."""
+    import numpy as np
+
+    try:
+        from onnxruntime.quantization import QuantFormat
+        from onnxruntime.quantization.matmul_nbits_quantizer import DefaultWeightOnlyQuantConfig, MatMulNBitsQuantizer
+    except ImportError as exc:
+        raise ConfigError("the 4-bit form needs the onnx and onnx_ir packages: pip install "
+                          "'arabert-pipeline[export]'") from exc
+    with tempfile.TemporaryDirectory(prefix="arabert-int4-") as tmp:
+        graph = _folded_graph(path, Path(tmp) / "folded.onnx")
+    config = DefaultWeightOnlyQuantConfig(block_size=INT4_BLOCK, is_symmetric=True, quant_format=QuantFormat.QOperator,
+                                          op_types_to_quantize=("MatMul", "Gather"),
+                                          quant_axes=(("MatMul", 0), ("Gather", 1)))
+    previous = logging.root.manager.disable
+    logging.disable(logging.INFO)  # the quantizer logs every node it visits
+    try:
+        # An all-zero block (the padding token's embedding) has scale 0: the quantizer divides by it and then keeps 0
+        # for it, numpy warning of the discarded 0/0 meanwhile.
+        with np.errstate(divide="ignore", invalid="ignore"):
+            quantizer = MatMulNBitsQuantizer(graph, algo_config=config)
+            quantizer.process()
+    finally:
+        logging.disable(previous)
+    graph = quantizer.model.model
+    _int8_constants(graph)
+    return graph.SerializeToString()
+
+
+# fp32 constants of at least this many values are stored int8 by int4_model; the small ones (biases, LayerNorm
+# weights, shape constants) stay as they are.
+_INT8_CONSTANT_MIN = 1 << 16
+
+
+def _int8_constants(graph) -> None:
+    """Replace, in place, each large fp32 initializer of `graph` by int8 values and a per-last-axis scale, with a
+    DequantizeLinear node in front giving the original name (symmetric: max |x| maps to 127)."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    kept, dequantize = [], []
+    for tensor in graph.graph.initializer:
+        if tensor.data_type != TensorProto.FLOAT or len(tensor.dims) < 2 or np.prod(tensor.dims) < _INT8_CONSTANT_MIN:
+            kept.append(tensor)
+            continue
+        values = numpy_helper.to_array(tensor)
+        scale = np.abs(values).max(axis=tuple(range(values.ndim - 1))) / 127.0
+        scale = np.where(scale > 0, scale, 1.0).astype(np.float32)
+        quantized = np.clip(np.round(values / scale), -127, 127).astype(np.int8)
+        kept += [numpy_helper.from_array(quantized, f"{tensor.name}/int8"),
+                 numpy_helper.from_array(scale, f"{tensor.name}/scale")]
+        dequantize.append(helper.make_node("DequantizeLinear", [f"{tensor.name}/int8", f"{tensor.name}/scale"],
+                                           [tensor.name], axis=values.ndim - 1))
+    del graph.graph.initializer[:]
+    graph.graph.initializer.extend(kept)
+    for node in reversed(dequantize):
+        graph.graph.node.insert(0, node)
 
 
 def open_task_model(directory: Path, vocab_size: object, *, quantize: bool = False):

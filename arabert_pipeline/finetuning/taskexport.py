@@ -1,17 +1,19 @@
 """`export-onnx` for the text tasks' model dirs, and the form their models are shipped in.
 
     arabert-pipeline export-onnx runs/sentiment                                   # runs/sentiment/model.onnx
-    arabert-pipeline export-onnx runs/sentiment --standalone-int8 shipped/sentiment  # + the shippable copy
+    arabert-pipeline export-onnx runs/sentiment --standalone shipped/sentiment   # + the shippable copy (int8)
+    arabert-pipeline export-onnx runs/ner --standalone shipped/ner --weight-bits 4  # 4-bit weights
 
 `export_task_onnx(MODEL_DIR)` writes MODEL_DIR/model.onnx as QA's export does (export.py: the graph reads the weights
 of model.safetensors, checked against torch): the logits of a classifier (batch × classes) or of a tagger (batch ×
 tokens × tags). Before it, the tokenizer.json the ONNX backend reads with `tokenizers` alone must give transformers'
 token ids and offsets on the same texts, since the two backends tokenize with those two libraries.
 
-`standalone_int8(MODEL_DIR, TARGET)` makes the shipped form: TARGET holds config.json, the tokenizer files,
-arabert_pipeline.json and a model.onnx with int8 weights inside it (ONNX Runtime's dynamic quantization, the one
-`quantize=True` runs), and no model.safetensors: one copy of the weights, a mini-encoder task model ~12 MB instead of
-23 MB of fp16 weights plus the graph. It runs on ONNX Runtime only. A README.md (the model card) already in TARGET is
+`standalone(MODEL_DIR, TARGET)` makes the shipped form: TARGET holds config.json, the tokenizer files,
+arabert_pipeline.json and a model.onnx with quantized weights inside it, and no model.safetensors: one copy of the
+weights. int8 (ONNX Runtime's dynamic quantization, the one `quantize=True` runs): a mini-encoder task model ~12 MB
+instead of 23 MB of fp16 weights plus the graph; 4-bit (`weight_bits=4`, runtime.int4_model): an L6/H384-encoder task
+model 15 MB instead of 33 MB in int8. It runs on ONNX Runtime only. A README.md (the model card) already in TARGET is
 kept when TARGET is rebuilt with `overwrite`; anything else there that the export did not write is refused.
 """
 from __future__ import annotations
@@ -24,6 +26,7 @@ from ..artifacts import METADATA_FILE, read_metadata, write_metadata
 from ..errors import ConfigError
 from ..outputs import OutputKind, claim_output_dir
 from .export import ONNX_FILE
+from .runtime import STANDALONE_WEIGHTS
 
 # The metadata "task" of each text task's model dir (classification/, ner/ and pipeline/ read these names).
 TEXT_CLASSIFICATION, TOKEN_CLASSIFICATION = "text-classification", "token-classification"
@@ -33,11 +36,10 @@ TASK_HEADS = {TEXT_CLASSIFICATION: ("AutoModelForSequenceClassification", False)
 OUTPUT_NAMES = ("logits",)
 SHIPPED_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 CARD = "README.md"
-# arabert_pipeline.json "weights" of a standalone dir: what marks TARGET as this export's, so that --overwrite never
-# replaces a directory someone else wrote.
-INT8_WEIGHTS = f"int8, inside {ONNX_FILE} (ONNX Runtime dynamic quantization, per channel)"
-STANDALONE = OutputKind("export-onnx --standalone-int8", names=(*SHIPPED_FILES, ONNX_FILE, METADATA_FILE, CARD),
-                        markers=(), metadata_marker=("weights", INT8_WEIGHTS))
+# arabert_pipeline.json "weights" of a standalone dir (one of STANDALONE_WEIGHTS' values) is what marks TARGET as this
+# export's, so that --overwrite never replaces a directory someone else wrote.
+STANDALONE = OutputKind("export-onnx --standalone", names=(*SHIPPED_FILES, ONNX_FILE, METADATA_FILE, CARD),
+                        markers=(), metadata_marker=("weights", tuple(STANDALONE_WEIGHTS.values())))
 # Texts the two tokenizers must agree on: diacritics, tatweel, digits, Latin, punctuation and a Farasa-segmented form.
 _PROBES = ("زار الرئيسُ مدينةَ بيروتَ يوم 12 مارس 2019 .", "الخدمــة ممتازة جدا!! 👍 Great service",
            "و+ س+ يكتب +ون +ها في ال+ مدرسة", "")
@@ -94,21 +96,24 @@ def check_tokenizer(model_dir: Path) -> None:
 
 
 def claim_standalone(model_dir: str | os.PathLike, target: str | os.PathLike, *, overwrite: bool = False) -> None:
-    """Refuse, before any work, a TARGET that standalone_int8 may not write."""
+    """Refuse, before any work, a TARGET that `standalone` may not write."""
     model_dir, target = Path(model_dir), Path(target)
     if task_of(model_dir) not in TASK_HEADS:
-        raise ConfigError(f"--standalone-int8: {model_dir} is not a classification or NER model dir")
+        raise ConfigError(f"--standalone: {model_dir} is not a classification or NER model dir")
     if target.resolve() in (model_dir.resolve(), *model_dir.resolve().parents):
-        raise ConfigError(f"--standalone-int8 {target} is or holds the model dir {model_dir}: choose a new directory")
+        raise ConfigError(f"--standalone {target} is or holds the model dir {model_dir}: choose a new directory")
     claim_output_dir(target, STANDALONE, inputs=[model_dir], overwrite=overwrite)
 
 
-def standalone_int8(model_dir: str | os.PathLike, target: str | os.PathLike, *, overwrite: bool = False) -> Path:
-    """TARGET as described in the module docstring, from MODEL_DIR with a current model.onnx (export it first);
-    returns TARGET/model.onnx."""
+def standalone(model_dir: str | os.PathLike, target: str | os.PathLike, *, weight_bits: int = 8,
+               overwrite: bool = False) -> Path:
+    """TARGET as described in the module docstring, from MODEL_DIR with a current model.onnx (export it first), with
+    int8 (`weight_bits` 8) or 4-bit (4) weights; returns TARGET/model.onnx."""
     from ..artifacts import atomic_directory
-    from .runtime import create_session, write_standalone_int8
+    from .runtime import create_session, write_standalone
 
+    if weight_bits not in STANDALONE_WEIGHTS:
+        raise ConfigError(f"--weight-bits {weight_bits}: choose one of {sorted(STANDALONE_WEIGHTS)}")
     model_dir, target = Path(model_dir), Path(target)
     claim_standalone(model_dir, target, overwrite=overwrite)
     create_session(model_dir)  # refuses a missing or stale model.onnx
@@ -119,8 +124,8 @@ def standalone_int8(model_dir: str | os.PathLike, target: str | os.PathLike, *, 
                 shutil.copyfile(model_dir / name, staged / name)
         if card is not None:
             (staged / CARD).write_bytes(card)
-        write_standalone_int8(model_dir, staged)
+        write_standalone(model_dir, staged, weight_bits)
         metadata = read_metadata(model_dir)
-        metadata["weights"] = INT8_WEIGHTS
+        metadata["weights"] = STANDALONE_WEIGHTS[weight_bits]
         write_metadata(staged, **metadata)
     return target / ONNX_FILE

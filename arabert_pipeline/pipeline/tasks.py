@@ -33,12 +33,13 @@ TASK_NAMES = {"sentiment": (TEXT_CLASSIFICATION, "arabert-sentiment"),
               "ner": (TOKEN_CLASSIFICATION, "arabert-ner"), TOKEN_CLASSIFICATION: (TOKEN_CLASSIFICATION, "arabert-ner")}
 QA_TASKS = ("question-answering", "qa")
 # Names of the task models shipped in the package (directories under arabert_pipeline/models/, each made by
-# `export-onnx --standalone-int8`: docs/tasks.md) → their task.
+# `export-onnx --standalone`: docs/tasks.md) → their task.
 BUNDLED_TASK_MODELS = {"arabert-sentiment": TEXT_CLASSIFICATION, "arabert-ner": TOKEN_CLASSIFICATION}
-# How a missing shipped model is made, by task (the error says it): the fine-tuning, into runs/NAME, then the export.
-_BUILD = {TEXT_CLASSIFICATION: "--task classification --train arsarcasm-v2-train-rest --dev arsarcasm-v2-dev "
-                               "--label-column sentiment --dev-metric f1_pn",
-          TOKEN_CLASSIFICATION: "--task ner --train anercorp-train --dev anercorp-dev"}
+# How a missing shipped model is made, by task (the error says it): the fine-tuning, into runs/NAME, then the export
+# (the NER model's encoder is the larger one, shipped with 4-bit weights to stay under 20 MB).
+_BUILD = {TEXT_CLASSIFICATION: ("--task classification --train arsarcasm-v2-train-rest --dev arsarcasm-v2-dev "
+                                "--label-column sentiment --dev-metric f1_pn", ""),
+          TOKEN_CLASSIFICATION: ("--task ner --train anercorp-train --dev anercorp-dev", " --weight-bits 4")}
 MAX_TEXT_CHARS = 20_000  # a tweet is 280; a text past this is a document to split, and its memory grows with it
 
 
@@ -81,9 +82,9 @@ def resolve_task_model(model: object, task: str | None) -> tuple[Path, str]:
             run = f"runs/{model.removeprefix('arabert-')}"
             raise ConfigError(
                 f"the task model {model!r} is not shipped in this checkout (no model at {directory}). Build it "
-                f"(docs/tasks.md): `arabert-pipeline finetune {_BUILD[kind]} --model arabert_pipeline/models/arabert-mini"
-                f" -o {run}`, then `arabert-pipeline export-onnx {run} --standalone-int8 arabert_pipeline/models/"
-                f"{model}`; or pass any model dir made by `finetune --task`")
+                f"(docs/tasks.md): `arabert-pipeline finetune {_BUILD[kind][0]} --model "
+                f"arabert_pipeline/models/arabert-mini -o {run}`, then `arabert-pipeline export-onnx {run} --standalone "
+                f"arabert_pipeline/models/{model}{_BUILD[kind][1]}`; or pass any model dir made by `finetune --task`")
     elif isinstance(model, (str, os.PathLike)) and Path(model).is_dir():
         directory = Path(model)
         kind = read_metadata(directory, missing_ok=True).get("task")
