@@ -10,8 +10,9 @@
 #   EXPERIMENT: sentiment, ner, sarcasm (default: all three, in that order). Rerun after an interruption: finished
 #   steps are skipped, an interrupted fine-tuning resumes from its last checkpoint (saved every epoch).
 # Writes notebooks/results/<experiment>/ (dev-int8-check/ and the dev+test report: table.md, results.json,
-# predictions/, finetuning.json) and arabert_pipeline/models/arabert-{sentiment,ner}/ (the shipped models,
-# int8 ONNX + tokenizer; their README.md model cards are written by hand and kept by --overwrite).
+# predictions/, finetuning.json), arabert_pipeline/models/arabert-sentiment/ (the shipped model, int8 ONNX + tokenizer;
+# its README.md model card is written by hand and kept by --overwrite) and RUNS_DIR/ner-mini-lr2e-4-int8 (the NER
+# model shipped before the larger encoder's, scripts/tasks_larger_encoder.sh).
 # Cost on a 2-core CPU: sentiment ~35 min of fine-tuning, NER ~30 min, sarcasm ~35 min; each evaluation 5-15 min.
 set -euo pipefail
 : "${ARABERT_PIPELINE_DATA:?point ARABERT_PIPELINE_DATA at the data root (tasks/)}"
@@ -51,7 +52,7 @@ tagger() {  # RUN: fine-tune on ANERcorp train, epoch chosen on dev micro-F1
 
 ship() {  # RUN TARGET: the run's model.onnx (fp32, reading model.safetensors) and the int8 copy in TARGET
     [ -f "$2/model.onnx" ] && [ "$2/model.onnx" -nt "$runs/$1/model.safetensors" ] && return
-    arabert-pipeline export-onnx "$runs/$1" --standalone-int8 "$2" --overwrite
+    arabert-pipeline export-onnx "$runs/$1" --standalone "$2" --overwrite
 }
 
 report() {  # EXPERIMENT TASK RUN SHIPPED DEV TEST TRAIN [FLAGS...]: the int8 check on dev, then dev + test once
@@ -82,8 +83,9 @@ for experiment in "${experiments[@]}"; do
             arsarcasm-v2-dev arsarcasm-v2-test arsarcasm-v2-train-rest --label-column sentiment ;;
     ner)
         tagger ner-mini-lr2e-4
-        ship ner-mini-lr2e-4 arabert_pipeline/models/arabert-ner
-        report ner ner ner-mini-lr2e-4 arabert_pipeline/models/arabert-ner anercorp-dev anercorp-test anercorp-train \
+        # Shipped as arabert-ner until the 4-bit L6 model replaced it (scripts/tasks_larger_encoder.sh).
+        ship ner-mini-lr2e-4 "$runs/ner-mini-lr2e-4-int8"
+        report ner ner ner-mini-lr2e-4 "$runs/ner-mini-lr2e-4-int8" anercorp-dev anercorp-test anercorp-train \
             --vectors "$encoder" ;;
     sarcasm)  # not shipped: its int8 copy stays in RUNS_DIR; sentiment's dev peaked at epoch 1, so stop after one
               # epoch without progress
