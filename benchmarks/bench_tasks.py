@@ -1,5 +1,6 @@
-"""The shipped task models (`Pipeline(..., task="sentiment" | "ner")`, int8 ONNX) against Hugging Face's
-`pipeline("text-classification")` / `pipeline("token-classification", aggregation_strategy="simple")`, in one run.
+"""The shipped task models (`Pipeline(..., task="sentiment" | "ner")`, ONNX with int8 or 4-bit weights) against
+Hugging Face's `pipeline("text-classification")` / `pipeline("token-classification", aggregation_strategy="simple")`,
+in one run.
 
     python benchmarks/bench_tasks.py                      # both shipped models; HF on a same-shape stand-in
     python benchmarks/bench_tasks.py --sentiment-reference runs/tasks/sentiment-mini-lr2e-4-cw \\
@@ -14,8 +15,8 @@ Runtime intra-op threads through OMP_NUM_THREADS; default 2, the target's 2 core
 - agreement: the share of texts with the same label (classification) or the same entities, as (type, start, end) in
   the original text (NER), as Hugging Face's on the same weights.
 
-The shipped models hold int8 weights inside model.onnx and no torch weights, so Hugging Face needs the fine-tuning run
-they were exported from (--*-reference, the fp32 weights: what a user of the Hugging Face pipeline would load). On a
+The shipped models hold quantized weights inside model.onnx and no torch weights, so Hugging Face needs the fine-tuning
+run they were exported from (--*-reference, the fp32 weights: what a user of the Hugging Face pipeline would load). On a
 fresh clone without it, HF runs a stand-in: the shipped config.json and tokenizer with seeded random weights, the same
 shapes and so the same compute; speed is then meaningful and agreement is not (it is not reported).
 Hugging Face's pipeline is given the texts ALREADY preprocessed with the model's preprocessing (AraBERT
