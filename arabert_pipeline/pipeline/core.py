@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING, Any, Sequence
 from ..artifacts import METADATA_FILE, looks_like_local_path, torch_device
 from ..errors import ConfigError, InputError
 from ..finetuning.export import ONNX_FILE
-from . import inputs
 from .inputs import (  # noqa: F401 (re-exported: serve and the CLIs import them from here)
     BACKENDS, BUNDLED_MODELS, DEFAULT_MODEL, MAX_CONTEXT_CHARS, MAX_QUESTION_CHARS, check_inputs,
     check_text, check_top_k, has_arabic_letter, surrogate_problem, text_problem, warn_non_arabic,
@@ -236,7 +235,9 @@ def _from_dict(item: dict, index: int) -> tuple[Any, Any]:
 
 def bundled_model_dir(name: str) -> Path:
     """The directory of a model shipped in the package, or a ConfigError if this checkout does not have it."""
-    directory = inputs.MODELS_DIR / BUNDLED_MODELS[name]  # read at call time: tests point it elsewhere
+    from .inputs import MODELS_DIR  # read at call time: tests point it elsewhere
+
+    directory = MODELS_DIR / BUNDLED_MODELS[name]
     if not (directory / "config.json").is_file():
         raise ConfigError(
             f"the default model {name!r} is not bundled in this checkout (expected a model dir at {directory}). "
