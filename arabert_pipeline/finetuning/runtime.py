@@ -27,12 +27,13 @@ from .export import FINGERPRINT_KEY, ONNX_FILE, WEIGHTS_FILE, config_digest, wei
 # checked against config.json alone; INT8_KEY marks the int8 form, whose activations are quantized per batch.
 STANDALONE_KEY = "arabert_pipeline.standalone"
 INT8_KEY = "arabert_pipeline.int8"
-# The standalone forms: weight bits → how arabert_pipeline.json describes the weights.
-STANDALONE_WEIGHTS = {8: f"int8, inside {ONNX_FILE} (ONNX Runtime dynamic quantization, per channel)",
-                      4: f"4-bit, inside {ONNX_FILE} (weight-only, blocks of 64; int8 relative-position tables)"}
 # 64 rather than 32: on the NER model of the larger encoder (ANERcorp dev, notebooks/results/ner-L6-4bit) both kept
 # the int8 form's micro-F1 (Δ within ±0.4, CIs around 0), and 64 stores half the scales.
 INT4_BLOCK = 64
+# The standalone forms: weight bits → how arabert_pipeline.json describes the weights.
+STANDALONE_WEIGHTS = {8: f"int8, inside {ONNX_FILE} (ONNX Runtime dynamic quantization, per channel)",
+                      4: f"4-bit, inside {ONNX_FILE} (weight-only, blocks of {INT4_BLOCK}; int8 relative-position "
+                         "tables)"}
 
 
 def session_threads() -> int:

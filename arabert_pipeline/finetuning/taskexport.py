@@ -112,8 +112,6 @@ def standalone(model_dir: str | os.PathLike, target: str | os.PathLike, *, weigh
     from ..artifacts import atomic_directory
     from .runtime import create_session, write_standalone
 
-    if weight_bits not in STANDALONE_WEIGHTS:
-        raise ConfigError(f"--weight-bits {weight_bits}: choose one of {sorted(STANDALONE_WEIGHTS)}")
     model_dir, target = Path(model_dir), Path(target)
     claim_standalone(model_dir, target, overwrite=overwrite)
     create_session(model_dir)  # refuses a missing or stale model.onnx
