@@ -4,7 +4,7 @@ in one run.
 
     python benchmarks/bench_tasks.py                      # both shipped models; HF on a same-shape stand-in
     python benchmarks/bench_tasks.py --sentiment-reference runs/tasks/sentiment-mini-lr2e-4-cw \\
-        --ner-reference runs/tasks/ner-mini-lr2e-4        # HF on the fp32 weights the shipped models were made from
+        --ner-reference runs/tasks/ner-L6-lr1e-4          # HF on the fp32 weights the shipped models were made from
 
 Reported per task, all measured in this one run, with the same thread count on both sides (torch threads, ONNX
 Runtime intra-op threads through OMP_NUM_THREADS; default 2, the target's 2 cores):
