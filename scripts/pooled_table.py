@@ -5,10 +5,15 @@ questions whose answer sentence the system found: where extraction, not sentence
     python scripts/pooled_table.py REPORT_DIR SYSTEM [SYSTEM ...] > REPORT_DIR/pooled.md
 
 The first SYSTEM is the reference the others are compared with; labels are the report's (`evaluate --label`).
+Systems fine-tuned with several seeds (labels `NAME-s0`, `NAME-s1`, ... as scripts/seed_spread.py reads them) get a
+second table: each system's per-question scores averaged over its seeds, pooled and per dataset, paired against the
+first system's seed mean. Averaging before the bootstrap takes the fine-tuning noise of each question out of the
+comparison, which one seed's CI does not cover (seeds.md shows how large it is).
 """
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -19,6 +24,7 @@ from arabert_pipeline.evaluate.metrics import bootstrap_means, paired_bootstrap
 
 COLUMNS = ("soqal_f1", "soqal_sm", "arabic_f1", "soqal_em")
 PICKER = "tfidf-sentence"
+SEED = re.compile(r"^(.*)-s(\d+)$")  # the label scheme of scripts/seed_spread.py
 
 
 def scores(report: Path, datasets: list[str], label: str) -> np.ndarray:
@@ -29,6 +35,35 @@ def cell(paired: dict, i: int) -> str:
     p = paired["p_value"][i]
     return (f"{paired['diff'][i]:+.1f} [{paired['low'][i]:+.1f}, {paired['high'][i]:+.1f}], "
             + (f"p = {p:.3f}" if p >= 0.001 else "p < 0.001"))
+
+
+def seed_groups(names: list[str]) -> dict[str, list[str]]:
+    """System → its seed labels, in the order given; only systems with two or more seeds."""
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        match = SEED.match(name)
+        if match:
+            groups.setdefault(match.group(1), []).append(name)
+    return {system: labels for system, labels in groups.items() if len(labels) > 1}
+
+
+def seed_mean_table(report: Path, datasets: list[str], groups: dict[str, list[str]]) -> None:
+    reference = next(iter(groups))
+    print(f"\n## Seed means\n\nEach system's per-question scores averaged over its fine-tuning seeds, then bootstrapped "
+          f"(95% CIs, 10,000 resamples); Δ: the system's seed mean − {reference}'s, paired by question.\n")
+    print("| data | system | seeds | F1 (SOQAL) | SM (SOQAL) | EM (SOQAL) | F1 (Arabic) | ΔF1 (SOQAL) | ΔSM (SOQAL) |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for scope in (datasets, *([d] for d in datasets)) if len(datasets) > 1 else (datasets,):
+        means = {system: np.mean([scores(report, scope, label) for label in labels], axis=0)
+                 for system, labels in groups.items()}
+        name = " + ".join(scope) if len(scope) > 1 else scope[0]
+        for system, a in means.items():
+            low, high = np.percentile(bootstrap_means(a, resamples=10_000, seed=0), [2.5, 97.5], axis=0)
+            m = 100 * a.mean(axis=0)
+            delta = "— | —" if system == reference else " | ".join(
+                cell(paired_bootstrap(a, means[reference], resamples=10_000, seed=0), i) for i in (0, 1))
+            print(f"| {name} | {system} | {len(groups[system])} | {m[0]:.1f} [{low[0]:.1f}, {high[0]:.1f}] | "
+                  f"{m[1]:.1f} [{low[1]:.1f}, {high[1]:.1f}] | {m[3]:.1f} | {m[2]:.1f} | {delta} |")
 
 
 def main(report: Path, names: list[str]) -> None:
@@ -51,6 +86,9 @@ def main(report: Path, names: list[str]) -> None:
         for i, old in enumerate(others):
             paired = paired_bootstrap(a, table[old], resamples=10_000, seed=0)
             print((row if i == 0 else "| | | | | | |") + f" {old} | {cell(paired, 0)} | {cell(paired, 1)} |")
+    groups = seed_groups(names)
+    if groups:
+        seed_mean_table(report, datasets, groups)
 
 
 if __name__ == "__main__":
