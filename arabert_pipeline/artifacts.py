@@ -34,6 +34,10 @@ SIDECAR_SUFFIX = "." + METADATA_FILE
 # What reading a truncated or corrupt .gz / .xz corpus raises.
 CORPUS_READ_ERRORS = (OSError, EOFError, lzma.LZMAError, zlib.error)
 DATA_ROOT_ENV = "ARABERT_PIPELINE_DATA"
+# The models shipped inside the package, by the names every verb and Pipeline accept → their folder there.
+PACKAGED_MODELS_DIR = Path(__file__).resolve().parent / "models"
+SHIPPED_MODELS = {"arabert": "arabert-mini", "arabert-mini": "arabert-mini", "arabert-sentiment": "arabert-sentiment",
+                  "arabert-ner": "arabert-ner"}
 
 
 def _umask() -> int:

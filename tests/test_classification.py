@@ -115,3 +115,16 @@ def test_evaluate_scores_systems_as_scikit_learn_with_cis_and_paired_differences
     assert paired["diff"] == pytest.approx(rows["first.jsonl"]["scores"]["accuracy"]
                                            - rows["second.jsonl"]["scores"]["accuracy"])
     assert paired["low"] < paired["diff"] < paired["high"] < 0 and paired["p_value"] < 0.05
+
+
+def test_evaluate_reads_a_file_of_any_name_with_format_and_names_a_predicted_label_outside_the_data(tmp_path):
+    from arabert_pipeline.cli import main
+
+    data = write(tmp_path, "data.txt", "text,label\nجيد,POS\nسيء,NEG\n")
+    predictions = write(tmp_path, "p.jsonl", '{"id": "2", "label": "POSITIVE"}\n{"id": "3", "label": "NEG"}\n')
+    argv = ["--debug", "evaluate", "--task", "classification", "--predictions", str(predictions), "--data", str(data),
+            "--baselines", "none", "--resamples", "100", "-o", str(tmp_path / "out")]
+    with pytest.raises(InputError, match=r"data\.txt: cannot tell the format from the name: pass --format"):
+        main(argv)
+    with pytest.raises(InputError, match=r"p\.jsonl: line 1: label: label 'POSITIVE' is not a class of the data"):
+        main([*argv, "--format", "csv"])

@@ -143,3 +143,27 @@ def test_words_reach_their_first_token_through_farasa_segmentation():
     firsts = [tokens[p] for p in piece.positions]
     assert firsts[0] == segmented.split()[0] == "و+"  # the first segment's token carries the word's label
     assert firsts[1] == "ال+" and firsts[2].startswith("كتب")
+
+
+@pytest.mark.parametrize("lines, message", [
+    (['{"id": "1", "tags": ["O", "X", "B-LOC"]}'], r"p\.jsonl: line 1: tags\[1\]: tag 'X': expected O, B-TYPE or I-TYPE"),
+    (['{"id": "1", "tags": ["O", "O"]}'], r"p\.jsonl: line 1: id 1: 2 tags for a sentence of 3 words"),
+    (['{"id": "1", "tags": ["O", "O", "O"]}', '{"id": "1", "tags": ["O", "O", "O"]}'],
+     r"p\.jsonl: line 2: id: a second prediction for id 1 \(the first is on line 1\)"),
+])
+def test_a_bad_predictions_file_is_refused_naming_its_line(tmp_path, lines, message):
+    from arabert_pipeline.evaluate.tasks import TaskEvaluateConfig, run_task_evaluation
+
+    data = write(tmp_path, "زار\tO\nماكرون\tB-PERS\nبيروت\tB-LOC\n")
+    predictions = write(tmp_path, "\n".join(lines) + "\n", "p.jsonl")
+    with pytest.raises(InputError, match=message):
+        run_task_evaluation(TaskEvaluateConfig(task="ner", data=[str(data)], out=tmp_path / "out",
+                                               systems=[("predictions", str(predictions))], resamples=100),
+                            log=lambda _: None)
+
+
+def test_a_joiner_at_a_words_edge_is_not_part_of_it():
+    from arabert_pipeline.ner.align import word_spans
+
+    text = "زار ماكرونُ\u200c بيروت \u200c می\u200cخواهم"
+    assert [text[a:b] for a, b in word_spans(text)] == ["زار", "ماكرونُ", "بيروت", "می\u200cخواهم"]

@@ -151,6 +151,16 @@ def test_tag_takes_no_top_k_and_both_routes_want_json(server):
         assert request(server.url, "GET", path)[0] == 405
 
 
+def test_a_text_with_nothing_left_after_preprocessing_is_a_422(model_dir, task_models):  # noqa: F811
+    from arabert_pipeline import Pipeline
+
+    with LoopbackServer(lambda: Pipeline(model_dir()), tasks={"tag": lambda: Pipeline(task_models.ner_v2_int8)}) as s:
+        s.wait_ready()  # the toy tagger that normalizes (and segments) its text
+        _assert_client_error(*request(s.url, "POST", "/v1/tag", {"text": "ـــــ"}), 422, "text")
+        status, _, body = request(s.url, "POST", "/v1/tag", {"texts": [TEXTS[2], "ـــ"]})
+        assert status == 422 and "nothing left after 'arabertv2' preprocessing" in body["error"]["message"], body
+
+
 def test_a_task_not_served_answers_404_and_health_lists_those_served(model_dir, task_models):  # noqa: F811
     from arabert_pipeline import Pipeline
 
@@ -160,6 +170,8 @@ def test_a_task_not_served_answers_404_and_health_lists_those_served(model_dir, 
         assert "--classify-model" in request(s.url, "POST", "/v1/classify", {"text": TEXTS[0]})[2]["error"]["message"]
         status, _, health = request(s.url, "GET", "/health")
         assert status == 200 and health["tasks"] == {"tag": str(task_models.ner_int8)}
+        paths = request(s.url, "GET", "/openapi.json")[2]["paths"]
+        assert "/v1/tag" in paths and "/v1/classify" not in paths  # described only where served
 
 
 def test_openapi_describes_the_task_routes_as_they_check(server):
@@ -172,7 +184,7 @@ def test_openapi_describes_the_task_routes_as_they_check(server):
     assert schemas["TagRequest"]["properties"]["text"]["maxLength"] == LIMITS.max_context_chars
     assert set(schemas["Entity"]["required"]) == {"entity_group", "score", "word", "start", "end"}
     for path in ("/v1/classify", "/v1/tag"):
-        assert {"404", "413", "415", "422"} <= set(spec["paths"][path]["post"]["responses"])
+        assert {"413", "415", "422"} <= set(spec["paths"][path]["post"]["responses"])
 
 
 def test_serve_resolves_the_task_models_before_taking_the_port(task_models, tmp_path, monkeypatch):  # noqa: F811

@@ -276,6 +276,42 @@ def test_task_names_resolve_to_shipped_models_and_a_missing_one_says_how_to_buil
         Pipeline(task_models.cls, decoding="max-score")
 
 
+def test_a_text_with_nothing_left_after_preprocessing_is_refused_not_labelled(task_models, tmp_path):
+    """Tatweel alone, a symbol, a letter of another script: the model would answer its empty input with a made-up
+    label (or no entity), so the text is refused, as a QA context is."""
+    from arabert_pipeline import Pipeline
+    from arabert_pipeline.artifacts import write_metadata
+
+    normalized = tmp_path / "cls-arabertv02"  # the toy classifier reads raw text: the same model, recorded as normalized
+    shutil.copytree(task_models.cls_int8, normalized)
+    write_metadata(normalized, preprocessing="arabertv02")
+    for pipeline, name in ((Pipeline(normalized), "arabertv02"), (Pipeline(task_models.ner_v2_int8), "arabertv2")):
+        with pytest.raises(InputError, match=rf"^inputs: nothing left after '{name}' preprocessing"):
+            pipeline("ـــــ")
+        with pytest.raises(InputError, match=r"^inputs\[1\]: nothing left after"):
+            pipeline(["جميل", "²"])
+
+
+def test_evaluate_resolves_a_shipped_models_name_as_pipeline_does(tmp_path, monkeypatch):
+    from arabert_pipeline.evaluate.cli import shipped_or_given
+
+    monkeypatch.setattr("arabert_pipeline.artifacts.PACKAGED_MODELS_DIR", tmp_path / "models")
+    assert shipped_or_given("model", "arabert-sentiment") == ("model", str(tmp_path / "models" / "arabert-sentiment"))
+    assert shipped_or_given("model", "arabert") == ("model", str(tmp_path / "models" / "arabert-mini"))
+    assert shipped_or_given("model", "aubmindlab/bert-base-arabertv02") == ("model", "aubmindlab/bert-base-arabertv02")
+    assert shipped_or_given("predictions", "arabert-ner") == ("predictions", "arabert-ner")
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "arabert-ner").mkdir()  # a directory of that name where the user stands is theirs
+    assert shipped_or_given("model", "arabert-ner") == ("model", "arabert-ner")
+
+
+def test_an_unknown_preprocessing_is_named_as_such(task_models):
+    from arabert_pipeline import Pipeline
+
+    with pytest.raises(ConfigError, match="unknown preprocessing 'bogus'"):
+        Pipeline(task_models.cls_int8, preprocessing="bogus")
+
+
 def test_the_onnx_task_pipeline_never_imports_torch(task_models):
     script = ("import sys; from arabert_pipeline import Pipeline; "
               f"print(Pipeline({str(task_models.cls_int8)!r})('جميل')[0]['label'], "
@@ -334,6 +370,23 @@ def test_bad_input_files_are_refused_naming_the_file_line_and_field(task_models,
     source.write_text(content, encoding="utf-8")
     with pytest.raises(InputError, match=message):
         main(["--debug", "classify", "--model", str(task_models.cls_int8), "--input", str(source), *argv])
+
+
+def test_the_verbs_read_past_a_byte_order_mark_and_name_the_line_a_text_fails_on(task_models, capsys, tmp_path):
+    model = ["--model", str(task_models.ner_int8)]
+    for name, content in (("texts.txt", "السيد حمدان زار مدينة نجران\n"),
+                          ("texts.jsonl", '{"text": "السيد حمدان زار مدينة نجران"}\n')):
+        source = tmp_path / name
+        source.write_bytes(b"\xef\xbb\xbf" + content.encode("utf-8"))
+        entities = run_verb(["tag", *model, "--input", str(source)], capsys)[0]["entities"]
+        assert [(e["word"], e["start"]) for e in entities] == [("حمدان", 6), ("نجران", 22)]
+    segmented = ["--model", str(task_models.ner_v2_int8)]  # the toy tagger that normalizes (and segments)
+    source = tmp_path / "empty.txt"
+    source.write_text("جميل\nـــ\n", encoding="utf-8")
+    with pytest.raises(InputError, match=r"empty\.txt: line 2: text: nothing left after 'arabertv2' preprocessing"):
+        main(["--debug", "tag", *segmented, "--input", str(source)])
+    with pytest.raises(InputError, match=r"^TEXT 2: nothing left after"):
+        main(["--debug", "tag", *segmented, "جميل", "ـــ"])
 
 
 def test_the_verbs_refuse_bad_arguments_before_loading(tmp_path, capsys):

@@ -86,11 +86,13 @@ class TextClassifier:
     def preprocess(self, texts: Sequence[str]) -> list[str]:
         return list(texts) if self.preprocessor is None else self.preprocessor.preprocess_batch(list(texts))
 
-    def encode(self, texts: Sequence[str]) -> list[list[int]]:
-        """Token ids of the preprocessed texts, [CLS] … [SEP], truncated to max_seq_length."""
+    def encode(self, texts: Sequence[str], *, preprocessed: bool = False) -> list[list[int]]:
+        """Token ids of the texts after preprocessing (`preprocessed`: they already are), [CLS] … [SEP], truncated
+        to max_seq_length."""
         if not texts:
             return []
-        encoded = self.tokenizer(self.preprocess(texts), truncation=True, max_length=self.max_seq_length)
+        encoded = self.tokenizer(list(texts) if preprocessed else self.preprocess(texts), truncation=True,
+                                 max_length=self.max_seq_length)
         return [list(ids) for ids in encoded["input_ids"]]
 
     def logits(self, rows: Sequence[Sequence[int]], batch_size: int = 32) -> np.ndarray:
@@ -108,8 +110,8 @@ class TextClassifier:
             result = self.model(**{k: torch.from_numpy(v).to(device) for k, v in batch.items()})
         return result.logits.float().cpu().numpy()
 
-    def predict_proba(self, texts: Sequence[str], batch_size: int = 32) -> np.ndarray:
-        return softmax(self.logits(self.encode(texts), batch_size))
+    def predict_proba(self, texts: Sequence[str], batch_size: int = 32, *, preprocessed: bool = False) -> np.ndarray:
+        return softmax(self.logits(self.encode(texts, preprocessed=preprocessed), batch_size))
 
     def predict(self, texts: Sequence[str], batch_size: int = 32) -> list[str]:
         return [self.labels[i] for i in self.predict_proba(texts, batch_size).argmax(axis=1)]

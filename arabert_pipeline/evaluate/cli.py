@@ -35,7 +35,9 @@ def register(subparsers) -> None:
         description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--model", dest="systems", action=_AppendSystem, metavar="DIR_OR_HUB_ID",
-                        help="QA model to run (repeatable); the first system is the reference for paired differences")
+                        help="model to run (repeatable): a model dir, a shipped model's name (arabert, "
+                             "arabert-sentiment, arabert-ner) or a hub id; the first system is the reference for "
+                             "paired differences")
     parser.add_argument("--predictions", dest="systems", action=_AppendSystem, metavar="FILE.json",
                         help='answers {"id": "text"} or {"id": {"text", "start"}} (repeatable)')
     parser.add_argument("--label", action="append", default=[], metavar="NAME",
@@ -76,6 +78,8 @@ def register(subparsers) -> None:
                        help="classification / ner: the sets the baselines' settings are chosen on")
     tasks.add_argument("--text-column", help="classification: the text column (default: text, or the registered set's)")
     tasks.add_argument("--label-column", default="label", help="classification: the label column (default: label)")
+    tasks.add_argument("--format", choices=("csv", "tsv", "jsonl"),
+                       help="classification: the files' format (default: from the file name)")
     tasks.add_argument("--metric", metavar="METRIC",
                        help="classification: the score listed first, which chooses the baselines' settings and is "
                             "compared pairwise: macro_f1, accuracy, f1_pn, f1:LABEL[,LABEL] (default: f1_pn when the "
@@ -94,7 +98,18 @@ REPORT_OUTPUT_NAMES = ("results.json", "table.md", "table.csv", "per_question", 
                        "pooled.md", "seeds.md", "tokenization.md")
 
 
+def shipped_or_given(kind: str, source: str) -> tuple[str, str]:
+    """A --model naming a model shipped in the package (arabert, arabert-sentiment, ...) → its directory there, as
+    Pipeline and serve resolve it; a path that exists, a --predictions file or a hub id as given."""
+    from ..artifacts import PACKAGED_MODELS_DIR, SHIPPED_MODELS
+
+    if kind == "model" and source in SHIPPED_MODELS and not Path(source).exists():
+        return kind, str(PACKAGED_MODELS_DIR / SHIPPED_MODELS[source])
+    return kind, source
+
+
 def run(args: argparse.Namespace) -> int:
+    args.systems = [shipped_or_given(kind, source) for kind, source in args.systems]
     if args.task != "qa":
         return run_task(args)
     from ..errors import ConfigError
@@ -140,6 +155,8 @@ def run_task(args: argparse.Namespace) -> int:
         raise ConfigError(f"--no-answer, --pretraining-log and --limit are QA's, not flags of --task {args.task}")
     if args.metric and args.task != "classification":
         raise ConfigError(f"--metric chooses among classification scores; --task {args.task} reports its own")
+    if args.format and args.task != "classification":
+        raise ConfigError(f"--format names the format of classification files; --task {args.task} reads CoNLL")
     defaults = CLASSIFICATION_BASELINES if args.task == "classification" else NER_BASELINES
     baselines = defaults if args.baselines == ",".join(BASELINE_NAMES) else () if args.baselines.strip().lower() in (
         "", "none") else tuple(name.strip() for name in args.baselines.split(",") if name.strip())
@@ -148,7 +165,7 @@ def run_task(args: argparse.Namespace) -> int:
                      inputs=[path for path in inputs if Path(path).exists()], overwrite=args.overwrite)
     config = TaskEvaluateConfig(task=args.task, data=args.data, out=args.out, systems=list(args.systems),
                                 labels=args.label, train=args.train, dev=args.dev, baselines=baselines,
-                                text_column=args.text_column, label_column=args.label_column,
+                                text_column=args.text_column, label_column=args.label_column, format=args.format,
                                 resamples=args.resamples, seed=args.seed, batch_size=args.batch_size,
                                 device=args.device, preprocessing=args.preprocessing, vectors=args.vectors,
                                 metric=args.metric)

@@ -42,6 +42,7 @@ class TaskEvaluateConfig:
     baselines: tuple[str, ...] = ()
     text_column: str | None = None
     label_column: str = "label"
+    format: str | None = None  # classification: the files' format (default: from each file's name)
     metric: str | None = None  # the score paired differences are reported for first (default: the task's)
     resamples: int = 10_000
     seed: int = 0
@@ -67,7 +68,8 @@ class ClassificationTask(Task):
     def read(self, source: str):
         from ..classification.data import read_texts
 
-        return read_texts(source, text_column=self.config.text_column, label_column=self.config.label_column)
+        return read_texts(source, text_column=self.config.text_column, label_column=self.config.label_column,
+                          format=self.config.format)
 
     def setup(self, train, dev, data) -> None:
         seen = sorted({e["label"] for s in train + data for e in s.examples})
@@ -101,9 +103,10 @@ class ClassificationTask(Task):
         return TextClassifier.load(path, preprocessing=self.config.preprocessing, device=self.config.device)
 
     def model_predict(self, model, examples):
-        unknown = sorted({e["label"] for e in examples} - set(model.labels))
-        if unknown:
-            raise ConfigError(f"the model's classes ({', '.join(model.labels)}) lack {', '.join(unknown)}")
+        for example in examples:
+            if example["label"] not in model.labels:
+                raise InputError(f"label {example['label']!r} is not one of the model's classes "
+                                 f"({', '.join(model.labels)})", field=f"id {example['id']}")
         return model.predict([e["text"] for e in examples], self.config.batch_size)
 
     def record(self, example, prediction) -> dict:
@@ -113,7 +116,13 @@ class ClassificationTask(Task):
         label = record.get("label")
         if not isinstance(label, str):
             raise InputError("expected a string 'label'", path=path, line=line, field="label")
+        if label not in self.class_names:
+            raise InputError(f"label {label!r} is not a class of the data ({', '.join(self.class_names)})",
+                             path=path, line=line, field="label")
         return label
+
+    def prediction_problem(self, example: dict, prediction) -> str | None:
+        return None
 
     def statistics(self, examples, predictions) -> np.ndarray:
         from ..classification.metrics import pair_codes
@@ -174,17 +183,31 @@ class NERTask(Task):
         return {"id": example["id"], "tags": prediction}
 
     def from_record(self, record: dict, path: Path, line: int):
+        from ..ner.data import split_tag
+
         tags = record.get("tags")
         if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
             raise InputError("expected a list of tags 'tags'", path=path, line=line, field="tags")
+        for i, tag in enumerate(tags):
+            try:
+                split_tag(tag)
+            except ValueError:
+                raise InputError(f"tag {tag!r}: expected O, B-TYPE or I-TYPE", path=path, line=line,
+                                 field=f"tags[{i}]") from None
         return tags
+
+    def prediction_problem(self, example: dict, prediction) -> str | None:
+        if len(prediction) != len(example["words"]):
+            return f"{len(prediction)} tags for a sentence of {len(example['words'])} words"
+        return None
 
     def statistics(self, examples, predictions) -> np.ndarray:
         from ..ner.metrics import sentence_counts
 
         for e, p in zip(examples, predictions):
-            if len(p) != len(e["words"]):
-                raise InputError(f"{len(p)} tags for a sentence of {len(e['words'])} words", field=f"id {e['id']}")
+            problem = self.prediction_problem(e, p)
+            if problem is not None:
+                raise InputError(problem, field=f"id {e['id']}")
         counts = sentence_counts([e["tags"] for e in examples], predictions, self.types)
         return counts.reshape(len(examples), -1)
 
@@ -205,8 +228,8 @@ TASKS = {"classification": ClassificationTask, "ner": NERTask}
 def read_predictions(task: Task, path: str, examples: list[dict]) -> list:
     """A predictions file's answer for every example of a set, by id (a missing id is an error naming it)."""
     path = check_input_file(Path(path), "predictions file")
-    found = {}
-    for number, line in enumerate(read_text_file(path, max_bytes=2**30).splitlines(), start=1):
+    found: dict[str, tuple[Any, int]] = {}
+    for number, line in enumerate(read_text_file(path, max_bytes=2**30, bom=True).splitlines(), start=1):
         if not line.strip():
             continue
         try:
@@ -215,11 +238,20 @@ def read_predictions(task: Task, path: str, examples: list[dict]) -> list:
             raise InputError(f"not JSON ({exc})", path=path, line=number) from None
         if not isinstance(record, dict) or "id" not in record:
             raise InputError('expected an object with an "id"', path=path, line=number)
-        found[str(record["id"])] = task.from_record(record, path, number)
+        example_id = str(record["id"])
+        if example_id in found:
+            raise InputError(f"a second prediction for id {example_id} (the first is on line {found[example_id][1]})",
+                             path=path, line=number, field="id")
+        found[example_id] = (task.from_record(record, path, number), number)
     missing = [e["id"] for e in examples if e["id"] not in found]
     if missing:
         raise InputError(f"no prediction for {len(missing)} example(s) (first: id {missing[0]})", path=path)
-    return [found[e["id"]] for e in examples]
+    for example in examples:
+        prediction, number = found[example["id"]]
+        problem = task.prediction_problem(example, prediction)
+        if problem is not None:
+            raise InputError(problem, path=path, line=number, field=f"id {example['id']}")
+    return [found[e["id"]][0] for e in examples]
 
 
 def run_task_evaluation(config: TaskEvaluateConfig, log: Callable[[str], None] = print) -> dict[str, Any]:
@@ -265,7 +297,12 @@ def run_task_evaluation(config: TaskEvaluateConfig, log: Callable[[str], None] =
         rows, samples = {}, []
         for name, predict, _ in systems:
             started = time.perf_counter()
-            predicted = predict(examples)
+            try:
+                predicted = predict(examples)
+            except InputError as exc:  # an example of the data set is named: name its file too
+                if exc.path is None:
+                    raise InputError(str(exc), path=labelled.path) from None
+                raise
             seconds = time.perf_counter() - started
             predictions[name] += [task.record(e, p) for e, p in zip(examples, predicted)]
             statistics = task.statistics(examples, predicted)

@@ -30,7 +30,11 @@ def recorded_preprocessing(source: object, metadata: dict[str, Any], given: str 
     """The preprocessing a model was trained with: the one its metadata records, which `given` (when not None) must
     equal; `given` alone for a model without one. `how`: what the error for a model recording none tells the user
     to do (a flag on the command line, an argument in Python)."""
+    from ..preprocess.preprocessor import preprocessing_name
+
     stored = metadata.get("preprocessing")
+    if given is not None:
+        preprocessing_name(given)  # an unknown name is named as such, not as a mismatch with the model's
     if stored and given and stored != given:
         raise ConfigError(f"{source} was trained with preprocessing {stored!r}, not {given!r}")
     name = given or stored

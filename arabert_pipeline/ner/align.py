@@ -27,12 +27,24 @@ import regex
 from ..finetuning.offsets import preprocess_aligned
 
 WORD = regex.compile(r"\w+|[^\w\s]")
+_JOINERS = "\u200c\u200d"  # ZWNJ, ZWJ: word characters for `regex`
 IGNORE = -100
 
 
 def word_spans(text: str) -> list[tuple[int, int]]:
-    """The words of raw text: (start, end) of each run of word characters, and of each other non-space character."""
-    return [m.span() for m in WORD.finditer(text)]
+    """The words of raw text: (start, end) of each run of word characters, and of each other non-space character.
+    Word characters include the zero-width joiners (Persian writes ZWNJ inside words); at a word's edge one joins
+    nothing, so it is left out of the word (and a joiner alone is no word)."""
+    spans = []
+    for match in WORD.finditer(text):
+        start, end = match.span()
+        while start < end and text[start] in _JOINERS:
+            start += 1
+        while end > start and text[end - 1] in _JOINERS:
+            end -= 1
+        if start < end:
+            spans.append((start, end))
+    return spans
 
 
 def joined(words: Sequence[str]) -> tuple[str, list[tuple[int, int]]]:

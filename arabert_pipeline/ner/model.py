@@ -88,6 +88,10 @@ class TokenTagger:
         model.to(device).float().eval()
         return cls(model, tokenizer, preprocessing, labels, int(metadata.get("max_seq_length", 384)))
 
+    def preprocess(self, texts: Sequence[str]) -> list[str]:
+        preprocessor = self.encoder.preprocessor
+        return list(texts) if preprocessor is None else preprocessor.preprocess_batch(list(texts))
+
     # -------------------------------------------------------------------------------------------------- forward
 
     def forward(self, batch: dict[str, np.ndarray]) -> np.ndarray:

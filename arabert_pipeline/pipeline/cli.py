@@ -159,7 +159,8 @@ def json_records(path: Path):
 
 
 def text_lines(path: Path, stream=None):
-    """(line number, line) of each non-blank line of a UTF-8 file, or of the binary `stream` (stdin) named `path`."""
+    """(line number, line) of each non-blank line of a UTF-8 file, or of the binary `stream` (stdin) named `path`; a
+    byte-order mark at the start is dropped, as every other reader of the package drops it."""
     from ..artifacts import check_input_file
 
     if stream is None:
@@ -170,6 +171,8 @@ def text_lines(path: Path, stream=None):
             raise InputError(f"unreadable ({exc.strerror or exc})", path=path) from None
     with stream as f:
         for number, data in enumerate(f, start=1):
+            if number == 1 and data.startswith(b"\xef\xbb\xbf"):  # a byte-order mark (Notepad writes one): not text
+                data = data[3:]
             try:
                 line = data.decode("utf-8")
             except UnicodeDecodeError as exc:

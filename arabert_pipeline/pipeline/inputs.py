@@ -4,14 +4,14 @@ serve refuse the same inputs with the same words)."""
 from __future__ import annotations
 
 import warnings
-from pathlib import Path
 from typing import Sequence
 
+from ..artifacts import PACKAGED_MODELS_DIR, SHIPPED_MODELS
 from ..errors import InputError
 
-MODELS_DIR = Path(__file__).resolve().parents[1] / "models"
-# Names that resolve to a model shipped inside the package: name → directory under arabert_pipeline/models/.
-BUNDLED_MODELS = {"arabert": "arabert-mini", "arabert-mini": "arabert-mini"}
+MODELS_DIR = PACKAGED_MODELS_DIR
+# The QA models shipped inside the package: name → directory under arabert_pipeline/models/.
+BUNDLED_MODELS = {name: folder for name, folder in SHIPPED_MODELS.items() if folder == "arabert-mini"}
 DEFAULT_MODEL = "arabert"
 BACKENDS = ("auto", "onnx", "torch")
 # The longest context one call accepts, in characters. Memory and time grow with the context (measured on the shipped

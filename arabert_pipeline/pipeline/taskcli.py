@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -76,7 +77,7 @@ def read_texts(path: Path, max_chars: int, stream=None) -> list[dict[str, Any]]:
         problem = text_problem(record["text"], max_chars, "text")
         if problem is not None:
             raise InputError(problem, path=path, line=number, field="text")
-        found.append({"id": identifier, "text": record["text"]})
+        found.append({"id": identifier, "text": record["text"], "line": number})
     if not found:
         raise InputError("no texts", path=path)
     return found
@@ -99,7 +100,7 @@ def run_task_verb(args: argparse.Namespace) -> int:
             problem = text_problem(text, args.max_chars, "text")
             if problem is not None:
                 raise InputError(problem, field=f"TEXT {number}")
-            records.append({"id": number, "text": text})
+            records.append({"id": number, "text": text, "line": number})
     elif args.input not in (None, STDIN):
         records = read_texts(Path(args.input), args.max_chars)
     elif args.input is None and sys.stdin.isatty():  # nothing piped in: waiting for typed lines would look hung
@@ -116,12 +117,22 @@ def run_task_verb(args: argparse.Namespace) -> int:
     pipeline = task_pipeline(args.model, args.task, preprocessing=args.preprocessing, device=args.device,
                              batch_size=args.batch_size, backend=args.backend, max_chars=args.max_chars)
     texts = [r["text"] for r in records]
-    if args.verb == "classify":
-        results = pipeline(texts, top_k=args.top_k)
-        lines = [{"id": r["id"], **(found if args.top_k == 1 else {"labels": found})}
-                 for r, found in zip(records, results)]
-    else:
-        lines = [{"id": r["id"], "entities": found} for r, found in zip(records, pipeline(texts))]
+    source = None if args.texts else Path(args.input) if args.input not in (None, STDIN) else Path("<stdin>")
+    try:
+        if args.verb == "classify":
+            results = pipeline(texts, top_k=args.top_k)
+            lines = [{"id": r["id"], **(found if args.top_k == 1 else {"labels": found})}
+                     for r, found in zip(records, results)]
+        else:
+            lines = [{"id": r["id"], "entities": found} for r, found in zip(records, pipeline(texts))]
+    except InputError as exc:  # the pipeline names inputs[i]: name the argument or the file's line instead
+        index = re.fullmatch(r"inputs\[(\d+)\]", exc.field or "")
+        if index is None:
+            raise
+        record, message = records[int(index.group(1))], str(exc).removeprefix(f"{exc.field}: ")
+        if source is None:
+            raise InputError(message, field=f"TEXT {record['line']}") from None
+        raise InputError(message, path=source, line=record["line"], field="text") from None
     out = [json.dumps(line, ensure_ascii=False) + "\n" for line in lines]
     if args.output is None:
         _utf8_stdout()

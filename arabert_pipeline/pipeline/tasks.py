@@ -2,10 +2,10 @@
 
     from arabert_pipeline import Pipeline
     sentiment = Pipeline("arabert", task="sentiment")      # or Pipeline("arabert-sentiment"), or a model dir
-    sentiment("الخدمة ممتازة")                               # [{"label": "POS", "score": 0.93}]
+    sentiment("الخدمة ممتازة")                               # [{"label": "POS", "score": 0.52}]
     sentiment(["...", "..."])                               # [{"label", "score"}, {"label", "score"}]
     ner = Pipeline("arabert", task="ner")                   # or Pipeline("arabert-ner")
-    ner("زار ماكرون بيروت.")   # [{"entity_group": "PERS", "score": 0.98, "word": "ماكرون", "start": 4, "end": 10}, ...]
+    ner("زار ماكرون بيروت.")   # [{"entity_group": "PERS", "score": 0.97, "word": "ماكرون", "start": 4, "end": 10}, ...]
 
 As text-classification's pipeline: one text gives a list with its top label (top_k=1) or its top_k labels; a list of
 texts gives one such result per text (a dict at top_k=1, as Hugging Face returns). As token-classification's with
@@ -14,8 +14,8 @@ the preprocessed or tokenized form), its score the mean probability of its words
 
 A model dir with a model.onnx (the shipped task models hold an int8 one) runs on ONNX Runtime + tokenizers without
 importing torch; any other dir, or backend="torch", runs on torch + transformers. Texts are checked as QA contexts are
-(pipeline/core.py: a str, not blank, a letter or digit, at most `max_chars` characters), with InputErrors naming the
-argument and index.
+(pipeline/core.py: a str, not blank, a letter or digit, at most `max_chars` characters, something left after the
+model's preprocessing), with InputErrors naming the argument and index.
 """
 from __future__ import annotations
 
@@ -115,6 +115,15 @@ def check_texts(texts: object, max_chars: int) -> tuple[list[str], bool]:
     return items, single
 
 
+def refuse_empty(preprocessed: Sequence[str], preprocessing: str, single: bool) -> None:
+    """A text with nothing left after preprocessing (only tatweel, symbols, letters of other scripts) would get the
+    model's answer to an empty input, a label or entities that no word supports: refused, as a QA context is."""
+    for i, text in enumerate(preprocessed):
+        if not text.strip():
+            raise InputError(f"nothing left after {preprocessing!r} preprocessing (no Arabic or Latin text?)",
+                             field="inputs" if single else f"inputs[{i}]")
+
+
 def task_backend(directory: Path, device: str = "cpu", backend: str = "auto") -> str:
     """"onnx" or "torch": what a task pipeline on `directory` runs, as QA's choose_backend decides (auto: ONNX Runtime
     when the dir has a model.onnx and the device is the CPU)."""
@@ -132,7 +141,8 @@ def task_backend(directory: Path, device: str = "cpu", backend: str = "auto") ->
     if use_onnx and device != "cpu":
         raise ConfigError(f"the ONNX backend runs on the CPU, not on device {device!r}")
     if not use_onnx and not (directory / "model.safetensors").is_file():
-        raise ConfigError(f"{directory} holds no torch weights (a shipped int8 model runs on ONNX Runtime only): "
+        raise ConfigError(f"{directory} holds no torch weights (a shipped model, its weights int8 or 4-bit inside "
+                          "model.onnx, runs on ONNX Runtime only): "
                           "use backend='onnx' on the CPU")
     return "onnx" if use_onnx else "torch"
 
@@ -178,7 +188,9 @@ class TextClassificationPipeline(_TaskPipeline):
 
         texts, single = check_texts(inputs, self.max_chars)
         k = len(self.model.labels) if top_k is None else min(check_top_k(top_k), len(self.model.labels))
-        probabilities = self.model.predict_proba(texts, self.batch_size)
+        preprocessed = self.model.preprocess(texts)
+        refuse_empty(preprocessed, self.preprocessing, single)
+        probabilities = self.model.predict_proba(preprocessed, self.batch_size, preprocessed=True)
         results = []
         for row in probabilities:
             order = row.argsort()[::-1][:k]
@@ -203,6 +215,7 @@ class TokenClassificationPipeline(_TaskPipeline):
 
     def __call__(self, inputs: str | Sequence[str]) -> list[Any]:
         texts, single = check_texts(inputs, self.max_chars)
+        refuse_empty(self.model.preprocess(texts), self.preprocessing, single)
         found = self.model.entities(texts, self.batch_size)
         results = [[{"entity_group": e.type, "score": e.score, "word": e.text, "start": e.start, "end": e.end}
                     for e in entities] for entities in found]

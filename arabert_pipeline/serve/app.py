@@ -365,7 +365,7 @@ def create_app(load: Callable[[], "Pipeline"], limits: ServeLimits = ServeLimits
         raise ValueError(f"unknown serve task(s) {', '.join(unknown)}: use {', '.join(TASK_PATHS)}")
     page = PAGE_FILE.read_text(encoding="utf-8")
     page_security = page_headers(page)
-    description = openapi(limits, DECODINGS)
+    description = openapi(limits, DECODINGS, tuple(tasks))
     stopping = {"Retry-After": str(STOPPING_RETRY_AFTER_S)}
 
     def not_ready() -> RequestError:

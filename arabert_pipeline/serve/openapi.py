@@ -10,7 +10,8 @@ from typing import Any
 from ..version import __version__
 
 
-def openapi(limits, decodings: tuple[str, ...]) -> dict[str, Any]:
+def openapi(limits, decodings: tuple[str, ...], tasks=("classify", "tag")) -> dict[str, Any]:
+    """`tasks`: the text tasks served ("classify", "tag"); the routes of the others answer 404 and are not listed."""
     text = {"type": "string", "minLength": 1, "description": "Must hold a letter or a digit; valid Unicode."}
     options = {
         "top_k": {"type": "integer", "minimum": 1, "maximum": limits.max_top_k, "default": 1,
@@ -50,18 +51,21 @@ def openapi(limits, decodings: tuple[str, ...]) -> dict[str, Any]:
                 "content": {"application/json": {"schema": error}}},
     }
 
-    not_served = {"404": {"description": "No model of this task is served (serve --classify-model / --tag-model).",
-                          "content": {"application/json": {"schema": error}}}}
-
-    def post(summary: str, request: str, response: str, more: dict | None = None) -> dict[str, Any]:
+    def post(summary: str, request: str, response: str) -> dict[str, Any]:
         return {"post": {
             "summary": summary,
             "requestBody": {"required": True, "content": {"application/json": {
                 "schema": {"$ref": f"#/components/schemas/{request}"}}}},
             "responses": {"200": {"description": "The answers.", "content": {"application/json": {
-                "schema": {"$ref": f"#/components/schemas/{response}"}}}}, **errors, **(more or {})},
+                "schema": {"$ref": f"#/components/schemas/{response}"}}}}, **errors},
         }}
 
+    task_paths = {
+        "classify": ("/v1/classify", post("Label one text or many with the served classification model",
+                                          "ClassifyRequest", "Classified")),
+        "tag": ("/v1/tag", post("Find the named entities of one text or many with the served NER model", "TagRequest",
+                                "Tagged")),
+    }
     return {
         "openapi": "3.1.0",
         "info": {"title": "arabert-pipeline answer service", "version": __version__,
@@ -73,10 +77,7 @@ def openapi(limits, decodings: tuple[str, ...]) -> dict[str, Any]:
             "/v1/answer": post("Answer one question from its context", "AnswerRequest", "Answers"),
             "/v1/answer/batch": post("Answer many question-context pairs with the same options", "BatchRequest",
                                      "BatchAnswers"),
-            "/v1/classify": post("Label one text or many with the served classification model", "ClassifyRequest",
-                                 "Classified", not_served),
-            "/v1/tag": post("Find the named entities of one text or many with the served NER model", "TagRequest",
-                            "Tagged", not_served),
+            **dict(task_paths[name] for name in tasks),
             "/health": {"get": {"summary": "Readiness: 200 once the model is loaded", "responses": {
                 "200": {"description": "Ready.", "content": {"application/json": {"schema": {"type": "object"}}}},
                 "503": {"description": "Loading, or the model failed to load."}}}},
