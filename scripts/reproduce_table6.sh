@@ -14,7 +14,8 @@
 # $REPORT/dev (the choice of each decoder is already made; this shows the dev picture) and $REPORT/test (ARCD-test +
 # TyDiQA-GoldP-ar dev, read once), each with pooled.md (pooled, paired against arabertv1-style) and seeds.md (the seed
 # spread next to the bootstrap CIs); $REPORT/test/tokenization.md (per tokenizer: tokens per word, questions fitting
-# one window, answers exact in tokens, answers starting inside a word).
+# one window, answers exact in tokens, answers starting inside a word); $REPORT/tokenizers.md (the tokenizers on held-out
+# corpus text: tokens per word, words split, [UNK], vocabulary used).
 # Usage: ARABERT_PIPELINE_DATA=../shared/data bash scripts/reproduce_table6.sh [RUNS_DIR]
 # BUDGET_MIN (default 30) and THREADS (default 2): pretraining per model; SEEDS (default "0 1"); SYSTEMS (default all
 # five; SYSTEMS="" none); VOCAB_SIZE (default 32000); QA_FLAGS the fine-tuning data and recipe (the small models');
@@ -118,3 +119,8 @@ for system in "${systems[@]}"; do tokenizers+=(--tokenizer "$(label_of "$system"
 # shellcheck disable=SC2086
 python scripts/tokenization_profile.py "${tokenizers[@]}" --data $test_sets --max-seq-length "${window:-384}" \
     -o "$report/test/tokenization.md"
+# The tokenizers on held-out corpus text (the shard no tokenizer was trained on): tokens per word, words split, [UNK],
+# vocabulary used. Pretraining budgets tokens, so tokens per word says how many words each system read at equal compute.
+specs=()
+for system in "${systems[@]}"; do specs+=(--tokenizer "$runs/tokenizers/$system,name=$(label_of "$system")"); done
+arabert-pipeline tokenizer-report "${specs[@]}" --max-lines 20000 -o "$report/tokenizers" --overwrite --no-progress
