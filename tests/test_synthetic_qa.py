@@ -44,6 +44,7 @@ def corpus(tmp_path) -> list[str]:
 
 def run(corpus, output, hold_out=(), **options):
     options.setdefault("progress", False)
+    options.setdefault("min_context_words", 30)  # the toy documents are short: ~50 words outside a question's own
     return make_synthetic_qa(SyntheticConfig(corpus=list(corpus), output=str(output), hold_out=list(hold_out),
                                              **options))
 
@@ -172,3 +173,43 @@ def _empty_squad(tmp_path: Path) -> Path:
         {"id": "d1", "question": "عن ماذا النص؟", "answers": [{"text": "موضوع", "answer_start": context.index("موضوع")}]}
     ]}]}]}, ensure_ascii=False), encoding="utf-8")
     return path
+
+
+def test_a_file_it_did_not_write_is_never_replaced_and_a_failed_start_blocks_nothing(corpus, tmp_path):
+    mine = tmp_path / "notes.txt"
+    mine.write_text("precious\n", encoding="utf-8")
+    for flag in ("resume", "overwrite"):
+        with pytest.raises(ArabertPipelineError, match="was not written by make-synthetic-qa"):
+            run(corpus, mine, **{flag: True})
+    assert mine.read_text(encoding="utf-8") == "precious\n"
+    bad = tmp_path / "cp1256.txt"
+    bad.write_bytes("نص".encode("cp1256") + b"\n")
+    with pytest.raises(ArabertPipelineError, match="UTF-8"):
+        run([bad], tmp_path / "fixed.json")
+    run(corpus, tmp_path / "fixed.json")  # the failed start left nothing to resume: no flag needed
+    assert questions(tmp_path / "fixed.json")
+    with pytest.raises(ArabertPipelineError, match="finished: nothing to resume"):
+        run(corpus, tmp_path / "fixed.json", resume=True)
+    run(corpus, tmp_path / "fixed.json", overwrite=True)  # its own output: replaced
+
+
+def test_a_preprocessed_or_repeated_corpus_is_refused(corpus, tmp_path):
+    segmented = tmp_path / "segmented.txt"
+    segmented.write_text("و+ قال ال+ رئيس\n", encoding="utf-8")
+    segmented.with_name("segmented.txt.arabert_pipeline.json").write_text('{"preprocessing": "arabertv2"}',
+                                                                           encoding="utf-8")
+    with pytest.raises(ArabertPipelineError, match="segmented.txt: preprocessed with 'arabertv2'"):
+        run([str(segmented)], tmp_path / "a.json")
+    with pytest.raises(ArabertPipelineError, match="given more than once"):
+        run([corpus[0], corpus[0]], tmp_path / "b.json")
+
+
+def test_contexts_reach_the_minimum_length_and_clauses_split_by_the_answer_are_caught(corpus, tmp_path):
+    from arabert_pipeline.qa.synthetic import _copied
+
+    run(corpus, tmp_path / "syn.json", max_per_document=10, min_context_words=40)
+    written = questions(tmp_path / "syn.json")
+    assert written and min(len(q["context"].split()) for q in written) >= 40
+    context = "وقالت الشركة إنها تضخم أرباحها بشكل وهمي بقيمة 150 مليار ين منذ سنوات"
+    assert _copied("تضخم أرباحها بشكل وهمي بقيمة ين", context)  # the answer (150 مليار) was in the middle
+    assert not _copied("أعلنت الحكومة خطة جديدة للتعليم", context)

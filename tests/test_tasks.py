@@ -397,3 +397,21 @@ def test_the_verbs_refuse_bad_arguments_before_loading(tmp_path, capsys):
     assert "give texts as arguments or --input, not both" in capsys.readouterr().err
     assert main(["classify", "--model", missing, "--top-k", "0", "نص"]) != 0
     assert "--top-k: must be ≥ 1" in capsys.readouterr().err
+
+
+def test_a_dev_entity_type_training_never_saw_counts_as_missed(task_models, tmp_path):
+    """The warning says so, and the dev score must then count it, not fail on it after training."""
+    dev = toys.write_conll(tmp_path / "dev-org.conll", [(["زار", "وزارة", "الصحة"], ["O", "B-ORG", "I-ORG"]),
+                                                        *toys.sentences(10, 1)])
+    meta = finetune("ner", task_models.root / "encoder", tmp_path / "ner-org", task_models.train_conll, dev,
+                    "--epochs", "1")
+    assert "B-ORG" not in meta["labels"] and meta["entity_types"] == ["LOC", "PERS"]
+    assert 0 <= meta["finetune"]["dev_scores"][0] < 100  # the ORG entity is a miss
+
+
+def test_finetune_refuses_a_label_named_twice(task_models, tmp_path):
+    with pytest.raises(ConfigError, match="--labels names POS more than once"):
+        main(["--debug", "finetune", "--task", "classification", "--model", str(task_models.root / "encoder"),
+              "-o", str(tmp_path / "out"), "--train", str(task_models.train_jsonl), "--dev", str(task_models.dev_jsonl),
+              "--labels", "POS", "POS", "NEG"])
+    assert not (tmp_path / "out").exists()

@@ -59,6 +59,9 @@ class ClassificationTrainer(TaskTrainer):
 
     def read_sets(self):
         config = self.config
+        repeated = sorted({label for label in config.labels or () if list(config.labels).count(label) > 1})
+        if repeated:  # two heads for one class: one of them would never be trained
+            raise ConfigError(f"--labels names {', '.join(repeated)} more than once")
         return read_labelled_sets(self.read, text_leakage_finder(lambda e: e["text"]), train=config.train,
                                   dev=config.dev, eval=config.eval, hold_out=config.hold_out,
                                   policy=config.leakage_policy(), say=self.say, unit="examples")

@@ -94,7 +94,8 @@ class NERTrainer(TaskTrainer):
         tagged = predictor.tag_words([e["words"] for e in labelled.examples], self.config.batch_size)
         predicted = [tags for tags, _ in tagged]
         gold = [e["tags"] for e in labelled.examples]
-        report = ner_report(gold, predicted, self.types)
+        # A type the set has and training had not is scored too: every entity of it counts as missed.
+        report = ner_report(gold, predicted, sorted(set(self.types) | set(labelled.types)))
         records = [{"id": e["id"], "tags": p, "gold": g} for e, p, g in zip(labelled.examples, predicted, gold)]
         return report, records
 

@@ -23,8 +23,9 @@ Answers are typed spans found with the corpus's own statistics (no tagger is nee
 Each question: the clause around one answer in its sentence, with the answer (and the preposition or trigger word
 that belongs to it) taken out, the question word in front, discourse openers (و, كما, وقد ...) dropped, ending in ؟.
 Its context: another paragraph of the same document (never the question's own) in which the answer occurs as whole
-words, extended by the following paragraphs to at least `min_context_words` words; a question whose words still occur
-verbatim in the context, or whose answer occurs in the question, is not written.
+words, extended by the following paragraphs, then the preceding ones, to at least `min_context_words` words (a
+question with no such context is not written); a question whose clause the context holds nearly word for word, or
+whose answer occurs in the question, is not written.
 
 The leakage guard applies at document level: a document any of whose paragraphs the guard (qa/leakage.py) finds in a
 --hold-out set, or one of whose questions it finds there with the same answer, gives no question at all.
@@ -41,8 +42,8 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
-from ..artifacts import atomic_write, check_input_file
-from ..errors import ConfigError
+from ..artifacts import atomic_write, check_input_file, sidecar_preprocessing
+from ..errors import ConfigError, InputError
 from ..outputs import OutputLock, claim_output_file
 from .cloze import (
     _ARABIC_WORD, _ORG_NOUNS, _PLACE_NOUNS, _PUNCT, _SENTENCE_END, _STOP, _TITLES, ANSWER_TYPES, Gazetteers, _clean,
@@ -52,7 +53,7 @@ from .cloze import (
 if TYPE_CHECKING:
     import numpy as np
 
-FORMAT = "arabert-pipeline synthetic-qa 1"  # bump when the generator's output changes for the same input
+FORMAT = "arabert-pipeline synthetic-qa 2"  # bump when the generator's output changes for the same input
 
 
 @dataclasses.dataclass
@@ -66,7 +67,7 @@ class SyntheticConfig:
     max_per_document: int = 4  # questions per document at most (drawn with `seed` among its candidates)
     min_count: int = 3  # times a name, place or organisation must recur after its title / noun to enter a gazetteer
     clause_words: int = 8  # words kept on each side of the answer in the question (Lewis et al.'s sub-clause)
-    min_context_words: int = 60  # a context shorter than this takes the document's next paragraphs too
+    min_context_words: int = 60  # a shorter context takes the neighbouring paragraphs too; none that long: no question
     max_context_words: int = 300  # and never grows past this
     limit: int | None = None  # at most this many questions in all (a seeded sample of documents), for learning curves
     seed: int = 0
@@ -214,8 +215,7 @@ def document_examples(document: list[str], doc_id: str, gazetteers: Gazetteers, 
         context, start = _context_for(document, p_index, candidate.answer, config, rng)
         if context is None:
             continue
-        question_words = _normalized(question.split(" ", 1)[1])
-        if question_words in _normalized(context):  # the question's clause copied into the context teaches nothing
+        if _copied(question.split(" ", 1)[1], context):  # the question's clause found in the context teaches nothing
             continue
         asked.add(key)
         examples.append({
@@ -225,28 +225,43 @@ def document_examples(document: list[str], doc_id: str, gazetteers: Gazetteers, 
     return examples
 
 
+def _copied(clause: str, context: str, share: float = 0.8) -> bool:
+    """Whether the context holds the question's clause nearly word for word: runs of two or more of its words, in its
+    order, covering `share` of it. The answer taken out of the middle of the clause leaves the context's copy split
+    in two around it, which a substring test would miss."""
+    import difflib
+
+    asked, read = _normalized(clause).split(), _normalized(context).split()
+    if not asked:
+        return False
+    matcher = difflib.SequenceMatcher(None, asked, read, autojunk=False)
+    copied = sum(block.size for block in matcher.get_matching_blocks() if block.size >= 2)
+    return copied >= share * len(asked) or (len(asked) == 1 and asked[0] in read)
+
+
 def _context_for(document: list[str], source: int, answer: str, config: SyntheticConfig,
                  rng: "np.random.Generator") -> tuple[str | None, int]:
     holders = [i for i, paragraph in enumerate(document) if i != source and _find_whole_words(paragraph, answer) >= 0]
-    if not holders:
-        return None, -1
-    first = holders[int(rng.integers(len(holders)))]
-    paragraphs = [document[first]]
-    words = len(document[first].split())
-    for i in range(first + 1, len(document)):
-        if words >= config.min_context_words:
-            break
-        if i == source:
-            continue
-        extra = len(document[i].split())
-        if words + extra > config.max_context_words:
-            break
-        paragraphs.append(document[i])
-        words += extra
-    context = " ".join(paragraphs)
-    if len(context.split()) > config.max_context_words:
-        return None, -1
-    return context, _find_whole_words(context, answer)
+    for first in (holders[i] for i in rng.permutation(len(holders))):
+        paragraphs = [document[first]]
+        words = len(document[first].split())
+        # The following paragraphs first, then the preceding ones, never the question's own.
+        for step, others in ((1, range(first + 1, len(document))), (-1, range(first - 1, -1, -1))):
+            for i in others:
+                if words >= config.min_context_words:
+                    break
+                if i == source:
+                    continue
+                extra = len(document[i].split())
+                if words + extra > config.max_context_words:
+                    break
+                paragraphs = [*paragraphs, document[i]] if step == 1 else [document[i], *paragraphs]
+                words += extra
+        # A headline or a byline alone is no passage to read: another paragraph holding the answer, or none.
+        if config.min_context_words <= words <= config.max_context_words:
+            context = " ".join(paragraphs)
+            return context, _find_whole_words(context, answer)
+    return None, -1
 
 
 # --------------------------------------------------------------------------------------------- the verb
@@ -289,15 +304,30 @@ def make_synthetic_qa(config: SyntheticConfig) -> SyntheticReport:
     config.validate()
     for path in config.corpus:
         check_input_file(path, "corpus file")
+        preprocessing = sidecar_preprocessing(path)
+        if preprocessing not in (None, "none"):
+            raise InputError(f"preprocessed with {preprocessing!r} (its sidecar says so): the questions are made from "
+                             "raw text, as the QA sets hold it; give the corpus before `arabert-pipeline preprocess`",
+                             path=path)
+    repeated = sorted({str(p) for p in config.corpus if [Path(q).resolve() for q in config.corpus].count(
+        Path(p).resolve()) > 1})
+    if repeated:
+        raise ConfigError(f"corpus file {repeated[0]} given more than once: its documents would be asked twice")
     output = Path(config.output)
     hold_out_paths = [resolve(s) for s in config.hold_out]
     claim_output_file(output, verb="make-synthetic-qa", inputs=[*config.corpus, *hold_out_paths],
                       overwrite=config.overwrite or config.resume)
     parts = output.with_name(output.name + ".parts")
     with OutputLock(output, "make-synthetic-qa"):
+        if output.exists() and not _written_here(output):
+            raise ConfigError(f"{output} was not written by make-synthetic-qa: it is never replaced; choose another "
+                              "file")
         if parts.exists() and not (parts / "owner.json").exists():
             raise ConfigError(f"{parts} exists and was not written by make-synthetic-qa: move it away")
-        if parts.exists() and not config.resume:
+        if config.resume and output.exists() and not parts.exists():
+            raise ConfigError(f"{output} is finished: nothing to resume (--overwrite makes it again)")
+        started = parts.exists() and any(p.name != "owner.json" for p in parts.iterdir())
+        if started and not config.resume:
             if not config.overwrite:
                 raise ConfigError(f"{parts} holds an unfinished run: pass --resume to continue it or --overwrite to "
                                   "start again")
@@ -349,6 +379,9 @@ def make_synthetic_qa(config: SyntheticConfig) -> SyntheticReport:
 
         if config.limit is not None:
             articles = _sample(articles, config.limit, config.seed)
+        if not articles:
+            raise InputError("no question could be made from the corpus (it needs Arabic news-like documents: "
+                             "paragraphs a line, a blank line between documents)", path=config.corpus[0])
         per_type = collections.Counter(qa["answer_type"] for a in articles for p in a["paragraphs"] for qa in p["qas"])
         with atomic_write(output) as f:
             json.dump({"version": FORMAT, "data": articles}, f, ensure_ascii=False)
@@ -356,6 +389,13 @@ def make_synthetic_qa(config: SyntheticConfig) -> SyntheticReport:
     return SyntheticReport(questions=sum(per_type.values()), documents=len(articles),
                            per_type={t: per_type.get(t, 0) for t in config.types},
                            held_out_documents=held_out_documents, gazetteer=gazetteers.sizes())
+
+
+def _written_here(output: Path) -> bool:
+    """Whether `output` is a file this verb wrote: json.dump puts the version first."""
+    with open(output, "rb") as f:
+        head = f.read(200)
+    return head.startswith(b'{"version": "arabert-pipeline synthetic-qa ')
 
 
 def _article(examples: list[dict[str, Any]]) -> dict[str, Any]:
