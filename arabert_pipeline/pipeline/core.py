@@ -172,7 +172,10 @@ class Pipeline:
             examples = [{"id": j, "question": q, "context": c}
                         for j, (q, c) in enumerate(zip(questions[i : i + EXAMPLES_PER_CHUNK],
                                                        contexts[i : i + EXAMPLES_PER_CHUNK]), start=i)]
-            results.extend(self._answer_examples(examples, top_k, allow_no_answer))
+            try:
+                results.extend(self._answer_examples(examples, top_k, allow_no_answer))
+            except InputError as exc:
+                raise self._named(exc, questions, single) from None
         if top_k == 1:
             results = [found[0] if found else None for found in results]
         return results[0] if single else results
@@ -214,6 +217,16 @@ class Pipeline:
         if isinstance(question, str) and isinstance(context, str):
             return as_dicts(found)
         return [as_dicts(result) for result in found]
+
+    def _named(self, exc: InputError, questions: list[str], single: bool) -> InputError:
+        """The model names an example ("example 3"); the caller passed arguments: name the one it cannot read."""
+        found = re.fullmatch(r"example (\d+)", exc.field or "")
+        if found is None:
+            return exc
+        index = int(found.group(1))
+        name = "question" if not self.qa.preprocessor.question(questions[index]).strip() else "context"
+        message = str(exc).removeprefix(f"{exc.field}: ")
+        return InputError(message, field=name if single else f"{name}[{index}]")
 
     def _answer_examples(self, examples: list[dict[str, Any]], top_k: int,
                          allow_no_answer: bool = False) -> "list[list[Answer]]":
