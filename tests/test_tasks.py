@@ -110,8 +110,12 @@ def test_the_standalone_export_never_replaces_what_it_did_not_write(task_models,
     (foreign / "notes.txt").write_text("mine")
     with pytest.raises(ConfigError, match="not written by `arabert-pipeline export-onnx --standalone`"):
         main(["--debug", "export-onnx", str(task_models.cls), "--standalone", str(foreign), "--overwrite"])
-    with pytest.raises(ConfigError, match="is or holds the model dir"):
-        main(["--debug", "export-onnx", str(task_models.cls), "--standalone", str(task_models.cls)])
+    for inside in (task_models.cls, task_models.cls / "int8"):
+        with pytest.raises(ConfigError, match="is, holds or lies inside the model dir"):
+            main(["--debug", "export-onnx", str(task_models.cls), "--standalone", str(inside)])
+    assert not (task_models.cls / "int8").exists()
+    with pytest.raises(ConfigError, match="nowhere: no such model directory"):
+        main(["--debug", "export-onnx", str(tmp_path / "nowhere"), "--standalone", str(tmp_path / "x")])
     with pytest.raises(ConfigError, match="not a classification or NER model dir"):
         main(["--debug", "export-onnx", str(task_models.root / "encoder"), "--standalone", str(tmp_path / "x")])
     shipped = tmp_path / "shipped"

@@ -98,10 +98,14 @@ def check_tokenizer(model_dir: Path) -> None:
 def claim_standalone(model_dir: str | os.PathLike, target: str | os.PathLike, *, overwrite: bool = False) -> None:
     """Refuse, before any work, a TARGET that `standalone` may not write."""
     model_dir, target = Path(model_dir), Path(target)
+    if not model_dir.is_dir():
+        raise ConfigError(f"{model_dir}: no such model directory")
     if task_of(model_dir) not in TASK_HEADS:
         raise ConfigError(f"--standalone: {model_dir} is not a classification or NER model dir")
-    if target.resolve() in (model_dir.resolve(), *model_dir.resolve().parents):
-        raise ConfigError(f"--standalone {target} is or holds the model dir {model_dir}: choose a new directory")
+    if target.resolve() == model_dir.resolve() or model_dir.resolve() in target.resolve().parents \
+            or target.resolve() in model_dir.resolve().parents:
+        raise ConfigError(f"--standalone {target} is, holds or lies inside the model dir {model_dir}: choose a "
+                          "directory outside it")
     claim_output_dir(target, STANDALONE, inputs=[model_dir], overwrite=overwrite)
 
 
