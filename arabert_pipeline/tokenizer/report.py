@@ -17,7 +17,7 @@ import os
 import sys
 from pathlib import Path
 
-from ..artifacts import atomic_write, check_input_file
+from ..artifacts import atomic_write, check_input_file, portable_path
 from ..errors import InputError
 
 WORD_PATTERN = r"[\p{L}\p{M}\p{N}]+"
@@ -113,9 +113,10 @@ def tokenizer_report(tokenizers: list[tuple[str, str, str | None]], text: str | 
                                        for line in _bar(lines, progress, f"preprocessing ({preprocessing})")]
     stats = []
     for name, source, tokenizer, preprocessing in loaded:
-        stats.append(_measure(name, str(source), tokenizer, preprocessing, prepared[preprocessing], lines, words,
-                              batch_size))
-    described = {"text": str(text), "lines": len(lines), "words": sum(len(w) for w in words)}
+        stats.append(_measure(name, portable_path(source), tokenizer, preprocessing, prepared[preprocessing], lines,
+                              words, batch_size))
+    # Paths as they leave this machine: a report is committed (notebooks/results/).
+    described = {"text": portable_path(text), "lines": len(lines), "words": sum(len(w) for w in words)}
     return stats, described
 
 
