@@ -1,7 +1,7 @@
 """Writes notebooks/evaluation.ipynb; the cells below are the notebook's source of truth.
 
     python notebooks/make_evaluation_notebook.py            # the notebook without outputs
-    python notebooks/make_evaluation_notebook.py --execute  # run it on $ARABERT_PIPELINE_EVAL_DIR or notebooks/results/table6
+    python notebooks/make_evaluation_notebook.py --execute  # run it on $ARABERT_PIPELINE_EVAL_DIR or notebooks/results/table6/test
                                                             # and store the outputs (what is committed)
 """
 from __future__ import annotations
@@ -26,7 +26,7 @@ The committed results live in `notebooks/results/`, one folder per experiment, e
 in its section: `table6/` (`scripts/reproduce_table6.sh`), `default-model/` (`scripts/train_default_model.sh`),
 `qa-levers/` (`scripts/qa_levers.sh`), `objectives/` (`scripts/compare_objectives.sh`), `architectures/`
 (`scripts/compare_architectures.sh`). The first sections read
-`table6/`; set `ARABERT_PIPELINE_EVAL_DIR` to read another run there instead. To refresh the notebook after a
+`table6/test/` (the test report of the Table 6 comparison; its dev report is in `table6/dev/`); set `ARABERT_PIPELINE_EVAL_DIR` to read another run there instead. To refresh the notebook after a
 script has rewritten its folder:
 
 ```
@@ -41,7 +41,7 @@ from IPython.display import Image, Markdown, display
 from arabert_pipeline.evaluate import load, metrics, report, tables
 
 RESULTS = Path("results")  # the committed experiments, beside this notebook
-RUN = load.results_dir(default=RESULTS / "table6")  # or $ARABERT_PIPELINE_EVAL_DIR
+RUN = load.results_dir(default=RESULTS / "table6" / "test")  # or $ARABERT_PIPELINE_EVAL_DIR
 results = load.load_results(RUN)
 DATASETS = list(results["datasets"])
 print("run directory:", os.path.relpath(RUN))
@@ -49,12 +49,15 @@ print("datasets:     ", ", ".join(DATASETS))
 print("reference:    ", results["reference"], "(paired differences are taken against it)")
 display(Markdown(tables.systems_table(results)))"""),
     ("md", """\
-**What "mBERT" means here.** With network access, `bert-base-multilingual-cased`. Offline, it is a model of the same
-size as ours, pretrained with the same compute on the same corpus, but with mBERT's WordPiece vocabulary
-(`shared/data/vocab/mbert-cased-vocab.txt`) on unsegmented text. The AraBERT paper argues that an Arabic-specific
-vocabulary (and Farasa segmentation) beats mBERT's multilingual vocabulary; this offline "mBERT" isolates exactly that
-variable. Baselines (`first-sentence`, `random-sentence`) need no model: they answer with a whole sentence of the
-context and are reference rows, not competitors."""),
+**What is compared.** Three encoders that differ only in preprocessing + tokenizer (`scripts/reproduce_table6.sh`,
+docs/experiments/table6.md): AraBERTv1-style (Farasa-segmented text, SentencePiece unigram 32k), AraBERTv0.1-style
+(normalized unsegmented text, unigram 32k) and "mBERT", which offline means mBERT's cased WordPiece vocabulary
+(`shared/data/vocab/mbert-cased-vocab.txt`, 119,547 entries) on raw text, not `bert-base-multilingual-cased`. Each is
+the same DeBERTa-v2 L4/H256 pretrained for the same 60 core-minutes on the same corpus, fine-tuned twice (seeds 0
+and 1, labels `-s0`, `-s1`) with the same QA recipe, its decoder chosen on dev. The AraBERT paper argues that an
+Arabic-specific vocabulary (and Farasa segmentation) beats mBERT's multilingual one; these rows isolate exactly
+that variable. Baselines (`first-sentence`, `random-sentence`, `tfidf-sentence`, ...) need no model: they answer with
+a whole sentence or a span picked by word overlap and are reference rows, not competitors."""),
     ("md", """\
 ## Two ways to score an answer
 
@@ -163,10 +166,10 @@ else:
 
 The AraBERT paper reports EM / F1 / SM on ARCD-test with SOQAL's script, so the comparable column here is the SOQAL
 variant. The settings differ plainly: the paper's models are BERT-base (12 layers, hidden 768) pretrained on ~24 GB
-(AraBERT) or 104 Wikipedias (mBERT) and fine-tuned with Arabic-SQuAD's 48k questions; ours are small models
-pretrained on a 17.7M-word news corpus and, offline, fine-tuned on ARCD-train + XQuAD-ar + MLQA-ar dev. The question
-the comparison can answer is whether the *ordering* of vocabularies holds at small scale, not whether the absolute
-numbers match."""),
+(AraBERT) or 104 Wikipedias (mBERT) and fine-tuned with Arabic-SQuAD's 48k questions; ours are L4/H256 models
+pretrained for 60 core-minutes on a 17.7M-word news corpus and fine-tuned offline on ARCD-train (less the arcd-dev
+articles) + XQuAD-ar. The question the comparison can answer is whether the *ordering* of vocabularies holds at small
+scale, not whether the absolute numbers match."""),
     ("code", """\
 paper = results["paper_table6"]
 lines = ["| model | EM | F1 | SM | source |", "|---|---|---|---|---|"]
@@ -177,6 +180,19 @@ if "arcd-test" in results["datasets"]:
         lines.append(f"| {label} | {s['soqal_em']['mean']:.1f} | {s['soqal_f1']['mean']:.1f} | "
                      f"{s['soqal_sm']['mean']:.1f} | this run, SOQAL variant |")
 display(Markdown(paper["note"] + "\\n\\n" + "\\n".join(lines)))"""),
+    ("md", """\
+### The verdict's evidence: seeds, seed means, tokenization
+
+`pooled.md` pools ARCD-test and TyDiQA-ar dev, paired against the AraBERTv1-style model's first seed, and then
+averages each system's two fine-tuning seeds per question before the paired bootstrap (the sharper comparison);
+`seeds.md` puts each system's seed spread beside one seed's CI width; `tokenization.md` measures what each tokenizer
+does to the test questions (tokens per word, questions that fit one window, answers exact in tokens, answers that
+start inside a word). The dev report (`table6/dev/`) shows the same systems on the dev sets their decoders were
+chosen on."""),
+    ("code", """\
+for name in ("pooled.md", "seeds.md", "tokenization.md"):
+    if (RUN / name).exists():
+        display(Markdown((RUN / name).read_text(encoding="utf-8")))"""),
     ("md", """\
 ## The shipped default model on the test sets
 
@@ -206,6 +222,14 @@ def show_run(directory, plotted="arcd-test"):
 
 
 show_run(RESULTS / "default-model")"""),
+    ("md", """\
+## The Table 6 comparison on dev
+
+`notebooks/results/table6/dev/`: the encoders of the first sections on arcd-dev + MLQA-ar dev, where each model's
+decoder (sentence prior and temperature, answers inside one sentence, expected-F1 decoding) was chosen. Nothing was
+chosen after the test report was written."""),
+    ("code", """\
+show_run(RESULTS / "table6" / "dev", plotted="arcd-dev")"""),
     ("md", """\
 ## The choice of the shipped default, on dev
 
