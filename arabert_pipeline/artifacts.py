@@ -377,7 +377,9 @@ def read_text_file(path: str | os.PathLike, *, max_bytes: int = MAX_JSON_FILE_BY
     try:
         return data.decode("utf-8-sig" if bom else "utf-8")
     except UnicodeDecodeError as exc:
-        raise InputError(f"not UTF-8 ({exc})", path=path) from exc
+        line = data.count(b"\n", 0, exc.start) + 1  # where to look, in the editor the user will open
+        raise InputError(f"not UTF-8 ({exc.reason} at byte {exc.start + 1:,} of the file)", path=path,
+                         line=line) from exc
 
 
 def read_json_file(path: str | os.PathLike, *, max_bytes: int = MAX_JSON_FILE_BYTES,

@@ -128,3 +128,10 @@ def test_evaluate_reads_a_file_of_any_name_with_format_and_names_a_predicted_lab
         main(argv)
     with pytest.raises(InputError, match=r"p\.jsonl: line 1: label: label 'POSITIVE' is not a class of the data"):
         main([*argv, "--format", "csv"])
+
+
+def test_a_file_that_is_not_utf8_names_its_line(tmp_path):
+    path = tmp_path / "cp1256.csv"
+    path.write_bytes("text,label\nجيد,POS\n".encode("utf-8") + "سيء,NEG\n".encode("cp1256"))
+    with pytest.raises(InputError, match=r"cp1256\.csv: line 3: not UTF-8 \(invalid .* at byte 23 of the file\)"):
+        read_texts(path)
