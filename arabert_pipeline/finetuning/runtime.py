@@ -237,7 +237,7 @@ def int4_model(path: Path) -> bytes:
                                           op_types_to_quantize=("MatMul", "Gather"),
                                           quant_axes=(("MatMul", 0), ("Gather", 1)))
     previous = logging.root.manager.disable
-    logging.disable(logging.INFO)  # the quantizer logs every node it visits
+    logging.disable(logging.WARNING)  # the quantizer logs every node it visits, and the IR version it raises to 10
     try:
         # An all-zero block (the padding token's embedding) has scale 0: the quantizer divides by it and then keeps 0
         # for it, numpy warning of the discarded 0/0 meanwhile.
