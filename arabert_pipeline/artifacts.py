@@ -377,9 +377,10 @@ def read_text_file(path: str | os.PathLike, *, max_bytes: int = MAX_JSON_FILE_BY
     try:
         return data.decode("utf-8-sig" if bom else "utf-8")
     except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1  # where to look, in the editor the user will open
-        raise InputError(f"not UTF-8 ({exc.reason} at byte {exc.start + 1:,} of the file)", path=path,
-                         line=line) from exc
+        # Where to look, in the editor the user will open: utf-8-sig counts from after the byte-order mark.
+        at = exc.start + (3 if bom and data.startswith(b"\xef\xbb\xbf") else 0)
+        line = data.count(b"\n", 0, at) + 1
+        raise InputError(f"not UTF-8 ({exc.reason} at byte {at + 1:,} of the file)", path=path, line=line) from exc
 
 
 def read_json_file(path: str | os.PathLike, *, max_bytes: int = MAX_JSON_FILE_BYTES,

@@ -87,7 +87,9 @@ def main(report: Path, names: list[str]) -> None:
             paired = paired_bootstrap(a, table[old], resamples=10_000, seed=0)
             print((row if i == 0 else "| | | | | | |") + f" {old} | {cell(paired, 0)} | {cell(paired, 1)} |")
     groups = seed_groups(names)
-    if groups:
+    first = SEED.match(names[0])
+    if first and first.group(1) in groups:  # the reference must be the first SYSTEM's seeds, as above
+        groups = {first.group(1): groups.pop(first.group(1)), **groups}
         seed_mean_table(report, datasets, groups)
 
 

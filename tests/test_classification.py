@@ -135,3 +135,6 @@ def test_a_file_that_is_not_utf8_names_its_line(tmp_path):
     path.write_bytes("text,label\nجيد,POS\n".encode("utf-8") + "سيء,NEG\n".encode("cp1256"))
     with pytest.raises(InputError, match=r"cp1256\.csv: line 3: not UTF-8 \(invalid .* at byte 23 of the file\)"):
         read_texts(path)
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())  # counted from the file's first byte, mark included
+    with pytest.raises(InputError, match=r"cp1256\.csv: line 3: not UTF-8 \(invalid .* at byte 26 of the file\)"):
+        read_texts(path)

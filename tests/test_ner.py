@@ -148,6 +148,8 @@ def test_words_reach_their_first_token_through_farasa_segmentation():
 @pytest.mark.parametrize("lines, message", [
     (['{"id": "1", "tags": ["O", "X", "B-LOC"]}'], r"p\.jsonl: line 1: tags\[1\]: tag 'X': expected O, B-TYPE or I-TYPE"),
     (['{"id": "1", "tags": ["O", "O"]}'], r"p\.jsonl: line 1: id 1: 2 tags for a sentence of 3 words"),
+    (['{"id": "1", "tags": ["O", "B-MISC", "B-LOC"]}'],
+     r"p\.jsonl: line 1: tags\[1\]: tag 'B-MISC': MISC is not an entity type of the data \(LOC, PERS\)"),
     (['{"id": "1", "tags": ["O", "O", "O"]}', '{"id": "1", "tags": ["O", "O", "O"]}'],
      r"p\.jsonl: line 2: id: a second prediction for id 1 \(the first is on line 1\)"),
 ])

@@ -193,6 +193,15 @@ def test_a_file_it_did_not_write_is_never_replaced_and_a_failed_start_blocks_not
     run(corpus, tmp_path / "fixed.json", overwrite=True)  # its own output: replaced
 
 
+def test_a_corpus_that_gives_no_question_is_an_error_that_leaves_nothing_behind(tmp_path):
+    empty = tmp_path / "short.txt"
+    empty.write_text("خبر قصير\n\nخبر آخر\n", encoding="utf-8")
+    for _ in range(2):  # the second run is refused for the same reason, not sent to --resume
+        with pytest.raises(ArabertPipelineError, match="no question could be made from the corpus"):
+            run([str(empty)], tmp_path / "none.json")
+    assert not (tmp_path / "none.json").exists() and not (tmp_path / "none.json.parts").exists()
+
+
 def test_a_preprocessed_or_repeated_corpus_is_refused(corpus, tmp_path):
     segmented = tmp_path / "segmented.txt"
     segmented.write_text("و+ قال ال+ رئيس\n", encoding="utf-8")

@@ -302,6 +302,8 @@ def test_evaluate_resolves_a_shipped_models_name_as_pipeline_does(tmp_path, monk
     monkeypatch.setattr("arabert_pipeline.artifacts.PACKAGED_MODELS_DIR", tmp_path / "models")
     assert shipped_or_given("model", "arabert-sentiment") == ("model", str(tmp_path / "models" / "arabert-sentiment"))
     assert shipped_or_given("model", "arabert") == ("model", str(tmp_path / "models" / "arabert-mini"))
+    assert shipped_or_given("model", "arabert", "ner") == ("model", str(tmp_path / "models" / "arabert-ner"))
+    assert shipped_or_given("model", "arabert", "classification")[1].endswith("arabert-sentiment")
     assert shipped_or_given("model", "aubmindlab/bert-base-arabertv02") == ("model", "aubmindlab/bert-base-arabertv02")
     assert shipped_or_given("predictions", "arabert-ner") == ("predictions", "arabert-ner")
     monkeypatch.chdir(tmp_path)

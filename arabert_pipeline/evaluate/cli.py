@@ -98,18 +98,23 @@ REPORT_OUTPUT_NAMES = ("results.json", "table.md", "table.csv", "per_question", 
                        "pooled.md", "seeds.md", "tokenization.md")
 
 
-def shipped_or_given(kind: str, source: str) -> tuple[str, str]:
+# "arabert" names the shipped model of each task, as Pipeline("arabert", task=...) reads it.
+_DEFAULT_OF_TASK = {"qa": "arabert-mini", "classification": "arabert-sentiment", "ner": "arabert-ner"}
+
+
+def shipped_or_given(kind: str, source: str, task: str = "qa") -> tuple[str, str]:
     """A --model naming a model shipped in the package (arabert, arabert-sentiment, ...) → its directory there, as
-    Pipeline and serve resolve it; a path that exists, a --predictions file or a hub id as given."""
+    Pipeline resolves it; a path that exists, a --predictions file or a hub id as given."""
     from ..artifacts import PACKAGED_MODELS_DIR, SHIPPED_MODELS
 
     if kind == "model" and source in SHIPPED_MODELS and not Path(source).exists():
-        return kind, str(PACKAGED_MODELS_DIR / SHIPPED_MODELS[source])
+        folder = _DEFAULT_OF_TASK[task] if source == "arabert" else SHIPPED_MODELS[source]
+        return kind, str(PACKAGED_MODELS_DIR / folder)
     return kind, source
 
 
 def run(args: argparse.Namespace) -> int:
-    args.systems = [shipped_or_given(kind, source) for kind, source in args.systems]
+    args.systems = [shipped_or_given(kind, source, args.task) for kind, source in args.systems]
     if args.task != "qa":
         return run_task(args)
     from ..errors import ConfigError
@@ -119,6 +124,10 @@ def run(args: argparse.Namespace) -> int:
 
     if args.resamples < 100:
         raise ConfigError(f"--resamples {args.resamples}: use at least 100")
+    task_flags = [flag for flag, value in (("--format", args.format), ("--metric", args.metric),
+                                           ("--vectors", args.vectors)) if value]
+    if task_flags:
+        raise ConfigError(f"{', '.join(task_flags)}: flags of --task classification / ner, not of QA")
     if args.limit is not None and args.limit < 1:
         raise ConfigError(f"--limit {args.limit}: use a positive number of questions")
     logs = []

@@ -190,10 +190,13 @@ class NERTask(Task):
             raise InputError("expected a list of tags 'tags'", path=path, line=line, field="tags")
         for i, tag in enumerate(tags):
             try:
-                split_tag(tag)
+                _, kind = split_tag(tag)
             except ValueError:
                 raise InputError(f"tag {tag!r}: expected O, B-TYPE or I-TYPE", path=path, line=line,
                                  field=f"tags[{i}]") from None
+            if kind and kind not in self.types:  # its entities would be left out of the counts, not scored as wrong
+                raise InputError(f"tag {tag!r}: {kind} is not an entity type of the data ({', '.join(self.types)})",
+                                 path=path, line=line, field=f"tags[{i}]")
         return tags
 
     def prediction_problem(self, example: dict, prediction) -> str | None:

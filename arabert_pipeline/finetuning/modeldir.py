@@ -33,8 +33,8 @@ def recorded_preprocessing(source: object, metadata: dict[str, Any], given: str 
     from ..preprocess.preprocessor import preprocessing_name
 
     stored = metadata.get("preprocessing")
-    if given is not None:
-        preprocessing_name(given)  # an unknown name is named as such, not as a mismatch with the model's
+    if given is not None:  # an AraBERT model name stands for its preprocessing; an unknown name is refused as such
+        given = preprocessing_name(given)
     if stored and given and stored != given:
         raise ConfigError(f"{source} was trained with preprocessing {stored!r}, not {given!r}")
     name = given or stored

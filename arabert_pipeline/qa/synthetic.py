@@ -380,8 +380,11 @@ def make_synthetic_qa(config: SyntheticConfig) -> SyntheticReport:
         if config.limit is not None:
             articles = _sample(articles, config.limit, config.seed)
         if not articles:
-            raise InputError("no question could be made from the corpus (it needs Arabic news-like documents: "
-                             "paragraphs a line, a blank line between documents)", path=config.corpus[0])
+            shutil.rmtree(parts)  # nothing to resume: the same inputs would give nothing again
+            why = (f"the leakage guard left out {held_out_documents} document(s) and the others gave none"
+                   if held_out_documents else "it needs Arabic news-like documents: paragraphs a line, a blank line "
+                                              "between documents")
+            raise InputError(f"no question could be made from the corpus ({why})", path=", ".join(config.corpus))
         per_type = collections.Counter(qa["answer_type"] for a in articles for p in a["paragraphs"] for qa in p["qas"])
         with atomic_write(output) as f:
             json.dump({"version": FORMAT, "data": articles}, f, ensure_ascii=False)
