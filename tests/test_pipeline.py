@@ -352,6 +352,7 @@ def test_cli_jsonl_round_trip(model_dir, tmp_path, capsys):
     ('{"question": "؟!", "context": "تقع البتراء في الأردن"}', "line 2: question: has no letter or digit"),
     ('{"question": "أين؟", "context": "   "}', "line 2: context: is empty"),
     ('{"id": "demo-nile", "question": "أين؟", "context": "في الأردن"}', "line 2: id: duplicate id 'demo-nile'"),
+    ('{"question": "أين؟", "context": "ـــــ"}', "line 2: context: nothing left after 'arabertv02' preprocessing"),
 ])
 def test_cli_bad_line_is_named(model_dir, tmp_path, capsys, line, expected):
     source = tmp_path / "in.jsonl"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -98,8 +99,16 @@ def run_answer(args: argparse.Namespace) -> int:
         for rank, answer in enumerate((found or [None]) if args.top_k > 1 else [found], start=1):
             print(_describe(answer, rank if args.top_k > 1 else None))
         return 0
-    results = pipeline.answer([e["question"] for e in examples], [e["context"] for e in examples], top_k=args.top_k,
-                              allow_no_answer=args.allow_no_answer)
+    try:
+        results = pipeline.answer([e["question"] for e in examples], [e["context"] for e in examples],
+                                  top_k=args.top_k, allow_no_answer=args.allow_no_answer)
+    except InputError as exc:  # Pipeline names question[i] / context[i]: name the file's line instead
+        found = re.fullmatch(r"(question|context)\[(\d+)\]", exc.field or "")
+        if found is None or not args.input:
+            raise
+        message = str(exc).removeprefix(f"{exc.field}: ")
+        raise InputError(message, path=args.input, line=examples[int(found.group(2))]["line"],
+                         field=found.group(1)) from None
     if args.demo:
         print_demo(examples, results, args.top_k)
         return 0
@@ -130,7 +139,7 @@ def read_jsonl(path: Path, max_context_chars: int | None = MAX_CONTEXT_CHARS,
             problem = text_problem(record[field], limit, field)
             if problem is not None:
                 raise InputError(problem, path=path, line=number, field=field)
-        examples.append({"id": qid, "question": record["question"], "context": record["context"]})
+        examples.append({"id": qid, "question": record["question"], "context": record["context"], "line": number})
     if not examples:
         raise InputError("no questions in the file", path=path)
     return examples
