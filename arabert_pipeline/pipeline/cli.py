@@ -103,12 +103,11 @@ def run_answer(args: argparse.Namespace) -> int:
         results = pipeline.answer([e["question"] for e in examples], [e["context"] for e in examples],
                                   top_k=args.top_k, allow_no_answer=args.allow_no_answer)
     except InputError as exc:  # Pipeline names question[i] / context[i]: name the file's line instead
-        found = re.fullmatch(r"(question|context)\[(\d+)\]", exc.field or "")
-        if found is None or not args.input:
+        failing = failing_item(exc)
+        if failing is None or not args.input:
             raise
-        message = str(exc).removeprefix(f"{exc.field}: ")
-        raise InputError(message, path=args.input, line=examples[int(found.group(2))]["line"],
-                         field=found.group(1)) from None
+        index, field, message = failing
+        raise InputError(message, path=args.input, line=examples[index]["line"], field=field) from None
     if args.demo:
         print_demo(examples, results, args.top_k)
         return 0
@@ -165,6 +164,15 @@ def json_records(path: Path):
         if isinstance(qid, str) and surrogate_problem(qid) is not None:
             raise InputError(surrogate_problem(qid), path=path, line=number, field="id")
         yield number, qid, record
+
+
+def failing_item(exc: InputError) -> tuple[int, str, str] | None:
+    """(i, field, message) of a pipeline error naming item i of a list (`context[3]`, `inputs[3]`), for a verb to name
+    the line it read that item from; None for any other error."""
+    found = re.fullmatch(r"(\w+)\[(\d+)\]", exc.field or "")
+    if found is None:
+        return None
+    return int(found.group(2)), found.group(1), str(exc).removeprefix(f"{exc.field}: ")
 
 
 def text_lines(path: Path, stream=None):

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -85,7 +84,7 @@ def read_texts(path: Path, max_chars: int, stream=None) -> list[dict[str, Any]]:
 
 def run_task_verb(args: argparse.Namespace) -> int:
     from ..outputs import claim_output_file
-    from .cli import _utf8_stdout
+    from .cli import _utf8_stdout, failing_item
     from .tasks import resolve_task_model, task_backend, task_pipeline
 
     for flag, value in (("--max-chars", args.max_chars), ("--batch-size", args.batch_size),
@@ -126,13 +125,14 @@ def run_task_verb(args: argparse.Namespace) -> int:
         else:
             lines = [{"id": r["id"], "entities": found} for r, found in zip(records, pipeline(texts))]
     except InputError as exc:  # the pipeline names inputs[i]: name the argument or the file's line instead
-        index = re.fullmatch(r"inputs\[(\d+)\]", exc.field or "")
-        if index is None:
+        failing = failing_item(exc)
+        if failing is None:
             raise
-        record, message = records[int(index.group(1))], str(exc).removeprefix(f"{exc.field}: ")
+        index, _, message = failing
+        line = records[index]["line"]
         if source is None:
-            raise InputError(message, field=f"TEXT {record['line']}") from None
-        raise InputError(message, path=source, line=record["line"], field="text") from None
+            raise InputError(message, field=f"TEXT {line}") from None
+        raise InputError(message, path=source, line=line, field="text") from None
     out = [json.dumps(line, ensure_ascii=False) + "\n" for line in lines]
     if args.output is None:
         _utf8_stdout()

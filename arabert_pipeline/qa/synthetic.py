@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import difflib
 import hashlib
 import json
 import shutil
@@ -229,8 +230,6 @@ def _copied(clause: str, context: str, share: float = 0.8) -> bool:
     """Whether the context holds the question's clause nearly word for word: runs of two or more of its words, in its
     order, covering `share` of it. The answer taken out of the middle of the clause leaves the context's copy split
     in two around it, which a substring test would miss."""
-    import difflib
-
     asked, read = _normalized(clause).split(), _normalized(context).split()
     if not asked:
         return False
@@ -309,10 +308,10 @@ def make_synthetic_qa(config: SyntheticConfig) -> SyntheticReport:
             raise InputError(f"preprocessed with {preprocessing!r} (its sidecar says so): the questions are made from "
                              "raw text, as the QA sets hold it; give the corpus before `arabert-pipeline preprocess`",
                              path=path)
-    repeated = sorted({str(p) for p in config.corpus if [Path(q).resolve() for q in config.corpus].count(
-        Path(p).resolve()) > 1})
-    if repeated:
-        raise ConfigError(f"corpus file {repeated[0]} given more than once: its documents would be asked twice")
+    resolved = [Path(p).resolve() for p in config.corpus]
+    repeated = next((p for p, r in zip(config.corpus, resolved) if resolved.count(r) > 1), None)
+    if repeated is not None:
+        raise ConfigError(f"corpus file {repeated} given more than once: its documents would be asked twice")
     output = Path(config.output)
     hold_out_paths = [resolve(s) for s in config.hold_out]
     claim_output_file(output, verb="make-synthetic-qa", inputs=[*config.corpus, *hold_out_paths],

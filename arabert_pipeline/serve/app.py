@@ -256,21 +256,14 @@ class Answerer:
             found = pipeline.answer([q for q, _ in pairs], [c for _, c in pairs], top_k=options.top_k,
                                     allow_no_answer=options.allow_no_answer)
         except InputError as exc:
-            if len(pairs) == 1:
-                return [self._named(exc, *pairs[0])]
+            if len(pairs) == 1:  # Pipeline.answer names the argument it cannot read: question[0] or context[0]
+                field = (exc.field or "context").split("[")[0]
+                return [PairError(field, str(exc).removeprefix(f"{exc.field}: "))]
             # One pair the model cannot read (e.g. nothing left after preprocessing) fails alone.
             return [self(options, [pair])[0] for pair in pairs]
         if options.top_k == 1:
             return [[] if answer is None else [answer] for answer in found]
         return [list(answers) for answers in found]
-
-    def _named(self, exc: InputError, question: str, context: str) -> PairError:
-        """The model's InputError names an example index; the client needs the field."""
-        message = str(exc)
-        if exc.field and message.startswith(f"{exc.field}: "):
-            message = message[len(exc.field) + 2:]
-        blank_question = not self.pipeline.qa.preprocessor.question(question).strip()
-        return PairError("question" if blank_question else "context", message)
 
 
 def answer_json(answers) -> dict[str, Any]:
