@@ -10,6 +10,13 @@
 #                      $MINUTES of wall clock, then the exported model, its weights in fp16, as a tar cut into
 #                      15 MiB pieces in OUT, with the run's log. Uses the package from this checkout (PYTHONPATH),
 #                      and the machine's own torch / transformers / tokenizers.
+#   continue DIR OUT   on the GPU, for a second lease: DIR holds the encoder as pieces (what run returned), the corpus
+#                      (corpus.txt.xz), a synthetic SQuAD set (train.json.xz) and a data root (data/: the QA sets that
+#                      $TRAIN, $DEV and $HOLD_OUT name). The encoder's pretraining continues for $MINUTES (lr $LR, warm-up
+#                      and linear decay again), then the whole QA recipe of scripts/train_default_model.sh step 4 runs:
+#                      the synthetic stage, the real sets (epoch chosen on $DEV), the negatives stage. The last stage
+#                      that finished comes back as pieces, with the pretraining and fine-tuning logs; every stage gets
+#                      what is left of $HARD_LIMIT seconds, so something always comes back.
 #   unpack OUT MODEL   here again: the pieces joined into the model directory MODEL, weights back in fp32, ready for
 #                      `arabert-pipeline finetune --model MODEL`.
 #   qa DIR OUT         on the GPU: DIR holds an encoder as pieces (model.tar.part-*, what run returned) and a SQuAD
@@ -20,10 +27,10 @@
 # The model is the same DeBERTa recipe as the shipped encoder (scripts/train_default_model.sh step 3), deeper and
 # wider ($SIZE, default L6-H384: ~23 M parameters, 44 MiB in fp16), with GPU-sized batches. CPU test at tiny size:
 # tests/test_gpu_pretrain_script.py. Variables: ARABERT_PIPELINE_DATA (prepare), SIZE, MINUTES, BATCH, LR, SEQ, and for qa EPOCHS, STRIDE,
-# SAVE_STEPS, HARD_LIMIT (seconds).
+# SAVE_STEPS, HARD_LIMIT (seconds), and for continue TRAIN, DEV, HOLD_OUT (data set names or files).
 set -euo pipefail
 
-mode=${1:?usage: gpu_pretrain.sh prepare DIR | run DIR OUT | unpack OUT MODEL | qa DIR OUT}
+mode=${1:?usage: gpu_pretrain.sh prepare DIR | run DIR OUT | unpack OUT MODEL | qa DIR OUT | continue DIR OUT}
 here=$(cd "$(dirname "$0")/.." && pwd)
 python=${PYTHON:-python3}
 ship=$here/arabert_pipeline/models/arabert-mini
@@ -123,6 +130,55 @@ qa)
     pack "$work/qa" "$out"
     ls -l "$out"
     ;;
+continue)
+    dir=${2:?continue DIR OUT} out=${3:?continue DIR OUT}
+    mkdir -p "$out"
+    work=${WORK:-/tmp/gpu-continue}
+    deadline=$(( $(date +%s) + ${HARD_LIMIT:-500} ))
+    # seconds left for a stage: what remains before the deadline, less 30 for packing
+    left() { echo $(( deadline - $(date +%s) - 30 )); }
+    exec > >(tee -a "$out/run.log") 2>&1
+    nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
+    export PYTHONPATH=$here${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 ARABERT_PIPELINE_DATA=$dir/data
+    mkdir -p "$work"
+    bash "$0" unpack "$dir" "$work/encoder"
+    xz -dc "$dir/train.json.xz" > "$work/synthetic.json"
+    read -r -a train <<< "${TRAIN:-arcd-train-rest xquad-ar}"
+    read -r -a dev <<< "${DEV:-arcd-dev mlqa-ar-dev}"
+    read -r -a hold_out <<< "${HOLD_OUT:-arcd-test tydiqa-goldp-ar-dev}"
+    qa=(--question-overlap --max-seq-length "${SEQ:-256}" --doc-stride "${STRIDE:-128}" --skip-misaligned --seed 0
+        --no-progress)
+    real=(--train "${train[@]}" --dev "${dev[@]}" --hold-out "${hold_out[@]}" --drop-leaking-train)
+    # stage NAME ARGS...: runs one arabert-pipeline verb into $work/NAME within the time left; the last stage that
+    # finished is what gets packed, so a stage after one that did not finish is skipped.
+    last=""
+    stage() {
+        local name=$1; shift
+        if [ -n "$last" ] && [ ! -f "$work/$last/model.safetensors" ]; then echo "skipped $name"; return; fi
+        local began status=0 budget; began=$(date +%s); budget=$(left)
+        if [ "$budget" -le 10 ]; then echo "no time left for $name"; return; fi
+        timeout -s INT "$budget" "$python" -m arabert_pipeline.cli "$@" -o "$work/$name" || status=$?
+        echo "$name exit $status after $(( $(date +%s) - began )) s"
+        [ -f "$work/$name/model.safetensors" ] && last=$name
+        return 0
+    }
+    stage pretrain pretrain --init-from "$work/encoder" --tokenizer "$work/encoder" --corpus "$dir/corpus.txt.xz" \
+        --objective mlm --architecture deberta-v2 --enhanced-mask-decoder --max-seq-length 256 --whole-word-masking \
+        --time-budget "${MINUTES:-3.5}" --batch-size "${BATCH:-256}" --lr "${LR:-5e-4}" --warmup 0.06 --dropout 0 \
+        --seed 1 --save-every 1000 --eval-every 500 --log-every 50 --bf16 auto --cache-dir "$work/cache" --no-progress
+    [ -f "$work/pretrain/log.jsonl" ] && cp "$work/pretrain/log.jsonl" "$out/pretrain-log.jsonl"
+    stage synthetic finetune --model "$work/pretrain" --train "$work/synthetic.json" --epochs 1 --lr 3e-4 \
+        --batch-size 64 --save-steps 100000 "${qa[@]}"
+    stage real finetune --model "$work/synthetic" "${real[@]}" --epochs 4 --patience 1 --lr 3e-4 --batch-size 32 \
+        --save-steps 100000 "${qa[@]}"
+    [ -f "$work/real/log.jsonl" ] && cp "$work/real/log.jsonl" "$out/real-log.jsonl"
+    stage negatives finetune --model "$work/real" "${real[@]}" --negatives --epochs 2 --patience 1 --lr 1e-4 \
+        --batch-size 32 --save-steps 100000 "${qa[@]}"
+    if [ -z "$last" ]; then echo "no stage finished: nothing to pack"; exit 1; fi
+    echo "packing $last"
+    pack "$work/$last" "$out"
+    ls -l "$out"
+    ;;
 unpack)
     out=${2:?unpack OUT MODEL} model=${3:?unpack OUT MODEL}
     if [ -e "$model" ]; then echo "$model exists: give a new directory" >&2; exit 2; fi
@@ -141,7 +197,7 @@ EOF
     echo "unpacked into $model"
     ;;
 *)
-    echo "unknown mode $mode: prepare, run or unpack" >&2
+    echo "unknown mode $mode: prepare, run, qa, continue or unpack" >&2
     exit 2
     ;;
 esac

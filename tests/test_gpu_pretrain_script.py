@@ -78,3 +78,32 @@ def test_run_packs_pieces_that_unpack_into_a_loadable_model(tmp_path):
     from arabert_pipeline.artifacts import read_metadata
 
     assert read_metadata(qa_model)["task"] == "question-answering" and (qa_model / "sentence_idf.json").exists()
+
+    # continue: the same pieces, corpus and synthetic set, plus a data root, come back as the last QA stage's model,
+    # with the continued pretraining's log; TRAIN / DEV / HOLD_OUT name files here instead of the registered sets.
+    data = carried / "data"
+    data.mkdir()
+    sets = {}
+    for name, start in (("train", 0), ("dev", 40), ("held", 80)):
+        words = " ".join(" ".join(paragraphs).split()[start:start + 40])
+        answer = words.split()[7]
+        sets[name] = data / f"{name}.json"
+        sets[name].write_text(json.dumps({"data": [{"title": name, "paragraphs": [{"context": words, "qas": [
+            {"id": f"{name}{i}", "question": "ما " + " ".join(words.split()[i:i + 3]) + "؟",
+             "answers": [{"text": answer, "answer_start": words.index(answer)}]} for i in range(12)]}]}]},
+            ensure_ascii=False), encoding="utf-8")
+    continued_out = tmp_path / "continued-out"
+    continued = script("continue", str(carried), str(continued_out), env=dict(
+        env, WORK=str(tmp_path / "continue-work"), BATCH="4", STRIDE="16", MINUTES="0.1",
+        TRAIN=str(sets["train"]), DEV=str(sets["dev"]), HOLD_OUT=str(sets["held"])))
+    assert continued.returncode == 0, continued.stdout + continued.stderr
+    log = (continued_out / "run.log").read_text()
+    for name in ("pretrain", "synthetic", "real", "negatives"):
+        assert f"{name} exit 0" in log, log
+    assert "packing negatives" in log
+    pretrain_log = [json.loads(line) for line in (continued_out / "pretrain-log.jsonl").read_text().splitlines()]
+    assert any("eval_loss" in record for record in pretrain_log)
+    assert (continued_out / "real-log.jsonl").exists()
+    continued_model = tmp_path / "continued-model"
+    assert script("unpack", str(continued_out), str(continued_model), env=env).returncode == 0
+    assert read_metadata(continued_model)["task"] == "question-answering"
