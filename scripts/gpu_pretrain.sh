@@ -16,7 +16,10 @@
 #                      and linear decay again), then the whole QA recipe of scripts/train_default_model.sh step 4 runs:
 #                      the synthetic stage, the real sets (epoch chosen on $DEV), the negatives stage. The last stage
 #                      that finished comes back as pieces, with the pretraining and fine-tuning logs; every stage gets
-#                      what is left of $HARD_LIMIT seconds, so something always comes back.
+#                      what is left of $HARD_LIMIT seconds, so something always comes back. FROM=synthetic: DIR's
+#                      pieces are the synthetic stage's QA model (what an earlier call returned), so only the real
+#                      sets and the negatives run. Wheels in DIR/wheels (camel-tools and emoji, which the dev scoring
+#                      imports and the GPU image lacks: `prepare` downloads them) are installed first.
 #   unpack OUT MODEL   here again: the pieces joined into the model directory MODEL, weights back in fp32, ready for
 #                      `arabert-pipeline finetune --model MODEL`.
 #   qa DIR OUT         on the GPU: DIR holds an encoder as pieces (model.tar.part-*, what run returned) and a SQuAD
@@ -79,6 +82,8 @@ prepare)
         arabert-pipeline preprocess $shards -o "$dir/corpus.txt.xz" --preprocessing arabertv02 \
             --workers "${WORKERS:-2}"
     fi
+    # What `continue` needs on the GPU and its image lacks (pure Python).
+    "$python" -m pip download -q --no-deps -d "$dir/wheels" camel-tools==1.6.0 emoji==2.16.0
     # The shipped model's tokenizer, so the new encoder slots into the same QA pipeline and the same token cache.
     cp "$ship/tokenizer.json" "$ship/tokenizer_config.json" "$dir/tokenizer/"
     "$python" - "$ship" "$dir/tokenizer" <<'EOF'
@@ -141,8 +146,15 @@ continue)
     nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
     export PYTHONPATH=$here${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 ARABERT_PIPELINE_DATA=$dir/data
     mkdir -p "$work"
-    bash "$0" unpack "$dir" "$work/encoder"
-    xz -dc "$dir/train.json.xz" > "$work/synthetic.json"
+    if [ -d "$dir/wheels" ]; then
+        "$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$work/site" \
+            "$dir"/wheels/*.whl
+        export PYTHONPATH=$PYTHONPATH:$work/site
+    fi
+    from=${FROM:-encoder}
+    case "$from" in encoder | synthetic) ;; *) echo "FROM=$from: encoder or synthetic" >&2; exit 2 ;; esac
+    bash "$0" unpack "$dir" "$work/$from"
+    [ "$from" = synthetic ] || xz -dc "$dir/train.json.xz" > "$work/synthetic.json"
     read -r -a train <<< "${TRAIN:-arcd-train-rest xquad-ar}"
     read -r -a dev <<< "${DEV:-arcd-dev mlqa-ar-dev}"
     read -r -a hold_out <<< "${HOLD_OUT:-arcd-test tydiqa-goldp-ar-dev}"
@@ -154,6 +166,7 @@ continue)
     last=""
     stage() {
         local name=$1; shift
+        if [ -f "$work/$name/model.safetensors" ]; then echo "$name: given"; last=$name; return; fi
         if [ -n "$last" ] && [ ! -f "$work/$last/model.safetensors" ]; then echo "skipped $name"; return; fi
         local began status=0 budget; began=$(date +%s); budget=$(left)
         if [ "$budget" -le 10 ]; then echo "no time left for $name"; return; fi
@@ -162,7 +175,7 @@ continue)
         [ -f "$work/$name/model.safetensors" ] && last=$name
         return 0
     }
-    stage pretrain pretrain --init-from "$work/encoder" --tokenizer "$work/encoder" --corpus "$dir/corpus.txt.xz" \
+    [ "$from" = synthetic ] || stage pretrain pretrain --init-from "$work/encoder" --tokenizer "$work/encoder" --corpus "$dir/corpus.txt.xz" \
         --objective mlm --architecture deberta-v2 --enhanced-mask-decoder --max-seq-length 256 --whole-word-masking \
         --time-budget "${MINUTES:-3.5}" --batch-size "${BATCH:-256}" --lr "${LR:-5e-4}" --warmup 0.06 --dropout 0 \
         --seed 1 --save-every 1000 --eval-every 500 --log-every 50 --bf16 auto --cache-dir "$work/cache" --no-progress

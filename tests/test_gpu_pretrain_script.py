@@ -107,3 +107,18 @@ def test_run_packs_pieces_that_unpack_into_a_loadable_model(tmp_path):
     continued_model = tmp_path / "continued-model"
     assert script("unpack", str(continued_out), str(continued_model), env=env).returncode == 0
     assert read_metadata(continued_model)["task"] == "question-answering"
+
+    # FROM=synthetic: the pieces are a QA model after the synthetic stage, so only the real sets and the negatives run
+    # (here the model just returned stands in for it).
+    rest = tmp_path / "rest"
+    rest.mkdir()
+    for piece in continued_out.glob("model.tar.part-*"):
+        (rest / piece.name).write_bytes(piece.read_bytes())
+    (rest / "data").symlink_to(data)
+    rest_out = tmp_path / "rest-out"
+    finished = script("continue", str(rest), str(rest_out), env=dict(
+        env, WORK=str(tmp_path / "rest-work"), BATCH="4", STRIDE="16", FROM="synthetic",
+        TRAIN=str(sets["train"]), DEV=str(sets["dev"]), HOLD_OUT=str(sets["held"])))
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+    log = (rest_out / "run.log").read_text()
+    assert "pretrain exit" not in log and "real exit 0" in log and "packing negatives" in log, log
