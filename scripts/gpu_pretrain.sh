@@ -175,8 +175,8 @@ continue)
         [ -f "$work/$name/model.safetensors" ] && last=$name
         return 0
     }
-    [ "$from" = synthetic ] || stage pretrain pretrain --init-from "$work/encoder" --tokenizer "$work/encoder" --corpus "$dir/corpus.txt.xz" \
-        --objective mlm --architecture deberta-v2 --enhanced-mask-decoder --max-seq-length 256 --whole-word-masking \
+    [ "$from" = synthetic ] || stage pretrain pretrain --init-from "$work/encoder" --tokenizer "$work/encoder" \
+        --corpus "$dir/corpus.txt.xz" --objective mlm --architecture deberta-v2 --enhanced-mask-decoder --max-seq-length 256 --whole-word-masking \
         --time-budget "${MINUTES:-3.5}" --batch-size "${BATCH:-256}" --lr "${LR:-5e-4}" --warmup 0.06 --dropout 0 \
         --seed 1 --save-every 1000 --eval-every 500 --log-every 50 --bf16 auto --cache-dir "$work/cache" --no-progress
     [ -f "$work/pretrain/log.jsonl" ] && cp "$work/pretrain/log.jsonl" "$out/pretrain-log.jsonl"

@@ -8,8 +8,8 @@
 # the choice rests on to $REPORT-dev; COMPARE="LABEL=DIR ..." adds other models to both (the committed reports compare
 # the previous default).
 # The same script runs on a CPU or a GPU (pretrain and finetune use CUDA when torch sees it). The shipped encoder was
-# pretrained and given its synthetic stage on one lent H200, then fine-tuned on the real sets on a 2-core CPU; the
-# model card gives the hours.
+# pretrained on one lent H200, its pretraining continued and all its QA stages run on one lent H100 (steps 3b-4b,
+# `gpu_pretrain.sh continue`); the decoding was tuned on a 2-core CPU; the model card gives the hours.
 # Rerun after an interruption: finished stages are skipped, pretraining and fine-tuning resume from their checkpoints.
 set -euo pipefail
 : "${ARABERT_PIPELINE_DATA:?point ARABERT_PIPELINE_DATA at the data root (corpus/, qa/)}"
@@ -36,19 +36,32 @@ resume_flag() { [ -d "$1/checkpoints" ] && echo --resume || true; }
 #    first (`bash scripts/gpu_pretrain.sh unpack OUT $pretrained`, then this step is skipped) or set
 #    PRETRAIN_SIZE=mini PRETRAIN_STEPS=2450 PRETRAIN_BATCH=32 PRETRAIN_LR=8e-4 for the previous default's encoder
 #    (80 CPU-minutes).
-pretrained=$runs/pretrain/deberta-mlm
-[ -f "$pretrained/model.safetensors" ] || arabert-pipeline pretrain --tokenizer "$tokenizer" --corpus "$text" \
-    -o "$pretrained" --objective mlm --architecture deberta-v2 --enhanced-mask-decoder \
+first_pass=$runs/pretrain/deberta-mlm
+[ -f "$first_pass/model.safetensors" ] || arabert-pipeline pretrain --tokenizer "$tokenizer" --corpus "$text" \
+    -o "$first_pass" --objective mlm --architecture deberta-v2 --enhanced-mask-decoder \
     --model-size "${PRETRAIN_SIZE:-L6-H384}" --max-seq-length 256 --whole-word-masking \
     --steps "${PRETRAIN_STEPS:-4050}" --batch-size "${PRETRAIN_BATCH:-256}" --lr "${PRETRAIN_LR:-1e-3}" --warmup 0.06 \
-    --dropout 0 --seed 0 --save-every 100 --eval-every 500 $(resume_flag "$pretrained")
+    --dropout 0 --seed 0 --save-every 100 --eval-every 500 $(resume_flag "$first_pass")
+# 3b. A second GPU lease continued it (`gpu_pretrain.sh continue`, a 3-minute --time-budget on an H100: 1,397 more
+#     steps, 84.6 M tokens) at half the peak lr, warm-up and decay again, another seed for the masks and the order.
+#     CONTINUE_STEPS=0 skips it (the previous default's encoder).
+pretrained=$runs/pretrain/deberta-mlm-continued
+if [ "${CONTINUE_STEPS:-1397}" = 0 ]; then
+    pretrained=$first_pass
+elif [ ! -f "$pretrained/model.safetensors" ]; then
+    arabert-pipeline pretrain --init-from "$first_pass" --tokenizer "$first_pass" --corpus "$text" -o "$pretrained" \
+        --objective mlm --architecture deberta-v2 --enhanced-mask-decoder --max-seq-length 256 --whole-word-masking \
+        --steps "${CONTINUE_STEPS:-1397}" --batch-size "${PRETRAIN_BATCH:-256}" --lr 5e-4 --warmup 0.06 --dropout 0 \
+        --seed 1 --save-every 100 --eval-every 500 $(resume_flag "$pretrained")
+fi
 # 4. QA fine-tuning in two stages. First typed synthetic questions from the whole corpus (make-synthetic-qa: cloze
 #    questions on dates, numbers, people, places and organisations, each answered in another paragraph of its document;
-#    the documents of every dev and test set left out): one epoch, batches of 64, lr 3e-4, no dev set (on the GPU
-#    this is `gpu_pretrain.sh qa`, 102 s; about 3 hours on 2 cores). Then the recipe chosen on dev: ARCD-train without
-#    the arcd-dev articles and XQuAD-ar (AQAD, whose licence is unknown, is left out), the question-overlap token
-#    type, up to 4 epochs at lr 3e-4; the best epoch, the decoding settings (sentence-prior weight, answers inside one
-#    sentence, expected-F1 decoding and its temperature) and the no-answer threshold chosen on arcd-dev + MLQA-ar dev.
+#    the documents of every dev and test set left out): one epoch, batches of 64, lr 3e-4, no dev set (on a GPU,
+#    `gpu_pretrain.sh qa` or `continue`: 102-135 s; about 3 hours on 2 cores). Then the recipe chosen on dev:
+#    ARCD-train without the arcd-dev articles and XQuAD-ar (AQAD, whose licence is unknown, is left out), the
+#    question-overlap token type, up to 4 epochs at lr 3e-4; the best epoch, the decoding settings (sentence-prior
+#    weight, answers inside one sentence, expected-F1 decoding and its temperature) and the no-answer threshold chosen
+#    on arcd-dev + MLQA-ar dev.
 #    ARCD-test and TyDiQA-GoldP-ar dev are only kept out of training (--hold-out), never scored here.
 synthetic=$runs/synthetic/all.json
 [ -f "$synthetic" ] || arabert-pipeline make-synthetic-qa "$corpus"/*.txt.xz -o "$synthetic" \
