@@ -240,6 +240,25 @@ def test_snapping_widens_cut_words_only():
     assert snap(text, len(text) - 1, len(text)) == (len(text) - 1, len(text))
 
 
+def widened(text: str, start: int, end: int) -> str:
+    first, last = snap(text, start, end)
+    return text[first:last]
+
+
+def test_snapping_keeps_numbers_whole():
+    text = "موت 7.6 مليون شخص، و1,000 آخرين، و٧٫٥ مليون. ثم 3. بعد"
+    six = text.index("6 مليون")
+    assert widened(text, six, six + 1) == "7.6"  # the decimal point does not cut the number
+    thousand = text.index("000")
+    assert widened(text, thousand, thousand + 3) == "و1,000"
+    arabic = text.index("٥")
+    assert widened(text, arabic, arabic + 1) == "و٧٫٥"
+    three = text.index("3.")
+    assert snap(text, three, three + 1) == (three, three + 1)  # a full stop after a number still ends it
+    comma = text.index("شخص،")
+    assert widened(text, comma, comma + 2) == "شخص"  # a comma between words is no number
+
+
 def interrupt_at_step_4(monkeypatch):
     """What Ctrl-C does at step 4: the engine finishes the step, keeps its checkpoint and returns."""
     after_step = finetune_module.QATrainer.after_step
@@ -433,10 +452,14 @@ def source_span_by_steps(aligned, start: int, end: int) -> tuple[int, int]:
 
 def widen_by_steps(text: str, start: int, end: int) -> tuple[int, int]:
     """The definition of snapping to words, one character at a time: the reference for the table-based version."""
-    from arabert_pipeline.qa.transformer.decode import is_word_character
+    from arabert_pipeline.qa.transformer.decode import NUMBER_SEPARATORS, is_word_character
 
-    while 0 < start < len(text) and is_word_character(text[start - 1]) and is_word_character(text[start]):
+    def word(i: int) -> bool:  # a separator between two digits belongs to its number
+        return is_word_character(text[i]) or (text[i] in NUMBER_SEPARATORS and 0 < i < len(text) - 1
+                                              and text[i - 1].isdigit() and text[i + 1].isdigit())
+
+    while 0 < start < len(text) and word(start - 1) and word(start):
         start -= 1
-    while 0 < end < len(text) and is_word_character(text[end - 1]) and is_word_character(text[end]):
+    while 0 < end < len(text) and word(end - 1) and word(end):
         end += 1
     return start, end

@@ -195,13 +195,22 @@ def is_word_character(char: str) -> bool:
     return char.isalnum() or unicodedata.category(char) == "Mn"
 
 
+# Inside a number: "7.6", "1,000", and the Arabic decimal and thousands separators ("٧٫٦", "١٬٠٠٠").
+NUMBER_SEPARATORS = frozenset(".,\u066b\u066c")
+
+
 @functools.lru_cache(maxsize=64)  # contexts repeat across questions and calls
 def _word_boundaries(text: str) -> tuple[np.ndarray, np.ndarray]:
     """For each position 0..len(text): the nearest position at or before it, and at or after it, that is not inside a
-    word (a position is inside a word when word characters stand on both sides of it)."""
+    word (a position is inside a word when word characters stand on both sides of it). A decimal or thousands
+    separator between two digits is part of its number: the preprocessor spaces it out, so a model can start an
+    answer at "6" of "7.6 مليون", and widening must give back "7.6"."""
     n = len(text)
     word = np.zeros(n + 2, dtype=bool)
     word[1:-1] = [is_word_character(c) for c in text]
+    for i, c in enumerate(text):
+        if c in NUMBER_SEPARATORS and 0 < i < n - 1 and text[i - 1].isdigit() and text[i + 1].isdigit():
+            word[i + 1] = True
     position = np.arange(n + 1)
     boundary = ~(word[:-1] & word[1:])  # position p lies between characters p - 1 and p
     before = np.maximum.accumulate(np.where(boundary, position, 0))
