@@ -12,11 +12,12 @@
 #                      and the machine's own torch / transformers / tokenizers.
 #   continue DIR OUT   on the GPU, for a second lease: DIR holds the encoder as pieces (what run returned), the corpus
 #                      (corpus.txt.xz), a synthetic SQuAD set (train.json.xz) and a data root (data/: the QA sets that
-#                      $TRAIN, $DEV and $HOLD_OUT name). The encoder's pretraining continues for $MINUTES (lr $LR, warm-up
-#                      and linear decay again), then the whole QA recipe of scripts/train_default_model.sh step 4 runs:
+#                      $TRAIN, $DEV and $HOLD_OUT name). The encoder's pretraining continues for $MINUTES
+#                      (lr $LR, warm-up and linear decay again), then the QA recipe of train_default_model.sh step 4:
 #                      the synthetic stage, the real sets (epoch chosen on $DEV), the negatives stage. The last stage
 #                      that finished comes back as pieces, with the pretraining and fine-tuning logs; every stage gets
-#                      what is left of $HARD_LIMIT seconds, so something always comes back. FROM=synthetic: DIR's
+#                      what is left of $HARD_LIMIT seconds, so something comes back (at the defaults the negatives
+#                      stage rarely fits: run it with FROM=synthetic in a second call). FROM=synthetic: DIR's
 #                      pieces are the synthetic stage's QA model (what an earlier call returned), so only the real
 #                      sets and the negatives run. Wheels in DIR/wheels (camel-tools and emoji, which the dev scoring
 #                      imports and the GPU image lacks: `prepare` downloads them) are installed first.
@@ -29,8 +30,9 @@
 #
 # The model is the same DeBERTa recipe as the shipped encoder (scripts/train_default_model.sh step 3), deeper and
 # wider ($SIZE, default L6-H384: ~23 M parameters, 44 MiB in fp16), with GPU-sized batches. CPU test at tiny size:
-# tests/test_gpu_pretrain_script.py. Variables: ARABERT_PIPELINE_DATA (prepare), SIZE, MINUTES, BATCH, LR, SEQ, and for qa EPOCHS, STRIDE,
-# SAVE_STEPS, HARD_LIMIT (seconds), and for continue TRAIN, DEV, HOLD_OUT (data set names or files).
+# tests/test_gpu_pretrain_script.py. Variables: ARABERT_PIPELINE_DATA (prepare), SIZE, MINUTES, BATCH, LR, SEQ, and
+# for qa EPOCHS, STRIDE, SAVE_STEPS, HARD_LIMIT (seconds), and for continue TRAIN, DEV, HOLD_OUT (data set names or
+# files), FROM, WORK (a new or empty scratch directory; default a fresh one under /tmp).
 set -euo pipefail
 
 mode=${1:?usage: gpu_pretrain.sh prepare DIR | run DIR OUT | unpack OUT MODEL | qa DIR OUT | continue DIR OUT}
@@ -83,7 +85,8 @@ prepare)
             --workers "${WORKERS:-2}"
     fi
     # What `continue` needs on the GPU and its image lacks (pure Python).
-    "$python" -m pip download -q --no-deps -d "$dir/wheels" camel-tools==1.6.0 emoji==2.16.0
+    [ -d "$dir/wheels" ] || "$python" -m pip download -q --no-deps --only-binary=:all: -d "$dir/wheels" \
+        camel-tools==1.6.0 emoji==2.16.0
     # The shipped model's tokenizer, so the new encoder slots into the same QA pipeline and the same token cache.
     cp "$ship/tokenizer.json" "$ship/tokenizer_config.json" "$dir/tokenizer/"
     "$python" - "$ship" "$dir/tokenizer" <<'EOF'
@@ -101,7 +104,8 @@ run)
     exec > >(tee -a "$out/run.log") 2>&1
     nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
     export PYTHONPATH=$here${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
-    "$python" -c "import torch, transformers; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(), 'transformers', transformers.__version__)"
+    "$python" -c "import torch, transformers; print('torch', torch.__version__, 'cuda', torch.cuda.is_available(),
+        'transformers', transformers.__version__)"
     began=$(date +%s)
     # SIGINT at the safety limit: the engine finishes its step and saves a checkpoint, which is packed instead.
     status=0
@@ -138,10 +142,12 @@ qa)
 continue)
     dir=${2:?continue DIR OUT} out=${3:?continue DIR OUT}
     mkdir -p "$out"
-    work=${WORK:-/tmp/gpu-continue}
+    # A fresh scratch dir each call: a second call on the same warm machine must not meet the first one's stages.
+    work=${WORK:-$(mktemp -d /tmp/gpu-continue.XXXXXX)}
+    if [ -n "$(ls -A "$work" 2>/dev/null)" ]; then echo "WORK=$work is not empty: give a new directory" >&2; exit 2; fi
     deadline=$(( $(date +%s) + ${HARD_LIMIT:-500} ))
-    # seconds left for a stage: what remains before the deadline, less 30 for packing
-    left() { echo $(( deadline - $(date +%s) - 30 )); }
+    # seconds left for a stage: what remains before the deadline, less 50 for the kill grace (20) and packing
+    left() { echo $(( deadline - $(date +%s) - 50 )); }
     exec > >(tee -a "$out/run.log") 2>&1
     nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
     export PYTHONPATH=$here${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 ARABERT_PIPELINE_DATA=$dir/data
@@ -161,33 +167,41 @@ continue)
     qa=(--question-overlap --max-seq-length "${SEQ:-256}" --doc-stride "${STRIDE:-128}" --skip-misaligned --seed 0
         --no-progress)
     real=(--train "${train[@]}" --dev "${dev[@]}" --hold-out "${hold_out[@]}" --drop-leaking-train)
-    # stage NAME ARGS...: runs one arabert-pipeline verb into $work/NAME within the time left; the last stage that
-    # finished is what gets packed, so a stage after one that did not finish is skipped.
+    # stage NAME INPUT ARGS...: runs one arabert-pipeline verb into $work/NAME within the time left, skipped when the
+    # stage it starts from (INPUT) did not finish; the last stage that finished is what gets packed. SIGINT at the
+    # deadline lets the engine stop at its step; 20 s later a stage still running (setup, dev scoring) is killed.
     last=""
     stage() {
-        local name=$1; shift
+        local name=$1 input=$2; shift 2
         if [ -f "$work/$name/model.safetensors" ]; then echo "$name: given"; last=$name; return; fi
-        if [ -n "$last" ] && [ ! -f "$work/$last/model.safetensors" ]; then echo "skipped $name"; return; fi
+        if [ ! -f "$work/$input/model.safetensors" ]; then echo "skipped $name: $input did not finish"; return; fi
         local began status=0 budget; began=$(date +%s); budget=$(left)
         if [ "$budget" -le 10 ]; then echo "no time left for $name"; return; fi
-        timeout -s INT "$budget" "$python" -m arabert_pipeline.cli "$@" -o "$work/$name" || status=$?
+        timeout -k 20 -s INT "$budget" "$python" -m arabert_pipeline.cli "$@" -o "$work/$name" || status=$?
         echo "$name exit $status after $(( $(date +%s) - began )) s"
         [ -f "$work/$name/model.safetensors" ] && last=$name
         return 0
     }
-    [ "$from" = synthetic ] || stage pretrain pretrain --init-from "$work/encoder" --tokenizer "$work/encoder" \
-        --corpus "$dir/corpus.txt.xz" --objective mlm --architecture deberta-v2 --enhanced-mask-decoder --max-seq-length 256 --whole-word-masking \
-        --time-budget "${MINUTES:-3.5}" --batch-size "${BATCH:-256}" --lr "${LR:-5e-4}" --warmup 0.06 --dropout 0 \
+    [ "$from" = synthetic ] || stage pretrain encoder pretrain --init-from "$work/encoder" \
+        --tokenizer "$work/encoder" --corpus "$dir/corpus.txt.xz" --objective mlm --architecture deberta-v2 \
+        --enhanced-mask-decoder --max-seq-length "${SEQ:-256}" --whole-word-masking \
+        --time-budget "${MINUTES:-3}" --batch-size "${BATCH:-256}" --lr "${LR:-5e-4}" --warmup 0.06 --dropout 0 \
         --seed 1 --save-every 1000 --eval-every 500 --log-every 50 --bf16 auto --cache-dir "$work/cache" --no-progress
     [ -f "$work/pretrain/log.jsonl" ] && cp "$work/pretrain/log.jsonl" "$out/pretrain-log.jsonl"
-    stage synthetic finetune --model "$work/pretrain" --train "$work/synthetic.json" --epochs 1 --lr 3e-4 \
+    stage synthetic pretrain finetune --model "$work/pretrain" --train "$work/synthetic.json" --epochs 1 --lr 3e-4 \
         --batch-size 64 --save-steps 100000 "${qa[@]}"
-    stage real finetune --model "$work/synthetic" "${real[@]}" --epochs 4 --patience 1 --lr 3e-4 --batch-size 32 \
-        --save-steps 100000 "${qa[@]}"
-    [ -f "$work/real/log.jsonl" ] && cp "$work/real/log.jsonl" "$out/real-log.jsonl"
-    stage negatives finetune --model "$work/real" "${real[@]}" --negatives --epochs 2 --patience 1 --lr 1e-4 \
+    stage real synthetic finetune --model "$work/synthetic" "${real[@]}" --epochs 4 --patience 1 --lr 3e-4 \
         --batch-size 32 --save-steps 100000 "${qa[@]}"
-    if [ -z "$last" ]; then echo "no stage finished: nothing to pack"; exit 1; fi
+    [ -f "$work/real/log.jsonl" ] && cp "$work/real/log.jsonl" "$out/real-log.jsonl"
+    stage negatives real finetune --model "$work/real" "${real[@]}" --negatives --epochs 2 --patience 1 --lr 1e-4 \
+        --batch-size 32 --save-steps 100000 "${qa[@]}"
+    if [ -z "$last" ]; then
+        # nothing finished: the continued pretraining's newest checkpoint, if it saved one, still comes back
+        if ! ls "$work"/pretrain/checkpoints/step-* > /dev/null 2>&1; then
+            echo "no stage finished: nothing to pack"; exit 1
+        fi
+        last=pretrain
+    fi
     echo "packing $last"
     pack "$work/$last" "$out"
     ls -l "$out"

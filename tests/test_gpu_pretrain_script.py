@@ -1,5 +1,5 @@
-"""scripts/gpu_pretrain.sh at tiny size on the CPU: what a lent GPU runs in its one call (run), and what turns the
-pieces it returns into a model directory here (unpack), so that the call works the first time a GPU is lent."""
+"""scripts/gpu_pretrain.sh at tiny size on the CPU: what a lent GPU runs in its calls (run, qa, continue), and what
+turns the pieces they return into a model directory here (unpack), so that a call works the first time a GPU is lent."""
 from __future__ import annotations
 
 import json
@@ -94,7 +94,7 @@ def test_run_packs_pieces_that_unpack_into_a_loadable_model(tmp_path):
             ensure_ascii=False), encoding="utf-8")
     continued_out = tmp_path / "continued-out"
     continued = script("continue", str(carried), str(continued_out), env=dict(
-        env, WORK=str(tmp_path / "continue-work"), BATCH="4", STRIDE="16", MINUTES="0.1",
+        env, WORK=str(tmp_path / "continue-work"), BATCH="4", STRIDE="16", MINUTES="0.1", HARD_LIMIT="560",
         TRAIN=str(sets["train"]), DEV=str(sets["dev"]), HOLD_OUT=str(sets["held"])))
     assert continued.returncode == 0, continued.stdout + continued.stderr
     log = (continued_out / "run.log").read_text()
@@ -117,8 +117,22 @@ def test_run_packs_pieces_that_unpack_into_a_loadable_model(tmp_path):
     (rest / "data").symlink_to(data)
     rest_out = tmp_path / "rest-out"
     finished = script("continue", str(rest), str(rest_out), env=dict(
-        env, WORK=str(tmp_path / "rest-work"), BATCH="4", STRIDE="16", FROM="synthetic",
+        env, WORK=str(tmp_path / "rest-work"), BATCH="4", STRIDE="16", FROM="synthetic", HARD_LIMIT="560",
         TRAIN=str(sets["train"]), DEV=str(sets["dev"]), HOLD_OUT=str(sets["held"])))
     assert finished.returncode == 0, finished.stdout + finished.stderr
     log = (rest_out / "run.log").read_text()
     assert "pretrain exit" not in log and "real exit 0" in log and "packing negatives" in log, log
+
+    # A deadline too short for any fine-tuning: the stages say so and the last one that finished comes back; a WORK
+    # that already holds something is refused before anything runs.
+    short_out = tmp_path / "short-out"
+    short = script("continue", str(rest), str(short_out), env=dict(
+        env, WORK=str(tmp_path / "short-work"), FROM="synthetic", HARD_LIMIT="55",
+        TRAIN=str(sets["train"]), DEV=str(sets["dev"]), HOLD_OUT=str(sets["held"])))
+    assert short.returncode == 0, short.stdout + short.stderr
+    log = (short_out / "run.log").read_text()
+    assert "no time left for real" in log and "skipped negatives: real did not finish" in log
+    assert "packing synthetic" in log and list(short_out.glob("model.tar.part-*"))
+    refused = script("continue", str(rest), str(tmp_path / "refused-out"), env=dict(
+        env, WORK=str(tmp_path / "short-work"), FROM="synthetic"))
+    assert refused.returncode == 2 and "not empty" in refused.stderr
