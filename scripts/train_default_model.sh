@@ -32,12 +32,13 @@ resume_flag() { [ -d "$1/checkpoints" ] && echo --resume || true; }
 #    256, batches of 256, lr 1e-3 with 6% warm-up and linear decay, no dropout while pretraining (underfitting, not
 #    overfitting, limits a run this short). The shipped encoder (issue 39) ran on one lent H200 for a 7-minute
 #    `--time-budget` (scripts/gpu_pretrain.sh run, bf16), which came to 4,050 steps (245 M tokens); --steps gives the
-#    same length anywhere. On the 2-core CPU that is days: there, either unpack a GPU run's pieces into $pretrained
-#    first (`bash scripts/gpu_pretrain.sh unpack OUT $pretrained`, then this step is skipped) or set
-#    PRETRAIN_SIZE=mini PRETRAIN_STEPS=2450 PRETRAIN_BATCH=32 PRETRAIN_LR=8e-4 for the previous default's encoder
-#    (80 CPU-minutes).
+#    same length anywhere. On the 2-core CPU that is days: there, either unpack a GPU run's pieces into $first_pass
+#    first (`bash scripts/gpu_pretrain.sh unpack OUT $first_pass`, then this step is skipped) or set
+#    PRETRAIN_SIZE=mini PRETRAIN_STEPS=2450 PRETRAIN_BATCH=32 PRETRAIN_LR=8e-4 CONTINUE_STEPS=0 for the L4 default's
+#    encoder (80 CPU-minutes).
 first_pass=$runs/pretrain/deberta-mlm
-[ -f "$first_pass/model.safetensors" ] || arabert-pipeline pretrain --tokenizer "$tokenizer" --corpus "$text" \
+continued=$runs/pretrain/deberta-mlm-continued
+[ -f "$first_pass/model.safetensors" ] || [ -f "$continued/model.safetensors" ] || arabert-pipeline pretrain --tokenizer "$tokenizer" --corpus "$text" \
     -o "$first_pass" --objective mlm --architecture deberta-v2 --enhanced-mask-decoder \
     --model-size "${PRETRAIN_SIZE:-L6-H384}" --max-seq-length 256 --whole-word-masking \
     --steps "${PRETRAIN_STEPS:-4050}" --batch-size "${PRETRAIN_BATCH:-256}" --lr "${PRETRAIN_LR:-1e-3}" --warmup 0.06 \
@@ -45,7 +46,7 @@ first_pass=$runs/pretrain/deberta-mlm
 # 3b. A second GPU lease continued it (`gpu_pretrain.sh continue`, a 3-minute --time-budget on an H100: 1,397 more
 #     steps, 84.6 M tokens) at half the peak lr, warm-up and decay again, another seed for the masks and the order.
 #     CONTINUE_STEPS=0 skips it (the previous default's encoder).
-pretrained=$runs/pretrain/deberta-mlm-continued
+pretrained=$continued
 if [ "${CONTINUE_STEPS:-1397}" = 0 ]; then
     pretrained=$first_pass
 elif [ ! -f "$pretrained/model.safetensors" ]; then
@@ -99,7 +100,8 @@ qa_null_reader=$runs/qa/deberta-mini-reader-e20
 [ -f "$qa_null_reader/arabert_pipeline.json" ] || arabert-pipeline tune-decoding "$qa_null" --reader "$reader" \
     --dev arcd-dev mlqa-ar-dev -o "$qa_null_reader" --within-sentence on --decoding expected-f1
 qa_null=$qa_null_reader
-# 5. The choice, on dev: the new model against the models named in $COMPARE ("LABEL=DIR ...": the committed report
+# 5. (The reports' pretraining rows read $pretrained's log: with the continuation, its steps only; the first pass's
+#    are in $first_pass/log.jsonl.) The choice, on dev: the new model against the models named in $COMPARE ("LABEL=DIR ...": the committed report
 #    compares the previous default) and the lexical baselines, pooled with paired CIs; then, once, the test sets.
 compare=() labels=()
 for pair in ${COMPARE:-}; do compare+=(--model "${pair#*=}" --label "${pair%%=*}"); labels+=("${pair%%=*}"); done
