@@ -100,9 +100,10 @@ qa_null_reader=$runs/qa/deberta-mini-reader-e20
 [ -f "$qa_null_reader/arabert_pipeline.json" ] || arabert-pipeline tune-decoding "$qa_null" --reader "$reader" \
     --dev arcd-dev mlqa-ar-dev -o "$qa_null_reader" --within-sentence on --decoding expected-f1
 qa_null=$qa_null_reader
-# 5. (The reports' pretraining rows read $pretrained's log: with the continuation, its steps only; the first pass's
-#    are in $first_pass/log.jsonl.) The choice, on dev: the new model against the models named in $COMPARE ("LABEL=DIR ...": the committed report
-#    compares the previous default) and the lexical baselines, pooled with paired CIs; then, once, the test sets.
+# 5. The choice, on dev: the new model against the models named in $COMPARE ("LABEL=DIR ...": the committed report
+#    compares the previous default) and the lexical baselines, pooled with paired CIs; then, once, the test sets. The
+#    reports' pretraining rows read $pretrained's log: with the continuation, its steps only (the first pass's are in
+#    $first_pass/log.jsonl).
 compare=() labels=()
 for pair in ${COMPARE:-}; do compare+=(--model "${pair#*=}" --label "${pair%%=*}"); labels+=("${pair%%=*}"); done
 report=${REPORT:-notebooks/results/default-model}
