@@ -393,6 +393,21 @@ show_task(RESULTS / "sarcasm")"""),
     ("code", """\
 for name in ("sentiment-L6", "ner-L6", "ner-L6-4bit"):
     show_task(RESULTS / name)"""),
+    ("md", """\
+### AraBERT's vocabulary against mBERT's on the tasks (the Table 6 encoders)
+
+`scripts/tasks_vocabularies.sh` (`notebooks/results/tasks-vocabularies/`): the three encoders of the Table 6
+comparison (DeBERTa-v2 L4/H256, 60 core-minutes of pretraining each: Farasa-segmented text with a unigram vocabulary,
+unsegmented text with a unigram vocabulary, raw text with mBERT's WordPiece vocabulary) fine-tuned with the mini
+recipe for sentiment and NER, their epochs chosen on dev, then one evaluate run per task over dev and test with the
+baselines; paired differences against the AraBERTv0.1-style model."""),
+    ("code", """\
+for name in ("sentiment", "ner"):
+    table = RESULTS / "tasks-vocabularies" / name / "table.md"
+    if table.exists():
+        display(Markdown(f"### {name}\\n\\n" + table.read_text(encoding="utf-8")))
+    else:
+        print("no evaluate run at", table.parent)"""),
 ]
 
 
