@@ -349,7 +349,7 @@ int8 ONNX form the package ships. Each folder holds the int8-vs-fp32 check on de
 word and character n-grams with logistic regression and the majority class; a CRF, a BiLSTM over static word2vec
 vectors and the most frequent tag. Paired differences are against the then-shipped int8 model. Both mini models lose
 to the best baseline on test (docs/experiments/tasks.md). The mBERT-vocabulary encoder of the Table 6 comparison is
-not fine-tuned on these tasks yet (scripts/tasks_vocabularies.sh), so it has no row."""),
+in the last section (scripts/tasks_vocabularies.sh)."""),
     ("code", """\
 import json
 
