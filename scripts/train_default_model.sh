@@ -38,14 +38,16 @@ resume_flag() { [ -d "$1/checkpoints" ] && echo --resume || true; }
 #    encoder (80 CPU-minutes).
 first_pass=$runs/pretrain/deberta-mlm
 continued=$runs/pretrain/deberta-mlm-continued
-[ -f "$first_pass/model.safetensors" ] || [ -f "$continued/model.safetensors" ] || arabert-pipeline pretrain --tokenizer "$tokenizer" --corpus "$text" \
-    -o "$first_pass" --objective mlm --architecture deberta-v2 --enhanced-mask-decoder \
+# (skipped too once the continuation of step 3b exists, unless CONTINUE_STEPS=0 asks for the first pass itself)
+continuation_done() { [ "${CONTINUE_STEPS:-1397}" != 0 ] && [ -f "$continued/model.safetensors" ]; }
+[ -f "$first_pass/model.safetensors" ] || continuation_done || arabert-pipeline pretrain --tokenizer "$tokenizer" \
+    --corpus "$text" -o "$first_pass" --objective mlm --architecture deberta-v2 --enhanced-mask-decoder \
     --model-size "${PRETRAIN_SIZE:-L6-H384}" --max-seq-length 256 --whole-word-masking \
     --steps "${PRETRAIN_STEPS:-4050}" --batch-size "${PRETRAIN_BATCH:-256}" --lr "${PRETRAIN_LR:-1e-3}" --warmup 0.06 \
     --dropout 0 --seed 0 --save-every 100 --eval-every 500 $(resume_flag "$first_pass")
 # 3b. A second GPU lease continued it (`gpu_pretrain.sh continue`, a 3-minute --time-budget on an H100: 1,397 more
 #     steps, 84.6 M tokens) at half the peak lr, warm-up and decay again, another seed for the masks and the order.
-#     CONTINUE_STEPS=0 skips it (the previous default's encoder).
+#     CONTINUE_STEPS=0 skips it (the encoder of the default before this one).
 pretrained=$continued
 if [ "${CONTINUE_STEPS:-1397}" = 0 ]; then
     pretrained=$first_pass
