@@ -408,6 +408,19 @@ for name in ("sentiment", "ner"):
         display(Markdown(f"### {name}\\n\\n" + table.read_text(encoding="utf-8")))
     else:
         print("no evaluate run at", table.parent)"""),
+    ("md", """\
+### Task-adaptive pretraining for sentiment (not shipped)
+
+`notebooks/results/sentiment-tapt/` (the commands are in docs/experiments/tasks.md): the shipped sentiment model's
+encoder given 8 CPU-minutes of MLM on the training tweets, then the same fine-tuning; one evaluate run over dev and
+test against the shipped model and the baselines. Level with the shipped model, under TF-IDF on test."""),
+    ("code", """\
+table = RESULTS / "sentiment-tapt" / "report" / "table.md"
+if table.exists():
+    display(Markdown(table.read_text(encoding="utf-8")))
+    print(json.loads((RESULTS / "sentiment-tapt" / "tapt.json").read_text(encoding="utf-8")))
+else:
+    print("no evaluate run at", table.parent)"""),
 ]
 
 
