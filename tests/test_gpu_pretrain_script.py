@@ -92,10 +92,16 @@ def test_run_packs_pieces_that_unpack_into_a_loadable_model(tmp_path):
             {"id": f"{name}{i}", "question": "ما " + " ".join(words.split()[i:i + 3]) + "؟",
              "answers": [{"text": answer, "answer_start": words.index(answer)}]} for i in range(12)]}]}]},
             ensure_ascii=False), encoding="utf-8")
-    continued_out = tmp_path / "continued-out"
-    continued = script("continue", str(carried), str(continued_out), env=dict(
-        env, WORK=str(tmp_path / "continue-work"), BATCH="4", STRIDE="16", MINUTES="0.1", HARD_LIMIT="560",
-        TRAIN=str(sets["train"]), DEV=str(sets["dev"]), HOLD_OUT=str(sets["held"])))
+
+    def run_continue(source: Path, name: str, **settings: str) -> tuple[subprocess.CompletedProcess, Path]:
+        """`continue` from SOURCE into tmp_path/NAME-out, scratch in tmp_path/NAME-work, on the three sets above."""
+        out = tmp_path / f"{name}-out"
+        done = script("continue", str(source), str(out), env=dict(
+            env, WORK=str(tmp_path / f"{name}-work"), BATCH="4", STRIDE="16", TRAIN=str(sets["train"]),
+            DEV=str(sets["dev"]), HOLD_OUT=str(sets["held"]), **settings))
+        return done, out
+
+    continued, continued_out = run_continue(carried, "continue", MINUTES="0.1", HARD_LIMIT="560")
     assert continued.returncode == 0, continued.stdout + continued.stderr
     log = (continued_out / "run.log").read_text()
     for name in ("pretrain", "synthetic", "real", "negatives"):
@@ -115,20 +121,14 @@ def test_run_packs_pieces_that_unpack_into_a_loadable_model(tmp_path):
     for piece in continued_out.glob("model.tar.part-*"):
         (rest / piece.name).write_bytes(piece.read_bytes())
     (rest / "data").symlink_to(data)
-    rest_out = tmp_path / "rest-out"
-    finished = script("continue", str(rest), str(rest_out), env=dict(
-        env, WORK=str(tmp_path / "rest-work"), BATCH="4", STRIDE="16", FROM="synthetic", HARD_LIMIT="560",
-        TRAIN=str(sets["train"]), DEV=str(sets["dev"]), HOLD_OUT=str(sets["held"])))
+    finished, rest_out = run_continue(rest, "rest", FROM="synthetic", HARD_LIMIT="560")
     assert finished.returncode == 0, finished.stdout + finished.stderr
     log = (rest_out / "run.log").read_text()
     assert "pretrain exit" not in log and "real exit 0" in log and "packing negatives" in log, log
 
     # A deadline too short for any fine-tuning: the stages say so and the last one that finished comes back; a WORK
     # that already holds something is refused before anything runs.
-    short_out = tmp_path / "short-out"
-    short = script("continue", str(rest), str(short_out), env=dict(
-        env, WORK=str(tmp_path / "short-work"), FROM="synthetic", HARD_LIMIT="55",
-        TRAIN=str(sets["train"]), DEV=str(sets["dev"]), HOLD_OUT=str(sets["held"])))
+    short, short_out = run_continue(rest, "short", FROM="synthetic", HARD_LIMIT="55")
     assert short.returncode == 0, short.stdout + short.stderr
     log = (short_out / "run.log").read_text()
     assert "no time left for real" in log and "skipped negatives: real did not finish" in log
