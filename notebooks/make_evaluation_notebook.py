@@ -402,12 +402,16 @@ unsegmented text with a unigram vocabulary, raw text with mBERT's WordPiece voca
 recipe for sentiment and NER, their epochs chosen on dev, then one evaluate run per task over dev and test with the
 baselines; paired differences against the AraBERTv0.1-style model."""),
     ("code", """\
+def show_table(table, heading=""):
+    \"\"\"One evaluate run's table.md, under an optional heading.\"\"\"
+    if not table.exists():
+        print("no evaluate run at", table.parent)
+        return
+    display(Markdown((f"### {heading}\\n\\n" if heading else "") + table.read_text(encoding="utf-8")))
+
+
 for name in ("sentiment", "ner"):
-    table = RESULTS / "tasks-vocabularies" / name / "table.md"
-    if table.exists():
-        display(Markdown(f"### {name}\\n\\n" + table.read_text(encoding="utf-8")))
-    else:
-        print("no evaluate run at", table.parent)"""),
+    show_table(RESULTS / "tasks-vocabularies" / name / "table.md", heading=name)"""),
     ("md", """\
 ### Task-adaptive pretraining for sentiment (not shipped)
 
@@ -415,12 +419,9 @@ for name in ("sentiment", "ner"):
 encoder given 8 CPU-minutes of MLM on the training tweets, then the same fine-tuning; one evaluate run over dev and
 test against the shipped model and the baselines. Level with the shipped model, under TF-IDF on test."""),
     ("code", """\
-table = RESULTS / "sentiment-tapt" / "report" / "table.md"
-if table.exists():
-    display(Markdown(table.read_text(encoding="utf-8")))
-    print(json.loads((RESULTS / "sentiment-tapt" / "tapt.json").read_text(encoding="utf-8")))
-else:
-    print("no evaluate run at", table.parent)"""),
+show_table(RESULTS / "sentiment-tapt" / "report" / "table.md")
+if (RESULTS / "sentiment-tapt" / "tapt.json").exists():
+    print(json.loads((RESULTS / "sentiment-tapt" / "tapt.json").read_text(encoding="utf-8")))"""),
 ]
 
 
