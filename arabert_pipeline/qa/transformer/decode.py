@@ -197,6 +197,7 @@ def is_word_character(char: str) -> bool:
 
 # Inside a number: "7.6", "1,000", and the Arabic decimal and thousands separators ("٧٫٦", "١٬٠٠٠").
 NUMBER_SEPARATORS = frozenset(".,\u066b\u066c")
+_SEPARATOR_IN_NUMBER = re.compile(r"(?<=\d)[" + re.escape("".join(sorted(NUMBER_SEPARATORS))) + r"](?=\d)")
 
 
 @functools.lru_cache(maxsize=64)  # contexts repeat across questions and calls
@@ -208,9 +209,8 @@ def _word_boundaries(text: str) -> tuple[np.ndarray, np.ndarray]:
     n = len(text)
     word = np.zeros(n + 2, dtype=bool)
     word[1:-1] = [is_word_character(c) for c in text]
-    for i, c in enumerate(text):
-        if c in NUMBER_SEPARATORS and 0 < i < n - 1 and text[i - 1].isdigit() and text[i + 1].isdigit():
-            word[i + 1] = True
+    for match in _SEPARATOR_IN_NUMBER.finditer(text):
+        word[match.start() + 1] = True
     position = np.arange(n + 1)
     boundary = ~(word[:-1] & word[1:])  # position p lies between characters p - 1 and p
     before = np.maximum.accumulate(np.where(boundary, position, 0))
