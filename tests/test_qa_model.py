@@ -212,6 +212,37 @@ def test_trimmed_answers_merge_their_probabilities_and_keep_the_decoders_order()
     assert all(a.text == context[a.start:a.end] for a in by_rank)
 
 
+def test_a_leading_word_of_the_setting_is_dropped_only_before_another_word():
+    from arabert_pipeline.qa.transformer.decode import Answer, trimmed
+
+    context = "بُني البرج عامَ 1889 في باريس، وفي عام واحد زاره الملايين. في"
+    words = frozenset({"عام", "في"})
+
+    def answer(text: str, score: float, nth: int = 0) -> Answer:
+        start = context.index(text) if nth == 0 else context.index(text, context.index(text) + 1)
+        return Answer(text, start, start + len(text), score)
+
+    answers = [answer("عامَ 1889", 0.5),  # diacritics do not hide the word
+               answer("1889", 0.2),  # the first answer once its word is dropped: they merge
+               answer("في باريس،", 0.1),  # punctuation trimmed, then the word dropped
+               answer("وفي عام", 0.1),  # a clitic makes another word
+               answer("في", 0.05, nth=1)]  # a word alone stays
+    found = trimmed(context, answers, by_score=False, leading_words=words)
+    assert [(a.text, round(a.score, 6)) for a in found] == [("1889", 0.7), ("باريس", 0.1), ("وفي عام", 0.1),
+                                                            ("في", 0.05)]
+    assert all(a.text == context[a.start:a.end] for a in found)
+    assert [a.text for a in trimmed(context, answers, by_score=False)][:2] == ["عامَ 1889", "1889"]
+
+
+def test_leading_words_are_checked_where_they_are_read(tmp_path):
+    from arabert_pipeline.qa.transformer.settings import QASettings
+
+    assert QASettings.from_metadata({"leading_words": ["عام", "في"]}).leading_words == ("عام", "في")
+    for bad in (["عامٌ"], ["سنة"], ["في باريس"], [""], "في", [3]):
+        with pytest.raises(ConfigError, match="leading_words"):
+            QASettings.from_metadata({"leading_words": bad}, source=tmp_path / "arabert_pipeline.json")
+
+
 def test_trimmed_spans_lose_edge_punctuation_only():
     text = "في جنوب الأردن، «مصرع كليوباترا» ، 3.5 . بلغت 13%؛ عام 1037م (429 هـ)."
     cases = {"جنوب الأردن،": "جنوب الأردن", "«مصرع كليوباترا» ": "«مصرع كليوباترا»", "3.5 .": "3.5",

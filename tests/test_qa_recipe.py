@@ -135,7 +135,8 @@ def test_epoch_batches_cover_every_window_once_in_batches_of_similar_length():
 def test_tune_decoding_chooses_on_dev_and_writes_a_copy_with_the_same_weights(tiny_mlm, qa_slices,
                                                                               tmp_path):
     from arabert_pipeline.cli import main
-    from arabert_pipeline.qa.transformer.tune import tune_model_decoding
+    from arabert_pipeline.qa.transformer.tune import (LEADING_WORD_CANDIDATES, MIN_LEADING_WORD_ANSWERS,
+                                                          tune_model_decoding)
 
     train, dev = qa_slices
     trained = tmp_path / "qa"
@@ -169,6 +170,18 @@ def test_tune_decoding_chooses_on_dev_and_writes_a_copy_with_the_same_weights(ti
     assert (tuned / "model.safetensors").read_bytes() == (trained / "model.safetensors").read_bytes()
     assert metadata["decoding_tuning"]["previous"]["decoding"] == "max-score"
     assert QAModel.load(tuned).settings.within_sentence
+    # Leading words: each candidate tried alone, those that raise the dev metric kept, and the kept set scored.
+    leading = metadata["decoding_tuning"]["leading_words"]
+    assert [row["word"] for row in leading["candidates"]] == list(LEADING_WORD_CANDIDATES)
+    assert metadata["leading_words"] == [row["word"] for row in leading["candidates"]
+                                         if row["gain"] > 0 and row["changed"] >= MIN_LEADING_WORD_ANSWERS]
+    assert all(row["gain"] == 0 for row in leading["candidates"] if row["changed"] == 0)
+    assert leading["score_with"] >= leading["score_without"]
+    fixed = tmp_path / "fixed"
+    assert main(["tune-decoding", str(trained), "--dev", str(dev), "-o", str(fixed), "--within-sentence", "on",
+                 "--leading-words", "none"]) == 0
+    metadata = json.loads((fixed / "arabert_pipeline.json").read_text(encoding="utf-8"))
+    assert metadata["leading_words"] == [] and metadata["decoding_tuning"]["leading_words"] is None
 
     # Refused: writing over the model, re-writing without --overwrite, and tuning on the training data.
     with pytest.raises(ConfigError, match="input"):

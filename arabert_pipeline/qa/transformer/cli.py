@@ -133,6 +133,10 @@ def register_tune_decoding(subparsers) -> None:
     p.add_argument("--reader-weight", type=float, metavar="WEIGHT",
                    help="keep this reader weight (default: chosen on --dev from 0, 2, 4, 8, 16 when there is a "
                         "reader)")
+    p.add_argument("--leading-words", nargs="+", metavar="WORD",
+                   help="keep these words (normalized: no diacritics, alef forms as ا, ى as ي, ة as ه) as the first "
+                        "words dropped from answers, or 'none' to drop none (default: chosen on --dev among "
+                        "prepositions, حوالي/نحو, عام/سنة and هو/هي)")
     p.add_argument("--calibration", default="auto", choices=["auto", "isotonic", "platt", "none"],
                    help="map answer scores to the dev rate of right answers (SOQAL F1 >= 0.5): auto chooses the map "
                         "with the lowest out-of-fold calibration error on --dev (default: %(default)s)")
@@ -146,21 +150,32 @@ def run_tune_decoding(args: argparse.Namespace) -> int:
     from ...artifacts import read_metadata
     from ..metrics import DEV_METRIC
     from .calibration import describe as describe_calibration
-    from .tune import describe_decoding, describe_no_answer, tune_model_decoding
+    from .tune import describe_decoding, describe_leading_words, describe_no_answer, tune_model_decoding
 
     fixed = {"sentence_prior": args.sentence_prior, "within_sentence": on_off(args.within_sentence),
              "decoding": args.decoding,
              "expected_f1_temperature": args.expected_f1_temperature, "reader_weight": args.reader_weight}
     chosen, rows, no_answer = tune_model_decoding(args.model_dir, args.dev, args.output, fixed=fixed,
                                                   batch_size=args.batch_size, reader=args.reader,
-                                                  calibration_method=args.calibration, overwrite=args.overwrite,
-                                                  device=args.device)
+                                                  calibration_method=args.calibration,
+                                                  leading_words=leading_words_arg(args.leading_words),
+                                                  overwrite=args.overwrite, device=args.device)
     for row in rows:
         print(f"{describe_decoding(row)}: dev {DEV_METRIC} {row['score']:.2f}")
+    tuning = read_metadata(args.output)["decoding_tuning"]
+    if tuning["leading_words"] is not None:
+        print(describe_leading_words(tuning["leading_words"]))
     print(describe_no_answer(no_answer))
-    print(describe_calibration(read_metadata(args.output)["decoding_tuning"]["calibration"]))
+    print(describe_calibration(tuning["calibration"]))
     print(f"chose {describe_decoding(chosen)}; wrote {args.output}")
     return 0
+
+
+def leading_words_arg(words: list[str] | None) -> tuple[str, ...] | None:
+    """--leading-words: None (choose on dev), () for 'none', else the words."""
+    if words is None:
+        return None
+    return () if words == ["none"] else tuple(words)
 
 
 def config_from_args(args: argparse.Namespace) -> FinetuneConfig:

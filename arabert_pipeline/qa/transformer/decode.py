@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import ConfigError
-from ..overlap import KeyIDF, sentence_spans
+from ..overlap import KeyIDF, normalize_word, sentence_spans
 from .bonuses import reader_scores as reader_log_probs
 from .bonuses import sentence_bonus
 from .features import Windows
@@ -249,6 +249,17 @@ def trim_spans(text: str, starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndar
     return np.where(inside, new_starts, starts), np.where(inside, new_ends, ends)
 
 
+def drop_leading_word(text: str, start: int, end: int, leading_words: frozenset[str]) -> int:
+    """The start of span [start, end) of `text` past its first word when that word, normalized (overlap.py
+    normalize_word), is one of `leading_words` and another word follows it: "عام 1889" → "1889", "في باريس" →
+    "باريس". Gold answers rarely start with a preposition or with the noun before a year ("سنة", "عام"), and a small
+    model often takes it in; which words are dropped is a decoding setting chosen on dev (tune.py)."""
+    words = list(_WORD_RE.finditer(text, start, end))
+    if len(words) < 2 or normalize_word(words[0].group()) not in leading_words:
+        return start
+    return words[1].start()
+
+
 @dataclasses.dataclass(frozen=True)
 class Answer:
     text: str  # == context[start:end] of the original context
@@ -272,11 +283,12 @@ def with_probabilities(answers: list[Answer]) -> list[Answer]:
     return [dataclasses.replace(a, score=float(w)) for a, w in zip(answers, weights)]
 
 
-def trimmed(context: str, answers: list[Answer], by_score: bool) -> list[Answer]:
-    """The ranked answers without sentence punctuation at their ends ("جنوب الأردن،" → "جنوب الأردن", postprocess's
-    TRIMMED_PUNCTUATION); those that become one answer are merged (their probabilities summed), a span of punctuation
-    alone is dropped. `by_score`: ranked by probability again (max-score decoding); else each keeps the first place of
-    its parts (expected-F1's order).
+def trimmed(context: str, answers: list[Answer], by_score: bool,
+            leading_words: frozenset[str] = frozenset()) -> list[Answer]:
+    """The ranked answers without sentence punctuation at their ends ("جنوب الأردن،" → "جنوب الأردن",
+    TRIMMED_PUNCTUATION) and without a first word of `leading_words` (drop_leading_word); those that become one answer
+    are merged (their probabilities summed), a span of punctuation alone is dropped. `by_score`: ranked by probability
+    again (max-score decoding); else each keeps the first place of its parts (expected-F1's order).
 
     After decoding, not before it: the candidates' distribution, and so the decoder the dev sets chose, stay as they
     were (trimming the candidates first merged them and cost the previous default 1.2 dev F1)."""
@@ -284,6 +296,8 @@ def trimmed(context: str, answers: list[Answer], by_score: bool) -> list[Answer]
     starts, ends = trim_spans(context, bounds[:, 0], bounds[:, 1])
     merged: dict[tuple[int, int], Answer] = {}
     for answer, start, end in zip(answers, starts.tolist(), ends.tolist()):
+        if leading_words:
+            start = drop_leading_word(context, start, end, leading_words)
         if not any(map(is_word_character, context[start:end])):
             continue
         if (start, end) in merged:
@@ -370,6 +384,7 @@ def decode(logits: Logits, settings: QASettings, *, top_k: int = 1, whole_words:
     """Window logits → at most `top_k` answers per example in original-context coordinates, best first; `bonuses`:
     `candidates`' sentence_idf, reader and reader_scores."""
     pool = max(top_k, settings.n_best)
+    leading_words = frozenset(settings.leading_words)
     answers = []
     for (_, aligned), ranked in zip(logits.prepared, candidates(logits, settings, top_k=top_k,
                                                                 whole_words=whole_words, **bonuses)):
@@ -380,7 +395,8 @@ def decode(logits: Logits, settings: QASettings, *, top_k: int = 1, whole_words:
             ranked = [ranked[i] for i in order]
         ranked = with_probabilities(ranked[:pool])
         if whole_words:
-            ranked = trimmed(aligned.original, ranked, by_score=settings.decoding == "max-score")
+            ranked = trimmed(aligned.original, ranked, by_score=settings.decoding == "max-score",
+                             leading_words=leading_words)
         if settings.calibration is not None and settings.calibration.input == "expected-f1" and ranked:
             # The map reads each answer's expected F1 under the distribution over every candidate, not its probability.
             expected = expected_f1(aligned.original, [(a.start, a.end) for a in ranked],

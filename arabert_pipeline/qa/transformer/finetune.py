@@ -65,8 +65,8 @@ from .features import CONTEXT_TYPE, QUESTION_OVERLAP_TYPE, build_windows, check_
 from .model import QAModel
 from .settings import PLAIN_DECODING, QASettings
 from .tune import (
-    best_decoding, calibrate, describe_decoding, describe_no_answer, dev_answers, dev_score, tune_decoding,
-    tune_null_threshold,
+    best_decoding, calibrate, describe_decoding, describe_leading_words, describe_no_answer, dev_answers, dev_score,
+    tune_decoding, tune_leading_words, tune_null_threshold,
 )
 
 WIDTH_MULTIPLE = 32  # batch widths are padded to multiples of this: few shapes, flat memory
@@ -252,8 +252,11 @@ class QATrainer(FinetuneEngine):
                      + f"; chose {describe_decoding(decoding)}")
         self.settings = dataclasses.replace(self.settings, **{**decoding,
                                                               "sentence_prior": float(decoding["sentence_prior"])})
-        no_answer, calibration_report = {}, {}
+        no_answer, calibration_report, leading = {}, {}, {}
         if self.dev_files:
+            leading = tune_leading_words(self.qa_model(), self.dev_files, config.batch_size)
+            self.settings = dataclasses.replace(self.settings, leading_words=leading["leading_words"])
+            self.say(describe_leading_words(leading))
             answers = dev_answers(self.qa_model(), self.dev_files, config.batch_size)
             no_answer = tune_null_threshold(self.qa_model(), self.dev_files, config.batch_size, answers)
             calibration, calibration_report = calibrate(answers, no_answer["threshold"])
@@ -278,7 +281,8 @@ class QATrainer(FinetuneEngine):
                          "steps": self.state.step, "processes": self.world, "train_questions": self.train_questions,
                          "train_negatives": self.train_negatives, "train_windows": len(self.windows),
                          "epoch_losses": self.losses, "dev_metric": DEV_METRIC, "dev_scores": self.dev_history,
-                         **chosen, "decoding_dev_scores": decoding_scores, "no_answer_dev": no_answer,
+                         **chosen, "decoding_dev_scores": decoding_scores, "leading_words_dev": leading,
+                         "no_answer_dev": no_answer,
                          "calibration_dev": calibration_report},
             "pretrained": read_metadata(config.model, missing_ok=True) if Path(config.model).is_dir() else {},
         }

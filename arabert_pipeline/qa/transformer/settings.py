@@ -23,6 +23,7 @@ MAX_N_BEST = 1000
 # Logit-scale numbers: a QA model's logits are tens at most, so anything past this bound is a damaged file (an
 # infinite or huge prior turns scores into NaN; a NaN threshold never abstains).
 MAX_LOGIT_SETTING = 1000.0
+MAX_LEADING_WORDS = 100
 # The range of each numeric decoding setting (closed, finite).
 DECODING_RANGES = {
     "sentence_prior": (0.0, MAX_LOGIT_SETTING),
@@ -43,6 +44,15 @@ def check_decoding_setting(name: str, value: Any, source: object = None) -> None
     if name == "decoding":
         if value not in DECODINGS:
             raise ConfigError(f"{where}decoding must be one of {', '.join(DECODINGS)}, got {value!r}")
+        return
+    if name == "leading_words":
+        from ..overlap import normalize_word
+
+        if not (isinstance(value, (tuple, list)) and len(value) <= MAX_LEADING_WORDS
+                and all(isinstance(word, str) and word and word == normalize_word(word) and " " not in word
+                        for word in value)):
+            raise ConfigError(f"{where}leading_words must be a list of at most {MAX_LEADING_WORDS} single words, "
+                              f"each normalized (diacritics removed, alef forms as ا, ى as ي, ة as ه), got {value!r}")
         return
     low, high = DECODING_RANGES[name]
     if not (isinstance(value, (int, float)) and math.isfinite(value) and low <= value <= high):
@@ -68,6 +78,9 @@ class QASettings:
     # The weight of the model's DrQA reader (companion.py, in MODEL_DIR/reader/) in span scores: a span scores its
     # start + end logit + reader_weight × (log p_reader(start word) + log p_reader(end word)). 0: no reader.
     reader_weight: float = 0.0
+    # Words an answer never starts with (normalized as overlap.normalize_word does): a first word among them is
+    # dropped when another follows ("عام 1889" → "1889"; decode.drop_leading_word). Chosen on dev (tune.py).
+    leading_words: tuple[str, ...] = ()
     # Maps the decoder's probability or expected F1 to the dev rate of right answers (calibration.py); None: the
     # softmax as it is.
     calibration: Calibration | None = None
@@ -81,6 +94,8 @@ class QASettings:
             if field.name not in metadata or field.name == "calibration":
                 continue
             value, kind = metadata[field.name], type(field.default)
+            if kind is tuple and isinstance(value, list):  # JSON has no tuples
+                value = tuple(value)
             if kind is float and isinstance(value, int) and not isinstance(value, bool):
                 value = float(value) if abs(value) < 2**63 else math.inf
             if type(value) is not kind:
@@ -113,3 +128,4 @@ class QASettings:
         for name in ("sentence_prior", "reader_weight", "null_score_diff_threshold", "decoding",
                      "expected_f1_temperature"):
             check_decoding_setting(name, getattr(self, name), source)
+        check_decoding_setting("leading_words", self.leading_words, source)
