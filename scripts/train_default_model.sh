@@ -90,7 +90,8 @@ qa_null=$runs/qa/deberta-mini-negatives
 #     (train-reader, 20 epochs, best dev epoch kept: 20 beat 10 on dev by +2.2 F1 beside the same transformer),
 #     attached by tune-decoding, which weighs its word probabilities in the span scores on dev together with the
 #     sentence prior and the expected-F1 temperature (answers inside one sentence, expected-F1 decoding, as 4b chose),
-#     and re-chooses the no-answer threshold.
+#     then chooses the leading words dropped from answers (the shipped model: "عام") and re-chooses the no-answer
+#     threshold and the calibration.
 vectors=$runs/emb/w2v-sg100
 [ -f "$vectors/vectors.npy" ] || arabert-pipeline train-embeddings "$text" -o "$vectors" --model word2vec --sg \
     --dim 100 --window 5 --min-count 5 --epochs 5 --workers 2
