@@ -6,7 +6,8 @@
 # Usage: ARABERT_PIPELINE_DATA=../shared/data bash scripts/train_default_model.sh [RUNS_DIR]
 # The test report goes to $REPORT (default notebooks/results/default-model, the committed one), the dev report that
 # the choice rests on to $REPORT-dev; COMPARE="LABEL=DIR ..." adds other models to both (the committed reports compare
-# the previous default).
+# the previous default). SHIP=DIR ships elsewhere than the package's model dir; VOCAB_SIZE, PRETRAIN_* and
+# CONTINUE_STEPS size the tokenizer and the encoder (all stages ran at tiny size on tests/data/shared in 10 minutes, 7 of them the reader).
 # The same script runs on a CPU or a GPU (pretrain and finetune use CUDA when torch sees it). The shipped encoder was
 # pretrained on one lent H200, its pretraining continued and all its QA stages run on one lent H100 (steps 3b-4b,
 # `gpu_pretrain.sh continue`); the decoding was tuned on a 2-core CPU; the model card gives the hours.
@@ -15,7 +16,7 @@ set -euo pipefail
 : "${ARABERT_PIPELINE_DATA:?point ARABERT_PIPELINE_DATA at the data root (corpus/, qa/)}"
 runs=${1:-runs}
 corpus=$ARABERT_PIPELINE_DATA/corpus
-ship=arabert_pipeline/models/arabert-mini
+ship=${SHIP:-arabert_pipeline/models/arabert-mini}
 text=$runs/corpus/train.arabertv02.txt
 tokenizer=$runs/tokenizers/noseg-unigram
 
@@ -27,7 +28,7 @@ resume_flag() { [ -d "$1/checkpoints" ] && echo --resume || true; }
     -o "$text" --preprocessing arabertv02 --workers 2
 # 2. SentencePiece unigram, 32k pieces.
 [ -f "$tokenizer/tokenizer.json" ] || arabert-pipeline train-tokenizer "$text" -o "$tokenizer" --model-type unigram \
-    --vocab-size 32000
+    --vocab-size "${VOCAB_SIZE:-32000}"
 # 3. DeBERTa-v2 with the enhanced mask decoder, MLM with whole-word masking, L6/H384 (~23 M parameters), sequences of
 #    256, batches of 256, lr 1e-3 with 6% warm-up and linear decay, no dropout while pretraining (underfitting, not
 #    overfitting, limits a run this short). The shipped encoder (issue 39) ran on one lent H200 for a 7-minute
