@@ -11,7 +11,7 @@ from arabert_pipeline.errors import ConfigError
 from arabert_pipeline.qa.transformer.model import QAModel
 from arabert_pipeline.qa.transformer.settings import QASettings
 from arabert_pipeline.qa.overlap import KeyIDF
-from arabert_pipeline.qa.transformer.decode import decode_spans, rank_by_expected_f1, sentence_numbers
+from arabert_pipeline.qa.transformer.decode import decode_spans, rank_by_expected_f1, sentence_numbers, trimmed
 
 SHIPPED = Path(__file__).resolve().parents[1] / "arabert_pipeline" / "models" / "arabert-mini"
 
@@ -152,7 +152,7 @@ def test_allow_no_answer_abstains_where_the_margin_is_above_the_threshold():
 
 def test_decode_answers_with_one_of_the_candidates_it_is_given():
     """`candidates` is what decode chooses from: the max-score answer is the best candidate, the expected-F1 answer
-    one of the candidates (end punctuation aside), and every_candidate widens max-score's few to expected-F1's many."""
+    one of the candidates (as trimmed: end punctuation and a leading word such as عام aside), and every_candidate widens max-score's few to expected-F1's many."""
     model = QAModel.load(SHIPPED)
     context = "يبلغ عدد سكان المدينة مليون نسمة. تأسست مدينة الرياض عام 1746 على يد دهام بن دواس، في نجد."
     logits = model.logits([{"question": "متى تأسست الرياض؟", "context": context}], 8)
@@ -162,7 +162,12 @@ def test_decode_answers_with_one_of_the_candidates_it_is_given():
     assert len(few) == max_score.n_best < len(many)
     assert [a.score for a in many] == sorted((a.score for a in many), reverse=True)
     assert [(a.start, a.end) for a in few] == [(a.start, a.end) for a in many[: len(few)]]
+    leading_words = frozenset(model.settings.leading_words)
+
+    def as_answered(candidate):
+        return trimmed(context, [candidate], by_score=True, leading_words=leading_words)[0].text
+
     best = model.decode(logits, settings=max_score)[0][0]
-    assert context[few[0].start:few[0].end].strip(" ،.") == best.text
+    assert as_answered(few[0]) == best.text
     chosen = model.decode(logits)[0][0]
-    assert any(context[a.start:a.end].strip(" ،.") == chosen.text for a in many)
+    assert any(as_answered(a) == chosen.text for a in many)
