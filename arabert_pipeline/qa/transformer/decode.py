@@ -319,6 +319,11 @@ class Logits:
     start: np.ndarray  # (windows, tokens), 0 past each window's end
     end: np.ndarray
 
+    def head(self, n: int) -> "Logits":
+        """The logits of the first `n` examples alone (their windows, in order)."""
+        keep = np.flatnonzero(self.windows.example_index < n)
+        return Logits(self.prepared[:n], self.windows.select(keep), self.start[keep], self.end[keep])
+
 
 def candidates(logits: Logits, settings: QASettings, *, sentence_idf: KeyIDF | None = None, reader=None,
                reader_scores=None, top_k: int = 1, whole_words: bool = True,

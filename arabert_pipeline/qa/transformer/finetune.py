@@ -65,8 +65,8 @@ from .features import CONTEXT_TYPE, QUESTION_OVERLAP_TYPE, build_windows, check_
 from .model import QAModel
 from .settings import PLAIN_DECODING, QASettings
 from .tune import (
-    best_decoding, calibrate, describe_decoding, describe_leading_words, describe_no_answer, dev_answers, dev_score,
-    tune_decoding, tune_leading_words, tune_null_threshold,
+    best_decoding, calibrate, describe_decoding, describe_leading_words, describe_no_answer, dev_answers, dev_passes,
+    dev_score, tune_decoding, tune_leading_words, tune_null_threshold,
 )
 
 WIDTH_MULTIPLE = 32  # batch widths are padded to multiples of this: few shapes, flat memory
@@ -244,8 +244,10 @@ class QATrainer(FinetuneEngine):
                  "decoding": config.decoding}
         decoding, decoding_scores = dict(PLAIN_DECODING), []
         decoding.update({name: value for name, value in fixed.items() if value is not None})
+        # The settings change below; the logits they decode do not.
+        passes = dev_passes(self.qa_model(), self.dev_files, config.batch_size) if self.dev_files else []
         if self.dev_files and None in fixed.values():
-            decoding_scores = tune_decoding(self.qa_model(), self.dev_files, config.batch_size, fixed)
+            decoding_scores = tune_decoding(self.qa_model(), passes, fixed)
             decoding = best_decoding(decoding_scores)
             self.say("decoding on dev: " + "; ".join(f"{describe_decoding(row)} → {row['score']:.2f}"
                                                      for row in decoding_scores)
@@ -254,11 +256,11 @@ class QATrainer(FinetuneEngine):
                                                               "sentence_prior": float(decoding["sentence_prior"])})
         no_answer, calibration_report, leading = {}, {}, {}
         if self.dev_files:
-            leading = tune_leading_words(self.qa_model(), self.dev_files, config.batch_size)
+            leading = tune_leading_words(self.qa_model(), passes)
             self.settings = dataclasses.replace(self.settings, leading_words=leading["leading_words"])
             self.say(describe_leading_words(leading))
-            answers = dev_answers(self.qa_model(), self.dev_files, config.batch_size)
-            no_answer = tune_null_threshold(self.qa_model(), self.dev_files, config.batch_size, answers)
+            answers = dev_answers(self.qa_model(), passes)
+            no_answer = tune_null_threshold(answers)
             calibration, calibration_report = calibrate(answers, no_answer["threshold"])
             self.settings = dataclasses.replace(self.settings, null_score_diff_threshold=no_answer["threshold"],
                                                 calibration=calibration)

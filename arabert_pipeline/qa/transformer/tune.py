@@ -5,8 +5,9 @@
 `finetune` calls `tune_decoding` after training when it has dev sets; `tune-decoding` does the same for a model that is
 already trained (ours from an earlier release, or one whose dev sets were not given), without touching its weights:
 the output is a copy of the model dir whose arabert_pipeline.json holds the chosen settings and every dev score tried.
-The model runs once per dev set (QAModel.logits); each setting only re-decodes its logits (QAModel.decode). Every
-choice is made on the dev metric (qa/metrics.py DEV_METRIC), pooled over the questions of all dev sets.
+The model (and its reader) runs once per dev set, on its questions and their unanswerable pairings together
+(`dev_passes`); every choice after that only re-decodes those logits (QAModel.decode). Every choice is made on the dev
+metric (qa/metrics.py DEV_METRIC), pooled over the questions of all dev sets.
 """
 from __future__ import annotations
 
@@ -27,8 +28,9 @@ from ..metrics import DEV_METRIC, score_question
 from .bonuses import SENTENCE_IDF_FILE
 from .calibration import CORRECT_AT, Calibration, choose_calibration
 from .companion import COMPANION_DIR, Companion, copy_companion, export_companion
+from .decode import Logits
 from .model import QAModel
-from .settings import DECODING_FIELDS, DECODINGS, PLAIN_DECODING, check_decoding_setting
+from .settings import DECODING_FIELDS, DECODINGS, PLAIN_DECODING, QASettings, check_decoding_setting
 
 # Sentence-prior weights tried on the dev sets (in logits: a span's score is its start + end logit).
 SENTENCE_PRIOR_GRID = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
@@ -78,54 +80,71 @@ def decoding_grid(fixed: dict[str, Any]) -> list[dict[str, Any]]:
             or fixed.get("expected_f1_temperature") is not None]
 
 
-def tune_decoding(qa: QAModel, dev_files: list[SquadFile], batch_size: int,
-                  fixed: dict[str, Any]) -> list[dict[str, Any]]:
-    """Pooled dev DEV_METRIC of each setting of `decoding_grid(fixed)`, as rows; the model (and its reader, if it has
-    one; without one the reader weight is 0) runs once per dev set."""
+@dataclasses.dataclass
+class DevPass:
+    """One dev set run through a QA model once: its answerable questions, followed in `logits` by their
+    `unanswerable_examples` (for the no-answer threshold), and the reader's scores of both (None without a reader)."""
+
+    examples: list[dict[str, Any]]
+    logits: Logits
+    reader_scores: list | None
+
+    def answerable(self) -> tuple[Logits, list | None]:
+        """The logits and reader scores of the answerable questions alone."""
+        n = len(self.examples)
+        return self.logits.head(n), self.reader_scores[:n] if self.reader_scores is not None else None
+
+
+def dev_passes(qa: QAModel, dev_files: list[SquadFile], batch_size: int) -> list[DevPass]:
+    """Each dev set through the model (and its reader): what every choice on dev re-decodes."""
+    passes = []
+    for f in dev_files:
+        logits = qa.logits(f.examples + unanswerable_examples(f.examples), batch_size)
+        passes.append(DevPass(f.examples, logits,
+                              qa.reader_scores(logits.prepared) if qa.reader is not None else None))
+    return passes
+
+
+def best_answers(qa: QAModel, passes: list[DevPass], settings: QASettings) -> tuple[list[float], list[str | None]]:
+    """DEV_METRIC and text of the best answer to every answerable dev question under `settings`."""
+    scores, texts = [], []
+    for run in passes:
+        logits, reader_scores = run.answerable()
+        for example, found in zip(run.examples, qa.decode(logits, settings=settings, reader_scores=reader_scores)):
+            scores.append(_best_score(example, found))
+            texts.append(found[0].text if found else None)
+    return scores, texts
+
+
+def tune_decoding(qa: QAModel, passes: list[DevPass], fixed: dict[str, Any]) -> list[dict[str, Any]]:
+    """Pooled dev DEV_METRIC of each setting of `decoding_grid(fixed)`, as rows (without a reader, the reader weight
+    is 0)."""
     if qa.reader is None:
         fixed = {**fixed, "reader_weight": 0.0}
     rows = decoding_grid(fixed)
-    scores: list[list[float]] = [[] for _ in rows]
-    for f in dev_files:
-        logits = qa.logits(f.examples, batch_size)
-        reader_scores = qa.reader_scores(logits.prepared) if qa.reader is not None else None
-        for row, values in zip(rows, scores):
-            settings = dataclasses.replace(qa.settings, **as_settings(row))
-            answers = qa.decode(logits, settings=settings, reader_scores=reader_scores)
-            values.extend(_best_score(example, found) for example, found in zip(f.examples, answers))
-    return [{**row, "score": 100.0 * float(np.mean(values))} for row, values in zip(rows, scores)]
+    return [{**row, "score": 100.0 * float(np.mean(
+        best_answers(qa, passes, dataclasses.replace(qa.settings, **as_settings(row)))[0]))} for row in rows]
 
 
-def tune_leading_words(qa: QAModel, dev_files: list[SquadFile], batch_size: int,
+def tune_leading_words(qa: QAModel, passes: list[DevPass],
                        candidates: tuple[str, ...] = LEADING_WORD_CANDIDATES) -> dict[str, Any]:
     """The `leading_words` chosen on dev under the model's other settings: each candidate alone is tried, and kept
     when dropping it from the answers it starts raises the pooled dev metric and changes at least
     MIN_LEADING_WORD_ANSWERS of them. Returns the words, the pooled dev score
     without and with them, and each candidate's count of changed answers and gain."""
-    runs = []
-    for f in dev_files:
-        logits = qa.logits(f.examples, batch_size)
-        runs.append((f.examples, logits, qa.reader_scores(logits.prepared) if qa.reader is not None else None))
+    def answers(words: tuple[str, ...]) -> tuple[list[float], list[str | None]]:
+        return best_answers(qa, passes, dataclasses.replace(qa.settings, leading_words=words))
 
-    def best_answers(words: tuple[str, ...]) -> tuple[list[float], list[str | None]]:
-        settings = dataclasses.replace(qa.settings, leading_words=words)
-        scores, texts = [], []
-        for examples, logits, reader_scores in runs:
-            for example, found in zip(examples, qa.decode(logits, settings=settings, reader_scores=reader_scores)):
-                scores.append(_best_score(example, found))
-                texts.append(found[0].text if found else None)
-        return scores, texts
-
-    base_scores, base_texts = best_answers(())
+    base_scores, base_texts = answers(())
     base = 100.0 * float(np.mean(base_scores))
     rows = []
     for word in candidates:
-        scores, texts = best_answers((word,))
+        scores, texts = answers((word,))
         rows.append({"word": word, "changed": sum(a != b for a, b in zip(texts, base_texts)),
                      "gain": 100.0 * float(np.mean(scores)) - base})
     kept = tuple(row["word"] for row in rows if row["gain"] > 0 and row["changed"] >= MIN_LEADING_WORD_ANSWERS)
     return {"leading_words": kept, "dev_metric": DEV_METRIC, "score_without": base,
-            "score_with": 100.0 * float(np.mean(best_answers(kept)[0])), "candidates": rows}
+            "score_with": 100.0 * float(np.mean(answers(kept)[0])), "candidates": rows}
 
 
 def describe_leading_words(result: dict[str, Any]) -> str:
@@ -159,7 +178,7 @@ class DevAnswers:
     negative_margin: np.ndarray  # and of each unanswerable one (the question paired with another paragraph)
 
 
-def dev_answers(qa: QAModel, dev_files: list[SquadFile], batch_size: int) -> DevAnswers:
+def dev_answers(qa: QAModel, passes: list[DevPass]) -> DevAnswers:
     """Every dev question with its answer, and paired with another paragraph of its article (no answer there)."""
     # Raw scores: no map, reading what each input reads (expected F1 only where the decoder ranks by it).
     raw = {"probability": dataclasses.replace(qa.settings, calibration=None)}
@@ -167,27 +186,24 @@ def dev_answers(qa: QAModel, dev_files: list[SquadFile], batch_size: int) -> Dev
         raw["expected-f1"] = dataclasses.replace(qa.settings, calibration=Calibration("none", input="expected-f1"))
     metric, answerable_margin, negative_margin = [], [], []
     top_score = {read: [] for read in raw}
-    for f in dev_files:
-        negatives = unanswerable_examples(f.examples)
-        examples = f.examples + negatives
-        logits = qa.logits(examples, batch_size)
-        margins = qa.null_margins(logits)
-        reader_scores = qa.reader_scores(logits.prepared) if qa.reader is not None else None
+    for run in passes:
+        n = len(run.examples)
+        margins = qa.null_margins(run.logits)
+        logits, reader_scores = run.answerable()
         for read, settings in raw.items():
             answers = qa.decode(logits, settings=settings, reader_scores=reader_scores)
-            for example, found in zip(f.examples, answers):
+            for example, found in zip(run.examples, answers):
                 if read == "probability":  # the same spans under every input: only the score differs
                     metric.append(_best_score(example, found))
                 top_score[read].append(found[0].score if found else 0.0)
-        answerable_margin.extend(margins[: len(f.examples)])
-        negative_margin.extend(margins[len(f.examples):])
+        answerable_margin.extend(margins[:n])
+        negative_margin.extend(margins[n:])
     return DevAnswers(np.asarray(metric, dtype=np.float64),
                       {read: np.asarray(values, dtype=np.float64) for read, values in top_score.items()},
                       np.asarray(answerable_margin), np.asarray(negative_margin))
 
 
-def tune_null_threshold(qa: QAModel, dev_files: list[SquadFile], batch_size: int,
-                        answers: DevAnswers | None = None) -> dict[str, Any]:
+def tune_null_threshold(answers: DevAnswers) -> dict[str, Any]:
     """The `null_score_diff_threshold` chosen on dev, the scores at it, and the HasAns / NoAns curve around it.
 
     The dev questions (answerable) are pooled with their `unanswerable_examples`. At threshold t a question is answered
@@ -196,9 +212,8 @@ def tune_null_threshold(qa: QAModel, dev_files: list[SquadFile], batch_size: int
     (always answer). The rule (MIN_ANSWERED): the best NoAns accuracy among the thresholds that still answer that
     share of the answerable questions. "always_answer" holds the scores of a decoder without the no-answer option;
     "curve" the scores at thresholds answering 50%, 60%, ... 100% of the answerable questions. `answers`: the
-    `dev_answers` of the same model and settings, when the caller has them already.
+    model's `dev_answers` under its chosen settings.
     """
-    answers = answers or dev_answers(qa, dev_files, batch_size)
     metric, answerable_margin, negative_margin = answers.metric, answers.answerable_margin, answers.negative_margin
     total = len(metric) + len(negative_margin)
 
@@ -293,14 +308,15 @@ def tune_model_decoding(model_dir: str | Path, dev: list[str], output: str | Pat
             raise ConfigError(f"reader_weight {fixed['reader_weight']:g} needs a reader: give --reader")
         if qa.sentence_idf is None and fixed["sentence_prior"] is None:
             fixed["sentence_prior"] = 0.0  # no IDF table beside the model: no prior to weigh
-        rows = tune_decoding(qa, dev_files, batch_size, fixed)
+        passes = dev_passes(qa, dev_files, batch_size)
+        rows = tune_decoding(qa, passes, fixed)
         chosen = best_decoding(rows)
         qa.settings = dataclasses.replace(qa.settings, **chosen)
-        leading = tune_leading_words(qa, dev_files, batch_size) if leading_words is None else None
+        leading = tune_leading_words(qa, passes) if leading_words is None else None
         chosen["leading_words"] = leading["leading_words"] if leading is not None else leading_words
         qa.settings = dataclasses.replace(qa.settings, leading_words=chosen["leading_words"])
-        answers = dev_answers(qa, dev_files, batch_size)
-        no_answer = tune_null_threshold(qa, dev_files, batch_size, answers)
+        answers = dev_answers(qa, passes)
+        no_answer = tune_null_threshold(answers)
         calibration, calibration_report = calibrate(answers, no_answer["threshold"], calibration_method)
         with atomic_directory(output) as staging:
             for path in sorted(model_dir.iterdir()):
