@@ -309,3 +309,35 @@ def test_reader_weights_follow_the_umask_like_every_output(trained):
     os.umask(mask)
     assert {p.name: oct(p.stat().st_mode & 0o777) for p in out.iterdir()} == \
         {p.name: oct(0o666 & ~mask) for p in out.iterdir()}
+
+
+def test_a_reader_started_from_another_keeps_what_it_learnt(trained, embeddings_dir, tmp_path, capsys):
+    """--init-from: the synthetic-then-real recipe. A reader started from the trained one at a learning rate too small
+    to move it answers as that one does from its first epoch (a fresh one cannot: its dev EM starts near 0), keeps its
+    fine-tuned question words and records where it started; other vectors or sizes are refused, naming the flag."""
+    base, out, _ = trained
+    started = tmp_path / "started"
+    code = main(["train-reader", "--embeddings", str(embeddings_dir), "--train", str(base / "train.json"),
+                 "--dev", str(base / "dev.json"), "-o", str(started), "--hidden", "24", "--layers", "1",
+                 "--epochs", "1", "--lr", "1e-9", "--tune-top-k", "7", "--init-from", str(out), "--no-progress"])
+    assert code == 0
+    before = json.loads((out / "arabert_pipeline.json").read_text(encoding="utf-8"))
+    after = json.loads((started / "arabert_pipeline.json").read_text(encoding="utf-8"))
+    assert after["epochs"][0]["dev_em"] == before["best_dev_em"] >= 90
+    assert after["init_from"] == out.name  # portable_path: outside the working directory, the last component
+    tuned = lambda d: json.loads((d / "reader_config.json").read_text(encoding="utf-8"))["tuned_words"]  # noqa: E731
+    assert tuned(started) == tuned(out)
+
+    fresh = tmp_path / "fresh"
+    assert _train_tiny(embeddings_dir, base, fresh, "--lr", "1e-9") == 0
+    assert json.loads((fresh / "arabert_pipeline.json").read_text(encoding="utf-8"))["epochs"][0]["dev_em"] < 50
+
+    assert _train_tiny(embeddings_dir, base, tmp_path / "other-size", "--init-from", str(out)) == 2
+    assert "--init-from" in capsys.readouterr().err.split("hidden is 24, not the 8")[0]
+    other = _copy_embeddings(embeddings_dir, tmp_path / "other-vectors")
+    np.save(other / "vectors.npy", np.load(other / "vectors.npy")[::-1].copy(), allow_pickle=False)
+    assert main(["train-reader", "--embeddings", str(other), "--train", str(base / "train.json"), "--dev",
+                 str(base / "dev.json"), "-o", str(tmp_path / "other-reader"), "--hidden", "24", "--layers", "1",
+                 "--epochs", "1", "--init-from", str(out), "--no-progress"]) == 2
+    assert "not the embeddings directory" in capsys.readouterr().err
+    assert not (tmp_path / "other-size").exists() and not (tmp_path / "other-reader").exists()

@@ -39,6 +39,10 @@ def register(subparsers) -> None:
     train.add_argument("--max-span-words", type=int, default=_DEFAULTS.max_span_words,
                        help="longest answer, in words")
     train.add_argument("--seed", type=int, default=_DEFAULTS.seed)
+    train.add_argument("--init-from", metavar="READER_DIR",
+                       help="start from a train-reader output over the same vectors (e.g. one trained on "
+                            "make-synthetic-qa questions), keeping its fine-tuned question words; --tune-top-k is then "
+                            "not used")
     train.add_argument("--overwrite", action="store_true",
                        help="replace an earlier train-reader output at -o (anything else is never replaced)")
     train.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")

@@ -33,6 +33,9 @@ class ReaderConfig:
     tune_top_k: int = 1000  # the vectors of the K most frequent training-question words fine-tuned; 0: all frozen
     max_span_words: int = 15  # the longest answer, in words
     seed: int = 42
+    # A train-reader output over the same vectors whose weights (and fine-tuned question words) this one starts from:
+    # a reader first trained on make-synthetic-qa's questions, then on the real sets (Dhingra et al. 2018's recipe).
+    init_from: str | None = None
     overwrite: bool = False
     progress: bool = True
 

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ...artifacts import METADATA_FILE, portable_path, read_metadata, write_metadata
-from ...errors import InputError
+from ...errors import ConfigError, InputError
 from ...finetuning.selection import FinetuneEngine
 from ...outputs import OutputKind
 from ...training import CHECKPOINTS, LOG_FILE, LoopSettings
@@ -70,7 +70,8 @@ class ReaderTrainer(FinetuneEngine):
 
     def inputs(self) -> list[str]:
         config = self.config
-        return [config.embeddings] + [s for s in config.train + config.dev if Path(s).exists()]
+        return [config.embeddings, *([config.init_from] if config.init_from else [])] + [
+            s for s in config.train + config.dev if Path(s).exists()]
 
     def setup(self) -> None:
         import torch
@@ -101,8 +102,11 @@ class ReaderTrainer(FinetuneEngine):
                              path=", ".join(config.train))
         self.dev_examples = [e for f in self.sets.dev for e in f.examples]
         self.dev_items, _ = encode_examples(self.dev_examples, preprocessor, vocabulary)
-        self.tuned_rows = most_frequent_question_words(self.train_items, config.tune_top_k)
-        model = Reader(embeddings.vectors, self.tuned_rows, config.hidden, config.layers, config.dropout)
+        if config.init_from is None:
+            self.tuned_rows = most_frequent_question_words(self.train_items, config.tune_top_k)
+            model = Reader(embeddings.vectors, self.tuned_rows, config.hidden, config.layers, config.dropout)
+        else:
+            model = self.initial_reader()
         optimizer = torch.optim.Adamax([p for p in model.parameters() if p.requires_grad], lr=config.lr)
         self.data_key = data_key(self.train_items, self.bound)
         covered = float(np.mean(np.concatenate([e.context_ids for e in self.train_items]) != UNK))
@@ -113,6 +117,27 @@ class ReaderTrainer(FinetuneEngine):
         self.prepare(model, optimizer, checkpoint)
         self.model.train()
         self.plan_schedule(checkpoint, 0, len(self.train_items), config.batch_size)
+
+    def initial_reader(self):
+        """The --init-from reader's network, checked against these vectors and sizes; its fine-tuned question words
+        stay the fine-tuned ones (their vectors have learnt what the questions ask)."""
+        from .model import Reader
+        from .predict import StaticReader, read_reader_config
+
+        config, source = self.config, Path(self.config.init_from)
+        if not (source / WEIGHTS_FILE).is_file():
+            raise ConfigError(f"--init-from {source}: not a train-reader output (no {WEIGHTS_FILE})")
+        stored = read_reader_config(source / CONFIG_FILE)
+        for name in ("hidden", "layers"):
+            if stored[name] != getattr(config, name):
+                raise ConfigError(f"--init-from {source}: its {name} is {stored[name]}, not the {getattr(config, name)} "
+                                  f"asked for here (give --{name} {stored[name]})")
+        start = StaticReader.load(source, embeddings=config.embeddings)  # refuses other vectors
+        self.tuned_rows = np.asarray([start.vocabulary.index[w] for w in stored["tuned_words"]], dtype=np.int64)
+        model = Reader(self.embeddings.vectors, self.tuned_rows, config.hidden, config.layers, config.dropout)
+        model.load_state_dict(start.model.state_dict())
+        self.say(f"train-reader: starting from {source} ({len(self.tuned_rows)} fine-tuned question words)")
+        return model
 
     # ------------------------------------------------------------------------------------------- the engine's hooks
 
@@ -197,7 +222,9 @@ class ReaderTrainer(FinetuneEngine):
             train_questions=len(self.train_items), skipped_unaligned=len(self.unaligned),
             dropped_for_leakage=sum(self.sets.dropped.values()), epochs=self.epoch_rows, dev_metric=DEV_METRIC,
             best_epoch=best["epoch"], **{f"best_dev_{DEV_METRIC}": best[f"dev_{DEV_METRIC}"]},
-            best_dev_em=best["dev_em"], best_dev_f1=best["dev_f1"], lr=config.lr, batch_size=config.batch_size, seed=config.seed,
+            best_dev_em=best["dev_em"], best_dev_f1=best["dev_f1"],
+            init_from=portable_path(config.init_from) if config.init_from else None,
+            lr=config.lr, batch_size=config.batch_size, seed=config.seed,
             train_seconds=round(self.state.elapsed, 1), created_by=f"arabert-pipeline {__version__}",
         )
 
