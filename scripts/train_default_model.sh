@@ -7,7 +7,8 @@
 # The test report goes to $REPORT (default notebooks/results/default-model, the committed one), the dev report that
 # the choice rests on to $REPORT-dev; COMPARE="LABEL=DIR ..." adds other models to both (the committed reports compare
 # the previous default). SHIP=DIR ships elsewhere than the package's model dir; VOCAB_SIZE, PRETRAIN_* and
-# CONTINUE_STEPS size the tokenizer and the encoder (all stages ran at tiny size on tests/data/shared in 10 minutes, 7 of them the reader).
+# CONTINUE_STEPS size the tokenizer and the encoder, READER_EPOCHS the reader (tests/test_train_default_model_script.py
+# runs every stage at tiny size on tests/data/shared).
 # The same script runs on a CPU or a GPU (pretrain and finetune use CUDA when torch sees it). The shipped encoder was
 # pretrained on one lent H200, its pretraining continued and all its QA stages run on one lent H100 (steps 3b-4b,
 # `gpu_pretrain.sh continue`); the decoding was tuned on a 2-core CPU; the model card gives the hours.
@@ -99,7 +100,7 @@ vectors=$runs/emb/w2v-sg100
 reader=$runs/reader/w2v-e20
 [ -f "$reader/reader.safetensors" ] || arabert-pipeline train-reader --embeddings "$vectors" \
     --train arcd-train-rest xquad-ar --dev arcd-dev mlqa-ar-dev --hold-out arcd-test tydiqa-goldp-ar-dev \
-    -o "$reader" --epochs 20
+    -o "$reader" --epochs "${READER_EPOCHS:-20}"
 qa_null_reader=$runs/qa/deberta-mini-reader-e20
 [ -f "$qa_null_reader/arabert_pipeline.json" ] || arabert-pipeline tune-decoding "$qa_null" --reader "$reader" \
     --dev arcd-dev mlqa-ar-dev -o "$qa_null_reader" --within-sentence on --decoding expected-f1
