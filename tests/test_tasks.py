@@ -421,3 +421,110 @@ def test_finetune_refuses_a_label_named_twice(task_models, tmp_path):
               "-o", str(tmp_path / "out"), "--train", str(task_models.train_jsonl), "--dev", str(task_models.dev_jsonl),
               "--labels", "POS", "POS", "NEG"])
     assert not (tmp_path / "out").exists()
+
+
+# The lexical companion (add-lexical) ---------------------------------------------------------------------------------
+
+def _three_class_texts(n: int, seed: int) -> list[dict]:
+    import random
+
+    rng = random.Random(seed)
+    rows = toys.texts(n, seed)
+    for row in rows[::3]:  # a third NEU: filler words only
+        row.update(label="NEU", text=" ".join(rng.sample(toys.FILLER, 5)))
+    return rows
+
+
+@pytest.mark.parametrize("classes", [2, 3])
+def test_the_lexical_companion_is_scikit_learns_model_stored_as_arrays(tmp_path, classes):
+    """Saved (JSON + an npz read without pickle) and loaded back, the companion gives the probabilities of the
+    scikit-learn pipeline it was taken from, two classes (one coefficient row in sklearn) or three."""
+    from arabert_pipeline.classification.baselines import _normalized, fit_baseline
+    from arabert_pipeline.classification.lexical import LexicalCompanion
+
+    rows = toys.texts(120, 0) if classes == 2 else _three_class_texts(120, 0)
+    for row in rows[::4]:  # what the transform must get right too: one- and two-letter words, case, repeats
+        row["text"] += " و في لا AB ab Ok ي ي ي"
+    labels = sorted({r["label"] for r in rows})
+    baseline = fit_baseline("tfidf-lr", rows[:90], rows[90:], labels, max_word_features=50, max_char_features=300)
+    LexicalCompanion.from_pipeline(baseline.model, "arabertv02").save(tmp_path / "lexical")
+    companion = LexicalCompanion.load(tmp_path / "lexical", labels[::-1], "arabertv02")
+    texts = _normalized([r["text"] for r in rows[90:]] + ["نص لم يره أحد", "", "ي", "في  في\tو AB"])
+    expected = baseline.model.predict_proba(texts)
+    assert list(baseline.model.classes_) == companion.labels
+    assert abs(companion.predict_proba(texts) - expected).max() < 1e-5
+    assert abs(companion.predict_proba(texts, labels[::-1]) - expected[:, ::-1]).max() < 1e-5
+    with pytest.raises(ConfigError, match="lexical.json: labels"):
+        LexicalCompanion.load(tmp_path / "lexical", ["A", "B"], "arabertv02")
+    with pytest.raises(ConfigError, match="fitted on 'arabertv02' text, but the model reads 'arabertv2'"):
+        LexicalCompanion.load(tmp_path / "lexical", labels, "arabertv2")
+
+
+def test_add_lexical_weighs_the_companion_on_dev_and_the_model_answers_with_it(task_models, tmp_path, capsys):
+    import numpy as np
+
+    from arabert_pipeline import Pipeline
+    from arabert_pipeline.classification.lexical import WEIGHT_GRID, LexicalCompanion
+    from arabert_pipeline.classification.model import OnnxTextClassifier
+
+    m = task_models
+    base = ["add-lexical", str(m.cls_int8), "--train", str(m.train_jsonl), "--dev", str(m.dev_jsonl)]
+    assert main([*base, "-o", str(tmp_path / "chosen")]) == 0
+    record = read_metadata(tmp_path / "chosen")["lexical"]
+    assert [row["weight"] for row in record["dev_scores"]] == list(WEIGHT_GRID)
+    best = max(row["score"] for row in record["dev_scores"])
+    assert record["weight"] == min(row["weight"] for row in record["dev_scores"] if row["score"] == best)
+    assert read_metadata(tmp_path / "chosen")["lexical_weight"] == record["weight"]
+
+    assert main([*base, "-o", str(tmp_path / "half"), "--weight", "0.5"]) == 0
+    texts = [r["text"] for r in m.dev_texts[:8]]
+    alone = OnnxTextClassifier.load(m.cls_int8)
+    companion = LexicalCompanion.load(tmp_path / "half" / "lexical", alone.labels, alone.preprocessing)
+    expected = 0.5 * alone.predict_proba(texts) + 0.5 * companion.predict_proba(alone.preprocess(texts), alone.labels)
+    answered = Pipeline(str(tmp_path / "half"))(texts, top_k=None)
+    got = np.asarray([[next(a["score"] for a in row if a["label"] == label) for label in alone.labels]
+                      for row in answered])
+    assert abs(got - expected).max() < 1e-5
+    assert not np.allclose(got, alone.predict_proba(texts), atol=1e-3)  # the companion moved the scores
+
+    capsys.readouterr()
+    assert main([*base, "-o", str(tmp_path / "bad"), "--weight", "1.5"]) == 2
+    assert "--weight must be a number in [0, 1]" in capsys.readouterr().err
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    assert main([*base, "-o", str(foreign), "--overwrite"]) == 2
+    assert sorted(p.name for p in foreign.iterdir()) == ["notes.txt"]
+    assert main(["add-lexical", str(m.ner_int8), "--train", str(m.train_jsonl), "--dev", str(m.dev_jsonl),
+                 "-o", str(tmp_path / "ner")]) == 2
+    assert "not a text classifier" in capsys.readouterr().err
+
+
+def test_a_damaged_companion_is_named_not_half_read(task_models, tmp_path):
+    import numpy as np
+
+    from arabert_pipeline.classification.model import OnnxTextClassifier
+
+    m = task_models
+    out = tmp_path / "with-lexical"
+    assert main(["add-lexical", str(m.cls_int8), "--train", str(m.train_jsonl), "--dev", str(m.dev_jsonl),
+                 "-o", str(out), "--weight", "0.3"]) == 0
+    weights = out / "lexical" / "weights.npz"
+    with np.load(weights) as arrays:
+        kept = dict(arrays)
+    np.savez(weights, **{**kept, "coef": np.array([object()], dtype=object)})  # a pickle inside the npz
+    with pytest.raises(ConfigError, match="weights.npz: unreadable"):
+        OnnxTextClassifier.load(out)
+    np.savez(weights, **{**kept, "coef": kept["coef"][:, :-1]})
+    with pytest.raises(ConfigError, match="weights.npz: coef must be"):
+        OnnxTextClassifier.load(out)
+    np.savez(weights, **kept)
+    settings = json.loads((out / "lexical" / "lexical.json").read_text(encoding="utf-8"))
+    settings["char"]["params"]["analyzer"] = "shell"
+    (out / "lexical" / "lexical.json").write_text(json.dumps(settings), encoding="utf-8")
+    with pytest.raises(ConfigError, match="lexical.json: char: params: analyzer 'shell'"):
+        OnnxTextClassifier.load(out)
+    metadata = read_metadata(out)
+    (out / "arabert_pipeline.json").write_text(json.dumps({**metadata, "lexical_weight": 2}), encoding="utf-8")
+    with pytest.raises(ConfigError, match="lexical_weight must be a number in \\[0, 1\\]"):
+        OnnxTextClassifier.load(out)

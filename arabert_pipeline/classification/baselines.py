@@ -29,52 +29,58 @@ class Baseline:
     model: Any = None  # the fitted sklearn pipeline (tfidf-lr)
     majority: str | None = None
     chosen: dict[str, Any] = dataclasses.field(default_factory=dict)  # settings chosen on dev, and the dev scores
+    preprocessing: str = PREPROCESSING  # what the texts go through before the features
 
     def predict(self, texts: Sequence[str]) -> list[str]:
         if self.majority is not None:
             return [self.majority] * len(texts)
-        return list(self.model.predict(_normalized(texts)))
+        return list(self.model.predict(_normalized(texts, self.preprocessing)))
 
 
-def _normalized(texts: Sequence[str]) -> list[str]:
+def _normalized(texts: Sequence[str], preprocessing: str = PREPROCESSING) -> list[str]:
     from ..preprocess import Preprocessor
 
-    return Preprocessor(PREPROCESSING).preprocess_batch(list(texts))
+    return list(texts) if preprocessing == "none" else Preprocessor(preprocessing).preprocess_batch(list(texts))
 
 
-def _tfidf_lr(c: float, seed: int):
+def _tfidf_lr(c: float, seed: int, max_word_features: int | None = None, max_char_features: int = 200_000):
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline, make_union
 
     features = make_union(
-        TfidfVectorizer(analyzer="word", ngram_range=(1, 2), min_df=2, sublinear_tf=True, token_pattern=r"\S+"),
-        TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5), min_df=2, sublinear_tf=True, max_features=200_000),
+        TfidfVectorizer(analyzer="word", ngram_range=(1, 2), min_df=2, sublinear_tf=True, token_pattern=r"\S+",
+                        max_features=max_word_features),
+        TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5), min_df=2, sublinear_tf=True,
+                        max_features=max_char_features),
     )
     return make_pipeline(features, LogisticRegression(C=c, max_iter=2000, class_weight="balanced",
                                                       random_state=seed))
 
 
 def fit_baseline(name: str, train: Sequence[dict], dev: Sequence[dict], labels: Sequence[str], *,
-                 metric: str = "macro_f1", seed: int = 0) -> Baseline:
-    """Fit baseline `name` on train examples {"text", "label"}; choose its setting on dev (when given) by `metric`."""
+                 metric: str = "macro_f1", seed: int = 0, preprocessing: str = PREPROCESSING, **sizes) -> Baseline:
+    """Fit baseline `name` on train examples {"text", "label"}; choose its setting on dev (when given) by `metric`.
+    `preprocessing`: of the texts before the features (a lexical companion reads its model's); `sizes`: tfidf-lr's
+    max_word_features / max_char_features (lexical.py bounds them)."""
     labels = list(labels)
     if name == "majority":
         counts = Counter(e["label"] for e in train)
         return Baseline(name, labels, majority=max(labels, key=lambda label: (counts[label], label)))
     if name != "tfidf-lr":
         raise ConfigError(f"unknown classification baseline {name!r}: use one of {', '.join(BASELINES)}")
-    texts, gold = _normalized([e["text"] for e in train]), [e["label"] for e in train]
+    texts, gold = _normalized([e["text"] for e in train], preprocessing), [e["label"] for e in train]
     grid = C_GRID if dev else (1.0,)
-    dev_texts = _normalized([e["text"] for e in dev]) if dev else []
+    dev_texts = _normalized([e["text"] for e in dev], preprocessing) if dev else []
     scores, best = {}, None
     for c in grid:
-        model = _tfidf_lr(c, seed).fit(texts, gold)
+        model = _tfidf_lr(c, seed, **sizes).fit(texts, gold)
         if dev:
             predicted = model.predict(dev_texts)
             scores[c] = float(score_confusion(confusion([e["label"] for e in dev], predicted, labels), labels, metric))
         if best is None or (dev and scores[c] > scores[best[0]]):
             best = (c, model)
     return Baseline(name, labels, model=best[1], chosen={"C": best[0], "dev_metric": metric,
-                                                         "dev_scores": {str(c): s for c, s in scores.items()}})
+                                                         "dev_scores": {str(c): s for c, s in scores.items()}},
+                    preprocessing=preprocessing)
 

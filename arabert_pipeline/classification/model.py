@@ -5,7 +5,8 @@
     model.predict_proba(["الخدمة ممتازة", "..."])           # (n, labels) probabilities, labels in model.labels
 
 A text goes through the model's preprocessing (read from its arabert_pipeline.json), is tokenized and truncated to the
-model's max_seq_length tokens, and the head's logits on [CLS] are turned into probabilities by a softmax. The two
+model's max_seq_length tokens, and the head's logits on [CLS] are turned into probabilities by a softmax (averaged
+with a lexical companion's when the model dir has one, lexical.py). The two
 backends differ only in the tokenizer object and the forward; batching and padding are finetuning/batches.py's, so a
 text's scores do not depend on the texts batched with it (rows are masked; an int8 graph runs one row at a time).
 """
@@ -23,6 +24,7 @@ from ..finetuning.batches import pad, prediction_batches
 from ..finetuning.modeldir import model_metadata, recorded_preprocessing
 from ..finetuning.runtime import open_task_model, run_task_session
 from ..finetuning.taskexport import OUTPUT_NAMES, TEXT_CLASSIFICATION
+from .lexical import LEXICAL_DIR, LexicalCompanion, mix
 
 TASK = TEXT_CLASSIFICATION
 TOKENS_PER_RUN = 4096  # padded tokens per forward: large enough for batch 32 of tweets, small enough for caches
@@ -62,6 +64,8 @@ class TextClassifier:
         self.preprocessor = None if preprocessing == "none" else Preprocessor(preprocessing)
         self.labels = list(labels)
         self.max_seq_length = max_seq_length
+        self.lexical: LexicalCompanion | None = None
+        self.lexical_weight = 0.0
 
     @classmethod
     def load(cls, directory: str | os.PathLike, *, preprocessing: str | None = None,
@@ -81,7 +85,9 @@ class TextClassifier:
         tokenizer = load_pretrained_tokenizer(directory)
         check_vocabulary_size(model, tokenizer, directory)
         model.to(device).float().eval()
-        return cls(model, tokenizer, preprocessing, labels, int(metadata.get("max_seq_length", 128)))
+        classifier = cls(model, tokenizer, preprocessing, labels, int(metadata.get("max_seq_length", 128)))
+        classifier.attach_lexical(Path(directory), metadata)
+        return classifier
 
     def preprocess(self, texts: Sequence[str]) -> list[str]:
         return list(texts) if self.preprocessor is None else self.preprocessor.preprocess_batch(list(texts))
@@ -111,7 +117,24 @@ class TextClassifier:
         return result.logits.float().cpu().numpy()
 
     def predict_proba(self, texts: Sequence[str], batch_size: int = 32, *, preprocessed: bool = False) -> np.ndarray:
-        return softmax(self.logits(self.encode(texts, preprocessed=preprocessed), batch_size))
+        """The model's probabilities, averaged with its lexical companion's at the dev-chosen weight when it has one
+        (lexical.py)."""
+        prepared = list(texts) if preprocessed else self.preprocess(texts)
+        probabilities = softmax(self.logits(self.encode(prepared, preprocessed=True), batch_size))
+        if self.lexical is not None and self.lexical_weight > 0 and prepared:
+            probabilities = mix(probabilities, self.lexical.predict_proba(prepared, self.labels), self.lexical_weight)
+        return probabilities
+
+    def attach_lexical(self, directory: Path, metadata: dict) -> None:
+        """The lexical companion in directory/lexical/, at the weight the metadata records (add-lexical)."""
+        if not (directory / LEXICAL_DIR).is_dir():
+            return
+        weight = metadata.get("lexical_weight")
+        if type(weight) not in (int, float) or not 0 <= weight <= 1:
+            raise ConfigError(f"{directory}: arabert_pipeline.json lexical_weight must be a number in [0, 1] beside "
+                              f"{LEXICAL_DIR}/, not {weight!r}")
+        self.lexical = LexicalCompanion.load(directory / LEXICAL_DIR, self.labels, self.preprocessing)
+        self.lexical_weight = float(weight)
 
     def predict(self, texts: Sequence[str], batch_size: int = 32) -> list[str]:
         return [self.labels[i] for i in self.predict_proba(texts, batch_size).argmax(axis=1)]
@@ -132,6 +155,7 @@ class OnnxTextClassifier(TextClassifier):
         session, tokenizer, rows_per_run = open_task_model(directory, config.get("vocab_size"), quantize=quantize)
         model = cls(session, tokenizer, preprocessing, labels, int(metadata.get("max_seq_length", 128)))
         model.rows_per_run = rows_per_run
+        model.attach_lexical(directory, metadata)
         return model
 
     def forward(self, batch: dict[str, np.ndarray]) -> np.ndarray:
