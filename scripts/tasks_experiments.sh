@@ -7,7 +7,7 @@
 # exists is never rewritten (delete it to rerun). No choice is made after the test set is read.
 #
 # Usage: ARABERT_PIPELINE_DATA=../shared/data bash scripts/tasks_experiments.sh [RUNS_DIR] [EXPERIMENT...]
-#   EXPERIMENT: sentiment, ner, sarcasm (default: all three, in that order). Rerun after an interruption: finished
+#   EXPERIMENT: sentiment, sentiment-lexical, ner, sarcasm (default: all four, in that order). Rerun after an interruption: finished
 #   steps are skipped, an interrupted fine-tuning resumes from its last checkpoint (saved every epoch).
 # Writes notebooks/results/<experiment>/ (dev-int8-check/ and the dev+test report: table.md, results.json,
 # predictions/, finetuning.json), arabert_pipeline/models/arabert-sentiment/ (the shipped model, int8 ONNX + tokenizer;
@@ -19,7 +19,7 @@ set -euo pipefail
 runs=${1:-runs/tasks}
 shift || true
 experiments=("$@")
-[ ${#experiments[@]} -gt 0 ] || experiments=(sentiment ner sarcasm)
+[ ${#experiments[@]} -gt 0 ] || experiments=(sentiment sentiment-lexical ner sarcasm)
 results=notebooks/results
 mkdir -p "$runs"
 # The encoder: the shipped arabert-mini whose weights came in commit ac94850 (DeBERTa-v2 L4/H256, 80 CPU-minutes of
@@ -93,6 +93,22 @@ for experiment in "${experiments[@]}"; do
         ship sarcasm-mini-lr2e-4-cw "$runs/sarcasm-mini-lr2e-4-cw-int8"
         report sarcasm classification sarcasm-mini-lr2e-4-cw "$runs/sarcasm-mini-lr2e-4-cw-int8" \
             arsarcasm-v2-dev arsarcasm-v2-test arsarcasm-v2-train-rest --label-column sarcasm --metric f1:TRUE ;;
-    *) echo "unknown experiment $experiment: sentiment, ner or sarcasm" >&2; exit 2 ;;
+    sentiment-lexical)  # after sentiment: the shipped int8 model with a TF-IDF companion (add-lexical: C and the
+                        # weight chosen on dev), scored on dev + test once, then its lexical/ and weight shipped
+        shipped=arabert_pipeline/models/arabert-sentiment
+        with_lexical=$runs/sentiment-mini-int8-lexical
+        [ -f "$with_lexical/lexical/weights.npz" ] || arabert-pipeline add-lexical "$shipped" \
+            --train arsarcasm-v2-train-rest --dev arsarcasm-v2-dev --hold-out arsarcasm-v2-test \
+            --label-column sentiment -o "$with_lexical"
+        out=$results/sentiment-lexical
+        mkdir -p "$out"
+        [ -f "$out/report/results.json" ] || arabert-pipeline evaluate --task classification \
+            --model "$with_lexical" --label "sentiment + lexical (int8)" \
+            --model "$shipped" --label "sentiment alone (int8, shipped before)" \
+            --data arsarcasm-v2-dev --data arsarcasm-v2-test --train arsarcasm-v2-train-rest --dev arsarcasm-v2-dev \
+            --label-column sentiment -o "$out/report" > /dev/null
+        rm -rf "$shipped/lexical"
+        cp -r "$with_lexical/lexical" "$with_lexical/arabert_pipeline.json" "$shipped/" ;;
+    *) echo "unknown experiment $experiment: sentiment, sentiment-lexical, ner or sarcasm" >&2; exit 2 ;;
     esac
 done
