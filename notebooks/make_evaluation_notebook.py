@@ -422,6 +422,19 @@ test against the shipped model and the baselines. Level with the shipped model, 
 show_table(RESULTS / "sentiment-tapt" / "report" / "table.md")
 if (RESULTS / "sentiment-tapt" / "tapt.json").exists():
     print(json.loads((RESULTS / "sentiment-tapt" / "tapt.json").read_text(encoding="utf-8")))"""),
+    ("md", """\
+### A lexical companion for sentiment (shipped)
+
+`scripts/tasks_experiments.sh RUNS sentiment-lexical` (`notebooks/results/sentiment-lexical/`): the shipped int8
+sentiment model with a TF-IDF companion (`add-lexical`: word and character n-grams, logistic regression), its
+probabilities averaged with the encoder's at a weight chosen on dev; one evaluate run over dev and test against the
+encoder alone and the baselines. +2.0 over the encoder alone on test, level with TF-IDF; now shipped."""),
+    ("code", """\
+show_table(RESULTS / "sentiment-lexical" / "report" / "table.md")
+if (RESULTS / "sentiment-lexical" / "bench.json").exists():
+    speed = json.loads((RESULTS / "sentiment-lexical" / "bench.json").read_text(encoding="utf-8"))["tasks"]["sentiment"]
+    print({side: round(speed["cold_start"][side]["cold_start_s"], 2) for side in ("ours", "hf")},
+          {name: round(row["texts_per_s_batch32"]) for name, row in speed["systems"].items()})"""),
 ]
 
 
