@@ -10,9 +10,9 @@ Stored as arrays, never a pickle (nothing is unpickled from a model dir), in MOD
     lexical.json   the labels in the regression's order, the preprocessing, the vectorizers' settings, the
                    vocabularies (terms in column order), how it was fitted and chosen
     weights.npz    word_idf, char_idf, coef (labels × features), intercept (read with allow_pickle=False)
-The vectorizers are rebuilt as scikit-learn TfidfVectorizers holding those vocabularies and idf vectors, so the
-features are scikit-learn's own; the regression is a matrix product and a softmax, as LogisticRegression's
-predict_proba computes it.
+scikit-learn fits it (add-lexical); answering computes its features with TfidfFeatures, as scikit-learn's
+TfidfVectorizer computes them, and the regression as a matrix product and a softmax, as LogisticRegression's
+predict_proba does, without importing scikit-learn.
 """
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ FORMAT = 1
 # Weights of the companion tried on dev (0: the model alone, 1: the companion alone).
 WEIGHT_GRID = tuple(round(0.1 * i, 1) for i in range(11))
 # Vocabulary sizes of the shipped companion: a shipped task model stays ≤ 20 MB in the repository; on ArSarcasm-v2 dev
-# these (40k features, 1.3 MB) averaged with the encoder scored as the unbounded 125k (F1-PN 65.5 both).
+# these (40k features, 0.9 MB) averaged with the encoder scored as the unbounded 125k (F1-PN 65.5 both).
 MAX_WORD_FEATURES, MAX_CHAR_FEATURES = 10_000, 30_000
 LEXICAL_OUTPUT = OutputKind("add-lexical", names=(*MODEL_DIR_FILES, "README.md", LEXICAL_DIR), markers=(LEXICAL_DIR,))
 
