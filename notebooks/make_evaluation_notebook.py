@@ -239,12 +239,15 @@ ships against the previous default (the same weights, "عام" kept) on arcd-dev
 inside the right sentence is in its `pooled.md`. The ablation behind the weights (`notebooks/results/synthetic-qa-dev/`,
 docs/experiments/synthetic-qa.md): the GPU encoder on the real sets alone and with the reader, on the synthetic
 questions only, synthetic then real alone and with the reader, each with its decoder chosen on the same dev sets;
-`answer-types.md` holds the question-word × answer-type table before and after the synthetic stage."""),
+`answer-types.md` holds the question-word × answer-type table before and after the synthetic stage. The reader trained
+on synthetic questions before the real ones, beside the shipped transformer (`notebooks/results/reader-synthetic-dev/`):
+no gain on dev, not shipped."""),
     ("code", """\
 show_run(RESULTS / "default-model-dev", plotted="arcd-dev")
 show_run(RESULTS / "synthetic-qa-dev", plotted="arcd-dev")
 if (RESULTS / "synthetic-qa-dev" / "answer-types.md").exists():
-    display(Markdown((RESULTS / "synthetic-qa-dev" / "answer-types.md").read_text(encoding="utf-8")))"""),
+    display(Markdown((RESULTS / "synthetic-qa-dev" / "answer-types.md").read_text(encoding="utf-8")))
+show_run(RESULTS / "reader-synthetic-dev", plotted="arcd-dev")"""),
     ("md", """\
 ## Answer-quality levers, chosen on dev
 
