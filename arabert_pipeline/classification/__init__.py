@@ -6,6 +6,7 @@ shares (finetuning/): AraBERT's second kind of task.
     model.py      TextClassifier (torch) and OnnxTextClassifier (ONNX Runtime, no torch): texts → probabilities
     finetune.py   `finetune --task classification` on the engine (finetuning/tasktrainer.py)
     baselines.py  the reference rows: TF-IDF word + character n-grams with logistic regression, the majority class
-    lexical.py    a classifier's TF-IDF companion, weighed on dev (`add-lexical`) and averaged with it at answer time
+    lexical.py    a classifier's TF-IDF companion, averaged with it at answer time
+    addlexical.py `add-lexical`: the companion fitted, weighed on dev and written beside the model
     cli.py        the task's flags of `finetune`; `add-lexical`
 """

@@ -47,7 +47,7 @@ def register(subparsers) -> None:
 
 
 def run_add_lexical(args: argparse.Namespace) -> int:
-    from .lexical import add_lexical, describe
+    from .addlexical import add_lexical, describe
 
     record = add_lexical(args.model, args.train, args.dev, args.output, hold_out=args.hold_out,
                          text_column=args.text_column, label_column=args.label_column, format=args.format,
