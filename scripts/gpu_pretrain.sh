@@ -35,7 +35,7 @@
 # files), FROM, WORK (a new or empty scratch directory; default a fresh one under /tmp).
 set -euo pipefail
 
-mode=${1:?usage: gpu_pretrain.sh prepare DIR | run DIR OUT | unpack OUT MODEL | qa DIR OUT | continue DIR OUT}
+mode=${1:?usage: gpu_pretrain.sh prepare DIR | run DIR OUT | unpack OUT MODEL | qa DIR OUT | continue DIR OUT | soup DIR OUT}
 here=$(cd "$(dirname "$0")/.." && pwd)
 python=${PYTHON:-python3}
 ship=$here/arabert_pipeline/models/arabert-mini
@@ -206,6 +206,54 @@ continue)
     pack "$work/$last" "$out"
     ls -l "$out"
     ;;
+soup)
+    dir=${2:?soup DIR OUT} out=${3:?soup DIR OUT}
+    mkdir -p "$out"
+    work=${WORK:-$(mktemp -d /tmp/gpu-soup.XXXXXX)}
+    if [ -n "$(ls -A "$work" 2>/dev/null)" ]; then echo "WORK=$work is not empty: give a new directory" >&2; exit 2; fi
+    deadline=$(( $(date +%s) + ${HARD_LIMIT:-500} ))
+    exec > >(tee -a "$out/run.log") 2>&1
+    nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
+    export PYTHONPATH=$here${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 ARABERT_PIPELINE_DATA=$work/data
+    mkdir -p "$work"
+    if [ -d "$dir/wheels" ]; then
+        "$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$work/site" \
+            "$dir"/wheels/*.whl
+        export PYTHONPATH=$PYTHONPATH:$work/site
+    fi
+    # The data root travels compressed (the working tree's limit): its .xz files are unpacked beside the others.
+    cp -rL "$dir/data" "$work/data"
+    find "$work/data" -name '*.xz' -exec xz -d {} +
+    bash "$0" unpack "$dir" "$work/start"
+    # The start is fine-tuned again here, never answered with: its reader (which did not travel) is switched off.
+    "$python" - "$work/start" <<'EOF2'
+import sys
+from arabert_pipeline.artifacts import read_metadata, write_metadata
+write_metadata(sys.argv[1], **{**read_metadata(sys.argv[1]), "reader_weight": 0.0})
+EOF2
+    read -r -a train <<< "${TRAIN:-arcd-train-rest xquad-ar}"
+    read -r -a dev <<< "${DEV:-arcd-dev mlqa-ar-dev}"
+    read -r -a hold_out <<< "${HOLD_OUT:-arcd-test tydiqa-goldp-ar-dev}"
+    members=()
+    for seed in ${SEEDS:-1 2 3}; do
+        # what is left, less the soup's dev passes and the packing
+        budget=$(( deadline - $(date +%s) - ${SOUP_SECONDS:-90} ))
+        if [ "$budget" -le "${SEED_SECONDS:-100}" ]; then echo "no time left for seed $seed"; break; fi
+        began=$(date +%s) status=0
+        timeout -k 20 -s INT "$budget" "$python" -m arabert_pipeline.cli finetune --model "$work/start" \
+            --train "${train[@]}" --dev "${dev[@]}" --hold-out "${hold_out[@]}" --drop-leaking-train --negatives \
+            --epochs "${EPOCHS:-2}" --patience 1 --lr "${LR:-1e-4}" --batch-size "${BATCH:-32}" --save-steps 100000 \
+            --question-overlap --max-seq-length "${SEQ:-256}" --doc-stride "${STRIDE:-128}" --skip-misaligned \
+            --seed "$seed" --no-progress -o "$work/seed-$seed" || status=$?
+        echo "seed $seed exit $status after $(( $(date +%s) - began )) s"
+        [ -f "$work/seed-$seed/model.safetensors" ] && members+=("$work/seed-$seed")
+    done
+    if [ "${#members[@]}" -eq 0 ]; then echo "no seed finished: nothing to pack"; exit 1; fi
+    "$python" -m arabert_pipeline.qa.transformer.soup "$work/soup" "$work/start" "${members[@]}" \
+        --dev "${dev[@]}" --device "${DEVICE:-cuda}"
+    pack "$work/soup" "$out"
+    ls -l "$out"
+    ;;
 unpack)
     out=${2:?unpack OUT MODEL} model=${3:?unpack OUT MODEL}
     if [ -e "$model" ]; then echo "$model exists: give a new directory" >&2; exit 2; fi
@@ -224,7 +272,7 @@ EOF
     echo "unpacked into $model"
     ;;
 *)
-    echo "unknown mode $mode: prepare, run, qa, continue or unpack" >&2
+    echo "unknown mode $mode: prepare, run, qa, continue, soup or unpack" >&2
     exit 2
     ;;
 esac
