@@ -21,6 +21,12 @@
 #                      pieces are the synthetic stage's QA model (what an earlier call returned), so only the real
 #                      sets and the negatives run. Wheels in DIR/wheels (camel-tools and emoji, which the dev scoring
 #                      imports and the GPU image lacks: `prepare` downloads them) are installed first.
+#   soup DIR OUT       on the GPU: DIR holds a QA model as pieces (e.g. the shipped one, tarred and split as pack does),
+#                      a data root (data/; .xz files are unpacked there) and wheels/. $SEEDS runs of the last QA stage
+#                      (the real sets + unanswerable pairs, lr $LR, $EPOCHS epochs, epoch chosen on $DEV) each start
+#                      from that model, as many as $HARD_LIMIT seconds allow ($SEED_SECONDS the least a seed is
+#                      started with, $SOUP_SECONDS kept for the soup); then a greedy soup of the start and the seeds on
+#                      dev (qa/transformer/soup.py) comes back as pieces.
 #   unpack OUT MODEL   here again: the pieces joined into the model directory MODEL, weights back in fp32, ready for
 #                      `arabert-pipeline finetune --model MODEL`.
 #   qa DIR OUT         on the GPU: DIR holds an encoder as pieces (model.tar.part-*, what run returned) and a SQuAD
