@@ -26,7 +26,7 @@
 #                      (the real sets + unanswerable pairs, lr $LR, $EPOCHS epochs, epoch chosen on $DEV) each start
 #                      from that model, as many as $HARD_LIMIT seconds allow ($SEED_SECONDS the least a seed is
 #                      started with, $SOUP_SECONDS kept for the soup); then a greedy soup of the start and the seeds on
-#                      dev (qa/transformer/soup.py) comes back as pieces.
+#                      dev (`arabert-pipeline soup`) comes back as pieces.
 #   unpack OUT MODEL   here again: the pieces joined into the model directory MODEL, weights back in fp32, ready for
 #                      `arabert-pipeline finetune --model MODEL`.
 #   qa DIR OUT         on the GPU: DIR holds an encoder as pieces (model.tar.part-*, what run returned) and a SQuAD
@@ -255,8 +255,8 @@ EOF2
         [ -f "$work/seed-$seed/model.safetensors" ] && members+=("$work/seed-$seed")
     done
     if [ "${#members[@]}" -eq 0 ]; then echo "no seed finished: nothing to pack"; exit 1; fi
-    "$python" -m arabert_pipeline.qa.transformer.soup "$work/soup" "$work/start" "${members[@]}" \
-        --dev "${dev[@]}" --device "${DEVICE:-cuda}"
+    "$python" -m arabert_pipeline.cli soup "$work/start" "${members[@]}" -o "$work/soup" --dev "${dev[@]}" \
+        --device "${DEVICE:-cuda}"
     pack "$work/soup" "$out"
     ls -l "$out"
     ;;

@@ -1,4 +1,4 @@
-"""The greedy model soup (qa/transformer/soup.py) and the GPU script's `soup` mode, at tiny size on the CPU."""
+"""`arabert-pipeline soup` (qa/transformer/soup.py) and the GPU script's `soup` mode, at tiny size on the CPU."""
 from __future__ import annotations
 
 import lzma
@@ -30,14 +30,15 @@ def test_average_is_the_mean_and_refuses_other_shapes():
         average([a, {"w": b["w"]}])
 
 
-def test_greedy_soup_starts_from_the_best_and_writes_a_loadable_model(qa_slices, tmp_path):
+def test_soup_starts_from_the_best_and_writes_a_loadable_model(qa_slices, tmp_path, capsys):
     from safetensors.torch import load_file, save_file
 
     from arabert_pipeline.artifacts import read_metadata
+    from arabert_pipeline.cli import main
     from arabert_pipeline.errors import ConfigError
     from arabert_pipeline.qa.data import read_squad
     from arabert_pipeline.qa.transformer.model import QAModel
-    from arabert_pipeline.qa.transformer.soup import greedy_soup, write_soup
+    from arabert_pipeline.qa.transformer.soup import average, greedy_soup, make_soup
 
     train, test = qa_slices
     texts = [e["context"] for e in read_squad(train, misaligned="keep").examples]
@@ -57,11 +58,24 @@ def test_greedy_soup_starts_from_the_best_and_writes_a_loadable_model(qa_slices,
     assert [p.name for p in chosen] == report["members"]
 
     soup = tmp_path / "soup"
-    write_soup(soup, chosen, state, report)
-    assert read_metadata(soup)["soup"]["members"] == report["members"]
+    assert main(["soup", *map(str, models), "--dev", str(test), "-o", str(soup), "--batch-size", "8"]) == 0
+    assert "wrote" in capsys.readouterr().out
+    written = read_metadata(soup)["soup"]
+    assert written["members"] == report["members"] and (soup / "soup.json").exists()
+    averaged = load_file(soup / "model.safetensors")
+    expected = average([load_file(m / "model.safetensors") for m in chosen])
+    assert all(torch.allclose(averaged[k], expected[k]) for k in expected)
     QAModel.load(soup).predict([{"question": "ما هذا؟", "context": texts[0]}])
-    with pytest.raises(ConfigError, match="exists"):
-        write_soup(soup, chosen, state, report)
+    # an earlier soup is replaced only with --overwrite; a directory of something else never; one model is no soup
+    with pytest.raises(ConfigError, match="overwrite"):
+        make_soup(models, [str(test)], soup, batch_size=8, say=lambda message: None)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine")
+    with pytest.raises(ConfigError):
+        make_soup(models, [str(test)], tmp_path / "other", batch_size=8, say=lambda message: None)
+    assert (tmp_path / "other" / "notes.txt").read_text() == "mine"
+    with pytest.raises(ConfigError, match="at least two"):
+        make_soup(models[:1], [str(test)], tmp_path / "one")
 
 
 @pytest.mark.slow

@@ -86,6 +86,7 @@ def register(subparsers) -> None:
     p.add_argument("--no-progress", dest="progress", action="store_false")
     p.set_defaults(run=run)
     register_tune_decoding(subparsers)
+    register_soup(subparsers)
     register_export_onnx(subparsers)
 
 
@@ -168,6 +169,35 @@ def run_tune_decoding(args: argparse.Namespace) -> int:
     print(describe_no_answer(no_answer))
     print(describe_calibration(tuning["calibration"]))
     print(f"chose {describe_decoding(chosen)}; wrote {args.output}")
+    return 0
+
+
+def register_soup(subparsers) -> None:
+    p = subparsers.add_parser(
+        "soup",
+        help="average QA models fine-tuned from one start into one (a greedy model soup, chosen on dev)",
+        description="Score each MODEL_DIR on the dev sets (plain decoding), then, best first, average each one's "
+        "weights into the soup if that does not lower the soup's dev score (Wortsman et al. 2022, greedy soup). "
+        "Writes OUTPUT: one QA model (the best ingredient's tokenizer and metadata, the averaged weights) with the "
+        "report in soup.json and arabert_pipeline.json. The models must share their start (same tensors and "
+        "shapes); run tune-decoding on the soup afterwards.",
+    )
+    p.add_argument("models", nargs="+", metavar="MODEL_DIR", help="QA model dirs (finetune outputs), at least two")
+    p.add_argument("--dev", nargs="+", required=True, metavar="FILE_OR_NAME", help="dev sets (files or names)")
+    p.add_argument("-o", "--output", required=True, help="the soup's model dir (a new directory)")
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--device", default="cpu", help="where the models predict: cpu, cuda, cuda:1, mps")
+    p.add_argument("--overwrite", action="store_true", help="replace an earlier soup output in OUTPUT")
+    p.set_defaults(run=run_soup)
+
+
+def run_soup(args: argparse.Namespace) -> int:
+    from .soup import describe, make_soup
+
+    report = make_soup(args.models, args.dev, args.output, device=args.device, batch_size=args.batch_size,
+                       overwrite=args.overwrite)
+    print(describe(report))
+    print(f"wrote {args.output}")
     return 0
 
 

@@ -1,32 +1,31 @@
-"""A greedy model soup (Wortsman et al. 2022, "Model soups"): QA models fine-tuned from one start, their weights
-averaged, each ingredient kept only if the average scores better on dev.
+"""`arabert-pipeline soup`: a greedy model soup (Wortsman et al. 2022, "Model soups"): QA models fine-tuned from one
+start, their weights averaged, each ingredient kept only if the average scores better on dev.
 
 Averaging costs nothing at answering time (one model, unlike an ensemble), which is why it is tried before
 ensembles here: the package's speed target is batch-1 latency. Ingredients are added best-first by their own dev
 score; the soup is scored with plain decoding (the epoch choice's measure), so the decoder tuned afterwards by
 `tune-decoding` is not what picks the ingredients.
 
-    python -m arabert_pipeline.qa.transformer.soup OUT MODEL_DIR... --dev arcd-dev mlqa-ar-dev [--device cuda]
+    make_soup(["runs/seed-1", "runs/seed-2", "runs/seed-3"], ["arcd-dev", "mlqa-ar-dev"], "runs/soup")
 """
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
-import shutil
 from pathlib import Path
+from typing import Any, Sequence
 
-from ...artifacts import atomic_write, read_metadata, write_metadata
+from ...artifacts import atomic_directory, check_local_source, read_metadata, write_metadata
 from ...errors import ConfigError
+from ...outputs import MODEL_DIR_FILES, OutputKind, OutputLock, claim_output_dir
 from ..data import read_squad
 from .bonuses import SENTENCE_IDF_FILE
 from .model import QAModel
 from .settings import PLAIN_DECODING
 from .tune import dev_score
 
-COPIED = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", SENTENCE_IDF_FILE)
-
-
+SOUP_FILE = "soup.json"
+SOUP_OUTPUT = OutputKind("soup", names=(*MODEL_DIR_FILES, SENTENCE_IDF_FILE, SOUP_FILE), markers=(SOUP_FILE,))
 def average(states: list[dict]) -> dict:
     """The mean of each floating-point tensor; other tensors (position ids) as the first state holds them."""
     first = states[0]
@@ -78,38 +77,40 @@ def greedy_soup(models: list[Path], dev: list[str], *, device: str = "cpu", batc
     return chosen, average(states), report
 
 
-def write_soup(output: Path, chosen: list[Path], state: dict, report: dict) -> None:
-    """The soup as a model dir: the best ingredient's tokenizer, config and metadata, the averaged weights."""
+def make_soup(models: Sequence[str | Path], dev: Sequence[str], output: str | Path, *, device: str = "cpu",
+              batch_size: int = 64, overwrite: bool = False, say=print) -> dict[str, Any]:
+    """The greedy soup of `models` on `dev`, written to `output` as a QA model dir: the best ingredient's tokenizer,
+    config, sentence IDF and metadata (with "soup": the report), the averaged weights. Returns the report."""
     from safetensors.torch import save_file
 
-    output = Path(output)
-    if output.exists():
-        raise ConfigError(f"{output} exists: give a new directory")
-    partial = output.with_name(output.name + ".partial")
-    shutil.rmtree(partial, ignore_errors=True)
-    partial.mkdir(parents=True)
-    for name in COPIED:
-        if (chosen[0] / name).exists():
-            shutil.copy(chosen[0] / name, partial / name)
-    save_file({k: v.contiguous() for k, v in state.items()}, partial / "model.safetensors", metadata={"format": "pt"})
-    write_metadata(partial, **{**read_metadata(chosen[0]), "soup": report})
-    partial.rename(output)
-    with atomic_write(output / "soup.json") as f:
-        json.dump(report, f, ensure_ascii=False, indent=1)
+    models, output = [Path(m) for m in models], Path(output)
+    if len(models) < 2:
+        raise ConfigError(f"a soup needs at least two models, got {len(models)}")
+    if len({m.name for m in models}) < len(models):
+        raise ConfigError("the models' directory names must differ: the report names them by it")
+    for model in models:
+        check_local_source(model)
+        if not (model / "model.safetensors").is_file():
+            raise ConfigError(f"{model}: no model.safetensors (a QA model dir from finetune)")
+    if not dev:
+        raise ConfigError("give the dev sets the ingredients are chosen on (--dev)")
+    with OutputLock(output, "soup"):
+        claim_output_dir(output, SOUP_OUTPUT, inputs=models, overwrite=overwrite)
+        chosen, state, report = greedy_soup(models, list(dev), device=device, batch_size=batch_size, say=say)
+        with atomic_directory(output) as staging:
+            for name in ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                         SENTENCE_IDF_FILE):
+                if (chosen[0] / name).exists():
+                    (staging / name).write_bytes((chosen[0] / name).read_bytes())
+            save_file({k: v.contiguous() for k, v in state.items()}, str(staging / "model.safetensors"),
+                      metadata={"format": "pt"})
+            write_metadata(staging, **{**read_metadata(chosen[0]), "soup": report})
+            (staging / SOUP_FILE).write_text(json.dumps(report, ensure_ascii=False, indent=1) + "\n",
+                                             encoding="utf-8")
+    return report
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("output", type=Path, help="the soup's model dir (new)")
-    parser.add_argument("models", type=Path, nargs="+", help="QA model dirs fine-tuned from one start")
-    parser.add_argument("--dev", nargs="+", required=True, help="dev sets (names or SQuAD files)")
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--batch-size", type=int, default=64)
-    args = parser.parse_args(argv)
-    chosen, state, report = greedy_soup(args.models, args.dev, device=args.device, batch_size=args.batch_size)
-    write_soup(args.output, chosen, state, report)
-    print(json.dumps({"soup": str(args.output), "members": report["members"], "dev": report["dev"]}))
-
-
-if __name__ == "__main__":
-    main()
+def describe(report: dict[str, Any]) -> str:
+    alone = ", ".join(f"{name} {score:.2f}" for name, score in report["dev_alone"].items())
+    return (f"dev alone: {alone}; soup of {' + '.join(report['members'])}: dev {report['dev']:.2f} "
+            f"({len(report['tried'])} tried)")
