@@ -24,9 +24,9 @@ def test_average_is_the_mean_and_refuses_other_shapes():
     b = {"w": torch.tensor([3.0, 6.0]), "ids": torch.tensor([0, 1])}
     mean = average([a, b])
     assert torch.equal(mean["w"], torch.tensor([2.0, 4.0])) and mean["ids"].dtype == torch.int64
-    with pytest.raises(ConfigError, match="shapes of"):
+    with pytest.raises(ConfigError, match="model 2: the shapes of"):
         average([a, {"w": torch.zeros(3), "ids": b["ids"]}])
-    with pytest.raises(ConfigError, match="differ in their tensors"):
+    with pytest.raises(ConfigError, match="model 2: its tensors differ"):
         average([a, {"w": b["w"]}])
 
 
@@ -76,6 +76,11 @@ def test_soup_starts_from_the_best_and_writes_a_loadable_model(qa_slices, tmp_pa
     assert (tmp_path / "other" / "notes.txt").read_text() == "mine"
     with pytest.raises(ConfigError, match="at least two"):
         make_soup(models[:1], [str(test)], tmp_path / "one")
+    # a model from another start (here: other position embeddings) is named, before any averaging
+    other = build_tiny_bert(tmp_path / "other-start", texts, "BertForQuestionAnswering", vocab_size=600,
+                            max_positions=128)
+    with pytest.raises(ConfigError, match="other-start: the shapes of"):
+        make_soup([models[0], other], [str(test)], tmp_path / "mixed", batch_size=8, say=lambda message: None)
 
 
 @pytest.mark.slow

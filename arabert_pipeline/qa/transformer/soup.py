@@ -26,15 +26,24 @@ from .tune import dev_score
 
 SOUP_FILE = "soup.json"
 SOUP_OUTPUT = OutputKind("soup", names=(*MODEL_DIR_FILES, SENTENCE_IDF_FILE, SOUP_FILE), markers=(SOUP_FILE,))
+
+
+def check_compatible(first: dict, state: dict, name: object) -> None:
+    """`state` has `first`'s tensors at their shapes, or a ConfigError naming `name` says what differs."""
+    mismatched = sorted(first.keys() ^ state.keys())
+    if mismatched:
+        raise ConfigError(f"{name}: its tensors differ from the first model's: {mismatched[:5]}")
+    reshaped = sorted(k for k in first if state[k].shape != first[k].shape)
+    if reshaped:
+        raise ConfigError(f"{name}: the shapes of {reshaped[:5]} differ from the first model's (fine-tuned from "
+                          "another start?)")
+
+
 def average(states: list[dict]) -> dict:
     """The mean of each floating-point tensor; other tensors (position ids) as the first state holds them."""
     first = states[0]
-    mismatched = [k for state in states[1:] for k in first.keys() ^ state.keys()]
-    if mismatched:
-        raise ConfigError(f"models to average differ in their tensors: {sorted(set(mismatched))[:5]}")
-    reshaped = sorted({k for state in states[1:] for k in first if state[k].shape != first[k].shape})
-    if reshaped:
-        raise ConfigError(f"models to average differ in the shapes of {reshaped[:5]}: fine-tuned from other starts?")
+    for i, state in enumerate(states[1:], 2):
+        check_compatible(first, state, f"model {i}")
     return {k: (sum(state[k].float() for state in states) / len(states)).to(v.dtype) if v.is_floating_point() else v
             for k, v in first.items()}
 
@@ -42,7 +51,7 @@ def average(states: list[dict]) -> dict:
 def greedy_soup(models: list[Path], dev: list[str], *, device: str = "cpu", batch_size: int = 64, say=print):
     """(the chosen models, the averaged weights, a report naming models by their directory's name): ingredients
     best-first, each kept when the soup's dev score does not drop."""
-    dev_files = [read_squad(name, misaligned="skip") for name in dev]
+    dev_files = [read_squad(name, misaligned="keep") for name in dev]  # as finetune scores its dev sets
     qa = QAModel.load(models[0], device=device)
     qa.settings = dataclasses.replace(qa.settings, **PLAIN_DECODING, leading_words=(), calibration=None)
 
@@ -51,12 +60,16 @@ def greedy_soup(models: list[Path], dev: list[str], *, device: str = "cpu", batc
         return load_file(Path(path) / "model.safetensors", device="cpu")
 
     def score(state: dict) -> float:
+        # not strict: save_pretrained leaves out tied weights, which the model still holds
         qa.model.load_state_dict({k: v.to(qa.model.device) for k, v in state.items()}, strict=False)
         return dev_score(qa, dev_files, batch_size)
 
+    reference = load_state(models[0])
     alone = {}
     for path in models:
-        alone[str(path)] = score(load_state(path))
+        state = load_state(path)
+        check_compatible(reference, state, path)
+        alone[str(path)] = score(state)
         say(f"{path}: dev {alone[str(path)]:.2f}")
     order = sorted(models, key=lambda p: -alone[str(p)])
     chosen, states = [order[0]], [load_state(order[0])]
