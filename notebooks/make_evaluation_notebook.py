@@ -241,7 +241,8 @@ docs/experiments/synthetic-qa.md): the GPU encoder on the real sets alone and wi
 questions only, synthetic then real alone and with the reader, each with its decoder chosen on the same dev sets;
 `answer-types.md` holds the question-word × answer-type table before and after the synthetic stage. The reader trained
 on synthetic questions before the real ones, beside the shipped transformer (`notebooks/results/reader-synthetic-dev/`):
-no gain on dev, not shipped. Seeds of the last QA stage from the shipped weights, souped on dev on a lent GPU
+no gain on dev, not shipped. The same transformer with a reader on 300-d fastText vectors
+(`notebooks/results/reader-ft300-dev/`): level on dev, not shipped. Seeds of the last QA stage from the shipped weights, souped on dev on a lent GPU
 (`notebooks/results/soup-dev/soup.json`): every seed fell below its start, and the soup kept the shipped weights."""),
     ("code", """\
 show_run(RESULTS / "default-model-dev", plotted="arcd-dev")
@@ -249,6 +250,7 @@ show_run(RESULTS / "synthetic-qa-dev", plotted="arcd-dev")
 if (RESULTS / "synthetic-qa-dev" / "answer-types.md").exists():
     display(Markdown((RESULTS / "synthetic-qa-dev" / "answer-types.md").read_text(encoding="utf-8")))
 show_run(RESULTS / "reader-synthetic-dev", plotted="arcd-dev")
+show_run(RESULTS / "reader-ft300-dev", plotted="arcd-dev")
 if (RESULTS / "soup-dev" / "soup.json").exists():
     import json
 
