@@ -30,6 +30,17 @@ def test_average_is_the_mean_and_refuses_other_shapes():
         average([a, {"w": b["w"]}])
 
 
+def test_a_soups_metadata_drops_what_belonged_to_one_model():
+    from arabert_pipeline.qa.transformer.soup import soup_metadata
+
+    best = {"task": "question-answering", "calibration": {"method": "platt"}, "reader_weight": 2.0,
+            "sentence_prior": 4.0}
+    several = soup_metadata(best, {"members": ["a", "b"]})
+    assert "calibration" not in several and several["reader_weight"] == 0.0 and several["sentence_prior"] == 4.0
+    alone = soup_metadata(best, {"members": ["a"]})
+    assert alone["calibration"] == {"method": "platt"} and alone["soup"] == {"members": ["a"]}
+
+
 def test_soup_starts_from_the_best_and_writes_a_loadable_model(qa_slices, tmp_path, capsys):
     from safetensors.torch import load_file, save_file
 

@@ -93,7 +93,7 @@ def greedy_soup(models: list[Path], dev: list[str], *, device: str = "cpu", batc
 def make_soup(models: Sequence[str | Path], dev: Sequence[str], output: str | Path, *, device: str = "cpu",
               batch_size: int = 64, overwrite: bool = False, say=print) -> dict[str, Any]:
     """The greedy soup of `models` on `dev`, written to `output` as a QA model dir: the best ingredient's tokenizer,
-    config, sentence IDF and metadata (with "soup": the report), the averaged weights. Returns the report."""
+    config, sentence IDF and metadata (soup_metadata), the averaged weights. Returns the report."""
     from safetensors.torch import save_file
 
     models, output = [Path(m) for m in models], Path(output)
@@ -117,13 +117,25 @@ def make_soup(models: Sequence[str | Path], dev: Sequence[str], output: str | Pa
                     (staging / name).write_bytes((chosen[0] / name).read_bytes())
             save_file({k: v.contiguous() for k, v in state.items()}, str(staging / "model.safetensors"),
                       metadata={"format": "pt"})
-            write_metadata(staging, **{**read_metadata(chosen[0]), "soup": report})
+            write_metadata(staging, **soup_metadata(read_metadata(chosen[0]), report))
             (staging / SOUP_FILE).write_text(json.dumps(report, ensure_ascii=False, indent=1) + "\n",
                                              encoding="utf-8")
     return report
 
 
+def soup_metadata(best: dict[str, Any], report: dict[str, Any]) -> dict[str, Any]:
+    """The best ingredient's metadata for the soup: its decoding settings stand until tune-decoding re-chooses them,
+    but a score calibration fitted to another model's scores would mislead, so a soup of several drops it; the reader
+    (reader/) is not copied, so its weight goes to 0."""
+    metadata = {**best, "soup": report}
+    if len(report["members"]) > 1:
+        metadata.pop("calibration", None)
+    if metadata.get("reader_weight"):
+        metadata["reader_weight"] = 0.0
+    return metadata
+
+
 def describe(report: dict[str, Any]) -> str:
     alone = ", ".join(f"{name} {score:.2f}" for name, score in report["dev_alone"].items())
     return (f"dev alone: {alone}; soup of {' + '.join(report['members'])}: dev {report['dev']:.2f} "
-            f"({len(report['tried'])} tried)")
+            f"({len(report['tried'])} tried); choose its decoding with tune-decoding")
