@@ -23,7 +23,8 @@
 #                      imports and the GPU image lacks: `prepare` downloads them) are installed first.
 #   soup DIR OUT       on the GPU: DIR holds a QA model as pieces (e.g. the shipped one, tarred and split as pack does),
 #                      a data root (data/; .xz files are unpacked there) and wheels/. $SEEDS runs of the last QA stage
-#                      (the real sets + unanswerable pairs, lr $LR, $EPOCHS epochs, epoch chosen on $DEV) each start
+#                      (the real sets + unanswerable pairs, lr $LR, $EPOCHS epochs, epoch chosen on $DEV; the
+#                      decoding grid skipped: the soup scores plain decoding) each start
 #                      from that model, as many as $HARD_LIMIT seconds allow ($SEED_SECONDS the least a seed is
 #                      started with, $SOUP_SECONDS kept for the soup); then a greedy soup of the start and the seeds on
 #                      dev (`arabert-pipeline soup`) comes back as pieces.
@@ -231,7 +232,7 @@ soup)
     cp -rL "$dir/data" "$work/data"
     find "$work/data" -name '*.xz' -exec xz -d {} +
     bash "$0" unpack "$dir" "$work/start"
-    # The start is fine-tuned again here, never answered with: its reader (which did not travel) is switched off.
+    # The start's reader (reader/) did not travel: its weight goes to 0 so that the start loads and is scored alone.
     "$python" - "$work/start" <<'EOF2'
 import sys
 from arabert_pipeline.artifacts import read_metadata, write_metadata
@@ -242,21 +243,23 @@ EOF2
     read -r -a hold_out <<< "${HOLD_OUT:-arcd-test tydiqa-goldp-ar-dev}"
     members=()
     for seed in ${SEEDS:-1 2 3}; do
-        # what is left, less the soup's dev passes and the packing
-        budget=$(( deadline - $(date +%s) - ${SOUP_SECONDS:-90} ))
+        # what is left, less the soup's dev passes and the packing, and the 20 s a seed may take to stop
+        budget=$(( deadline - $(date +%s) - ${SOUP_SECONDS:-90} - 20 ))
         if [ "$budget" -le "${SEED_SECONDS:-100}" ]; then echo "no time left for seed $seed"; break; fi
         began=$(date +%s) status=0
         timeout -k 20 -s INT "$budget" "$python" -m arabert_pipeline.cli finetune --model "$work/start" \
             --train "${train[@]}" --dev "${dev[@]}" --hold-out "${hold_out[@]}" --drop-leaking-train --negatives \
             --epochs "${EPOCHS:-2}" --patience 1 --lr "${LR:-1e-4}" --batch-size "${BATCH:-32}" --save-steps 100000 \
             --question-overlap --max-seq-length "${SEQ:-256}" --doc-stride "${STRIDE:-128}" --skip-misaligned \
+            --sentence-prior 0 --within-sentence off --decoding max-score \
             --seed "$seed" --no-progress -o "$work/seed-$seed" || status=$?
         echo "seed $seed exit $status after $(( $(date +%s) - began )) s"
-        [ -f "$work/seed-$seed/model.safetensors" ] && members+=("$work/seed-$seed")
+        # the metadata is the last file a finished run writes
+        [ -f "$work/seed-$seed/arabert_pipeline.json" ] && members+=("$work/seed-$seed")
     done
     if [ "${#members[@]}" -eq 0 ]; then echo "no seed finished: nothing to pack"; exit 1; fi
     "$python" -m arabert_pipeline.cli soup "$work/start" "${members[@]}" -o "$work/soup" --dev "${dev[@]}" \
-        --device "${DEVICE:-cuda}"
+        --device "${DEVICE:-cuda}" --batch-size "${BATCH:-32}"
     pack "$work/soup" "$out"
     ls -l "$out"
     ;;

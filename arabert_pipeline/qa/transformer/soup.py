@@ -15,7 +15,7 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
-from ...artifacts import atomic_directory, check_local_source, read_metadata, write_metadata
+from ...artifacts import METADATA_FILE, atomic_directory, check_local_source, read_metadata, write_metadata
 from ...errors import ConfigError
 from ...outputs import MODEL_DIR_FILES, OutputKind, OutputLock, claim_output_dir
 from ..data import read_squad
@@ -25,6 +25,14 @@ from .settings import PLAIN_DECODING
 from .tune import dev_score
 
 SOUP_FILE = "soup.json"
+# What the ingredients and the soup are scored with, and so what the soup is written with: plain decoding, as the
+# epoch choice scores; tune-decoding chooses the rest for the soup itself.
+SCORED_WITH = {**PLAIN_DECODING, "leading_words": (), "null_score_diff_threshold": 0.0, "calibration": None}
+# Settings the models must share: the ingredients are all scored through the first one's windows and tokenizer.
+SHARED_SETTINGS = ("preprocessing", "question_overlap", "max_seq_length", "doc_stride", "max_question_tokens",
+                   "max_answer_tokens")
+# What one model's dev tuning or export decided, which does not carry over to an average.
+NOT_INHERITED = ("calibration", "decoding_tuned_by", "decoding_tuning", "int8_decision", "quantize_by_default")
 SOUP_OUTPUT = OutputKind("soup", names=(*MODEL_DIR_FILES, SENTENCE_IDF_FILE, SOUP_FILE), markers=(SOUP_FILE,))
 
 
@@ -48,20 +56,21 @@ def average(states: list[dict]) -> dict:
             for k, v in first.items()}
 
 
-def greedy_soup(models: list[Path], dev: list[str], *, device: str = "cpu", batch_size: int = 64, say=print):
+def greedy_soup(models: list[Path], dev_files: list, *, device: str = "cpu", batch_size: int = 64, say=print):
     """(the chosen models, the averaged weights, a report naming models by their directory's name): ingredients
-    best-first, each kept when the soup's dev score does not drop."""
-    dev_files = [read_squad(name, misaligned="keep") for name in dev]  # as finetune scores its dev sets
+    best-first, each kept when the soup's dev score does not drop. `dev_files`: qa.data.SquadFile, read with their
+    misaligned answers kept, as finetune scores its dev sets."""
     qa = QAModel.load(models[0], device=device)
-    qa.settings = dataclasses.replace(qa.settings, **PLAIN_DECODING, leading_words=(), calibration=None)
+    qa.model.float()  # off the CPU a shipped model loads in its fp16 storage; finetune scores dev in fp32
+    qa.settings = dataclasses.replace(qa.settings, **SCORED_WITH)
 
     def load_state(path: Path) -> dict:
         from safetensors.torch import load_file
         return load_file(Path(path) / "model.safetensors", device="cpu")
 
     def score(state: dict) -> float:
-        # not strict: save_pretrained leaves out tied weights, which the model still holds
-        qa.model.load_state_dict({k: v.to(qa.model.device) for k, v in state.items()}, strict=False)
+        qa.model.load_state_dict({k: v.to(qa.model.device, qa.model.dtype) if v.is_floating_point() else v
+                                  for k, v in state.items()})
         return dev_score(qa, dev_files, batch_size)
 
     reference = load_state(models[0])
@@ -85,7 +94,7 @@ def greedy_soup(models: list[Path], dev: list[str], *, device: str = "cpu", batc
             states.append(state)
             best = candidate
     report = {"method": "greedy soup (Wortsman et al. 2022), plain decoding on dev",
-              "dev_data": dev, "dev_alone": {Path(k).name: v for k, v in alone.items()},
+              "dev_data": [f.name for f in dev_files], "dev_alone": {Path(k).name: v for k, v in alone.items()},
               "tried": tried, "members": [p.name for p in chosen], "dev": best}
     return chosen, average(states), report
 
@@ -101,38 +110,72 @@ def make_soup(models: Sequence[str | Path], dev: Sequence[str], output: str | Pa
         raise ConfigError(f"a soup needs at least two models, got {len(models)}")
     if len({m.name for m in models}) < len(models):
         raise ConfigError("the models' directory names must differ: the report names them by it")
-    for model in models:
-        check_local_source(model)
-        if not (model / "model.safetensors").is_file():
-            raise ConfigError(f"{model}: no model.safetensors (a QA model dir from finetune)")
+    if type(batch_size) is not int or batch_size < 1:
+        raise ConfigError(f"--batch-size must be a positive integer, not {batch_size!r}")
     if not dev:
         raise ConfigError("give the dev sets the ingredients are chosen on (--dev)")
+    metadata = {}
+    for model in models:
+        check_local_source(model)
+        for name in ("model.safetensors", "config.json", "tokenizer.json"):
+            if not (model / name).is_file():
+                raise ConfigError(f"{model}: no {name} (a finished QA model dir from finetune)")
+        metadata[model] = read_metadata(model)  # written last by finetune: its absence marks an unfinished run
+        if metadata[model].get("task") != "question-answering":
+            raise ConfigError(f"{model} is not a QA model dir (its arabert_pipeline.json has no task "
+                              "'question-answering')")
+    first = models[0]
+    for model in models[1:]:
+        for name in SHARED_SETTINGS:
+            if metadata[model].get(name) != metadata[first].get(name):
+                raise ConfigError(f"{model}: its {name} is {metadata[model].get(name)!r}, {first}'s "
+                                  f"{metadata[first].get(name)!r}: a soup needs runs of one recipe")
+        if tokenizer_of(model) != tokenizer_of(first):
+            raise ConfigError(f"{model}: its tokenizer.json differs from {first}'s")
     with OutputLock(output, "soup"):
-        claim_output_dir(output, SOUP_OUTPUT, inputs=models, overwrite=overwrite)
-        chosen, state, report = greedy_soup(models, list(dev), device=device, batch_size=batch_size, say=say)
+        dev_files = [read_squad(source, misaligned="keep") for source in dev]
+        for model in models:
+            overlap = sorted({e.get("name") for e in metadata[model].get("training_data", [])}
+                             & {f.name for f in dev_files})
+            if overlap:
+                raise ConfigError(f"{model} was trained on {', '.join(overlap)}: choose on sets it has not seen")
+        claim_output_dir(output, SOUP_OUTPUT, inputs=[*models, *[d for d in dev if Path(d).exists()]],
+                         overwrite=overwrite)
+        chosen, state, report = greedy_soup(models, dev_files, device=device, batch_size=batch_size, say=say)
         with atomic_directory(output) as staging:
-            for name in ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-                         SENTENCE_IDF_FILE):
-                if (chosen[0] / name).exists():
-                    (staging / name).write_bytes((chosen[0] / name).read_bytes())
+            for path in sorted(chosen[0].iterdir()):
+                if (path.is_file() and SOUP_OUTPUT.owns(path.name)
+                        and path.name not in ("model.safetensors", METADATA_FILE, SOUP_FILE, "model.onnx")):
+                    (staging / path.name).write_bytes(path.read_bytes())
             save_file({k: v.contiguous() for k, v in state.items()}, str(staging / "model.safetensors"),
                       metadata={"format": "pt"})
-            write_metadata(staging, **soup_metadata(read_metadata(chosen[0]), report))
+            write_metadata(staging, **soup_metadata(metadata[chosen[0]], list(metadata.values()), report))
             (staging / SOUP_FILE).write_text(json.dumps(report, ensure_ascii=False, indent=1) + "\n",
                                              encoding="utf-8")
     return report
 
 
-def soup_metadata(best: dict[str, Any], report: dict[str, Any]) -> dict[str, Any]:
-    """The best ingredient's metadata for the soup: its decoding settings stand until tune-decoding re-chooses them,
-    but a score calibration fitted to another model's scores would mislead, so a soup of several drops it; the reader
-    (reader/) is not copied, so its weight goes to 0."""
-    metadata = {**best, "soup": report}
-    if len(report["members"]) > 1:
-        metadata.pop("calibration", None)
-    if metadata.get("reader_weight"):
-        metadata["reader_weight"] = 0.0
-    return metadata
+def soup_metadata(best: dict[str, Any], models: list[dict[str, Any]], report: dict[str, Any]) -> dict[str, Any]:
+    """The soup's metadata: the best ingredient's, with the settings the soup was scored with (SCORED_WITH; its
+    reader/ is not copied), without what was tuned for one model alone (NOT_INHERITED), and with every
+    ingredient's training data, so that a later tune-decoding refuses dev sets any of them trained on."""
+    metadata = {k: v for k, v in best.items() if k not in NOT_INHERITED}
+    metadata.update({k: list(v) if isinstance(v, tuple) else v for k, v in SCORED_WITH.items() if k != "calibration"})
+    training, seen = [], set()
+    for entry in (e for m in models for e in m.get("training_data", [])):
+        key = json.dumps(entry, sort_keys=True)
+        if key not in seen:
+            seen.add(key)
+            training.append(entry)
+    return {**metadata, "training_data": training, "soup": report}
+
+
+def tokenizer_of(model: Path) -> Any:
+    """A model's tokenizer.json as parsed: two saves of one tokenizer may order its keys differently."""
+    try:
+        return json.loads((model / "tokenizer.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ConfigError(f"{model / 'tokenizer.json'}: not readable as JSON ({error})") from None
 
 
 def describe(report: dict[str, Any]) -> str:
