@@ -81,6 +81,25 @@ EOF
     tar -C "$work/pack" -cf - . | split -b 15M -d - "$out/model.tar.part-"
 }
 
+# What the multi-stage GPU modes (continue, soup) share, for NAME: OUT created and the output logged to OUT/run.log,
+# a fresh scratch dir in $work, $deadline at $HARD_LIMIT seconds from now, the package and DIR/wheels importable.
+start_session() {
+    mkdir -p "$out"
+    # A fresh scratch dir each call: a second call on the same warm machine must not meet the first one's stages.
+    work=${WORK:-$(mktemp -d "/tmp/gpu-$1.XXXXXX")}
+    if [ -n "$(ls -A "$work" 2>/dev/null)" ]; then echo "WORK=$work is not empty: give a new directory" >&2; exit 2; fi
+    deadline=$(( $(date +%s) + ${HARD_LIMIT:-500} ))
+    exec > >(tee -a "$out/run.log") 2>&1
+    nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
+    export PYTHONPATH=$here${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+    mkdir -p "$work"
+    if [ -d "$dir/wheels" ]; then
+        "$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$work/site" \
+            "$dir"/wheels/*.whl
+        export PYTHONPATH=$PYTHONPATH:$work/site
+    fi
+}
+
 case "$mode" in
 prepare)
     dir=${2:?prepare DIR}
@@ -148,22 +167,10 @@ qa)
     ;;
 continue)
     dir=${2:?continue DIR OUT} out=${3:?continue DIR OUT}
-    mkdir -p "$out"
-    # A fresh scratch dir each call: a second call on the same warm machine must not meet the first one's stages.
-    work=${WORK:-$(mktemp -d /tmp/gpu-continue.XXXXXX)}
-    if [ -n "$(ls -A "$work" 2>/dev/null)" ]; then echo "WORK=$work is not empty: give a new directory" >&2; exit 2; fi
-    deadline=$(( $(date +%s) + ${HARD_LIMIT:-500} ))
+    start_session continue
+    export ARABERT_PIPELINE_DATA=$dir/data
     # seconds left for a stage: what remains before the deadline, less 50 for the kill grace (20) and packing
     left() { echo $(( deadline - $(date +%s) - 50 )); }
-    exec > >(tee -a "$out/run.log") 2>&1
-    nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
-    export PYTHONPATH=$here${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 ARABERT_PIPELINE_DATA=$dir/data
-    mkdir -p "$work"
-    if [ -d "$dir/wheels" ]; then
-        "$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$work/site" \
-            "$dir"/wheels/*.whl
-        export PYTHONPATH=$PYTHONPATH:$work/site
-    fi
     from=${FROM:-encoder}
     case "$from" in encoder | synthetic) ;; *) echo "FROM=$from: encoder or synthetic" >&2; exit 2 ;; esac
     bash "$0" unpack "$dir" "$work/$from"
@@ -215,19 +222,8 @@ continue)
     ;;
 soup)
     dir=${2:?soup DIR OUT} out=${3:?soup DIR OUT}
-    mkdir -p "$out"
-    work=${WORK:-$(mktemp -d /tmp/gpu-soup.XXXXXX)}
-    if [ -n "$(ls -A "$work" 2>/dev/null)" ]; then echo "WORK=$work is not empty: give a new directory" >&2; exit 2; fi
-    deadline=$(( $(date +%s) + ${HARD_LIMIT:-500} ))
-    exec > >(tee -a "$out/run.log") 2>&1
-    nvidia-smi --query-gpu=name,memory.total --format=csv,noheader || true
-    export PYTHONPATH=$here${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 ARABERT_PIPELINE_DATA=$work/data
-    mkdir -p "$work"
-    if [ -d "$dir/wheels" ]; then
-        "$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$work/site" \
-            "$dir"/wheels/*.whl
-        export PYTHONPATH=$PYTHONPATH:$work/site
-    fi
+    start_session soup
+    export ARABERT_PIPELINE_DATA=$work/data
     # The data root travels compressed (the working tree's limit): its .xz files are unpacked beside the others.
     cp -rL "$dir/data" "$work/data"
     find "$work/data" -name '*.xz' -exec xz -d {} +

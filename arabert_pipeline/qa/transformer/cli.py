@@ -178,9 +178,9 @@ def register_soup(subparsers) -> None:
         help="average QA models fine-tuned from one start into one (a greedy model soup, chosen on dev)",
         description="Score each MODEL_DIR on the dev sets (plain decoding), then, best first, average each one's "
         "weights into the soup if that does not lower the soup's dev score (Wortsman et al. 2022, greedy soup). "
-        "Writes OUTPUT: one QA model (the best ingredient's tokenizer and metadata, the averaged weights) with the "
-        "report in soup.json and arabert_pipeline.json. The models must share their start (same tensors and "
-        "shapes); run tune-decoding on the soup afterwards.",
+        "Writes OUTPUT: one QA model (the best ingredient's tokenizer, the averaged weights, the plain decoding it "
+        "was scored with) with the report in soup.json and arabert_pipeline.json. The models must be runs of one "
+        "recipe from one start (checked) and not trained on the dev sets; run tune-decoding on the soup afterwards.",
     )
     p.add_argument("models", nargs="+", metavar="MODEL_DIR", help="QA model dirs (finetune outputs), at least two")
     p.add_argument("--dev", nargs="+", required=True, metavar="FILE_OR_NAME", help="dev sets (files or names)")

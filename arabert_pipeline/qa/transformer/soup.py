@@ -73,19 +73,19 @@ def greedy_soup(models: list[Path], dev_files: list, *, device: str = "cpu", bat
                                   for k, v in state.items()})
         return dev_score(qa, dev_files, batch_size)
 
-    reference = load_state(models[0])
-    alone = {}
+    # Each model's weights are read once and kept: the soups tried below reuse them.
+    loaded, alone = {}, {}
     for path in models:
-        state = load_state(path)
-        check_compatible(reference, state, path)
-        alone[str(path)] = score(state)
-        say(f"{path}: dev {alone[str(path)]:.2f}")
-    order = sorted(models, key=lambda p: -alone[str(p)])
-    chosen, states = [order[0]], [load_state(order[0])]
-    best = alone[str(order[0])]
+        loaded[path] = load_state(path)
+        check_compatible(loaded[models[0]], loaded[path], path)
+        alone[path] = score(loaded[path])
+        say(f"{path}: dev {alone[path]:.2f}")
+    order = sorted(models, key=lambda p: -alone[p])
+    chosen, states = [order[0]], [loaded[order[0]]]
+    best = alone[order[0]]
     tried = []
     for path in order[1:]:
-        state = load_state(path)
+        state = loaded[path]
         candidate = score(average(states + [state]))
         tried.append({"added": path.name, "dev": candidate, "kept": candidate >= best})
         say(f"+ {path}: dev {candidate:.2f} ({'kept' if candidate >= best else 'left out'}; soup was {best:.2f})")
@@ -94,7 +94,7 @@ def greedy_soup(models: list[Path], dev_files: list, *, device: str = "cpu", bat
             states.append(state)
             best = candidate
     report = {"method": "greedy soup (Wortsman et al. 2022), plain decoding on dev",
-              "dev_data": [f.name for f in dev_files], "dev_alone": {Path(k).name: v for k, v in alone.items()},
+              "dev_data": [f.name for f in dev_files], "dev_alone": {path.name: v for path, v in alone.items()},
               "tried": tried, "members": [p.name for p in chosen], "dev": best}
     return chosen, average(states), report
 
