@@ -179,6 +179,32 @@ def test_finetuning_interrupted_by_sigint_resumes_to_the_uninterrupted_model(sha
 
 # Preprocessing -----------------------------------------------------------------------------------------------------
 
+# The CLI, as `arabert-pipeline` runs it, held for good inside the chunk write that takes this process past
+# HOLD_AFTER_LINES lines: that chunk's bytes are on disk in OUT.part, past the last checkpoint, when HOLD_MARKER
+# appears. The signal then lands at that point whatever the machine's speed: the run cannot finish first, and the
+# resumed run must cut OUT.part back to its checkpoint.
+HELD_PREPROCESS = r"""
+import os, sys, time
+from arabert_pipeline.cli import main
+from arabert_pipeline.preprocess import corpus
+
+after, marker = int(os.environ["HOLD_AFTER_LINES"]), os.environ["HOLD_MARKER"]
+write, written = corpus._PartWriter.write, [0]
+
+def held(self, lines):
+    write(self, lines)
+    written[0] += len(lines)
+    if written[0] >= after:
+        self.raw.flush()
+        with open(marker, "w") as f:
+            f.write(str(self.raw.tell()))
+        time.sleep(3600)
+
+corpus._PartWriter.write = held
+sys.exit(main(sys.argv[1:]))
+"""
+
+
 def test_preprocessing_killed_then_interrupted_resumes_to_the_uninterrupted_output(tmp_path):
     from arabert_pipeline.preprocess.corpus import preprocess_corpus
 
@@ -190,22 +216,28 @@ def test_preprocessing_killed_then_interrupted_resumes_to_the_uninterrupted_outp
     preprocess_corpus([str(corpus)], str(straight), **options)
     lines = len(straight.read_text(encoding="utf-8").splitlines())
     out = tmp_path / "out.txt"
-    command = [sys.executable, "-m", "arabert_pipeline.cli", "preprocess", str(corpus), "-o", str(out),
-               "--preprocessing", "arabertv2", "--workers", "1", "--chunk-lines", "10", "--checkpoint-chunks", "1",
-               "--no-progress"]
-    checkpoint = Path(f"{out}.part.json")
+    argv = ["preprocess", str(corpus), "-o", str(out), "--preprocessing", "arabertv2", "--workers", "1",
+            "--chunk-lines", "10", "--checkpoint-chunks", "1", "--no-progress"]
+    part, checkpoint = Path(f"{out}.part"), Path(f"{out}.part.json")
 
-    def written(at_least):
-        def ready():
-            try:
-                return json.loads(checkpoint.read_text(encoding="utf-8"))["lines"] >= at_least
-            except (OSError, ValueError, KeyError):
-                return False
-        return ready
+    def held(extra: list[str], after_lines: int, signum: int) -> int:
+        marker = tmp_path / "held"
+        marker.unlink(missing_ok=True)
+        return signal_when([sys.executable, "-c", HELD_PREPROCESS, *argv, *extra], marker.exists, signum,
+                           env={"HOLD_AFTER_LINES": str(after_lines), "HOLD_MARKER": str(marker)})
 
-    assert signal_when(command, written(lines // 4), signal.SIGKILL) == -signal.SIGKILL
+    def checkpointed() -> dict:
+        return json.loads(checkpoint.read_text(encoding="utf-8"))
+
+    assert held([], lines // 4, signal.SIGKILL) == -signal.SIGKILL
     assert not out.exists()
-    assert signal_when([*command, "--resume"], written(lines // 2), signal.SIGINT) == 130
-    assert not out.exists() and json.loads(checkpoint.read_text(encoding="utf-8"))["lines"] < lines
-    assert main(command[3:] + ["--resume"]) == 0
+    # Killed inside a chunk's write: bytes past the checkpoint, which the resumed run must cut away.
+    assert part.stat().st_size > checkpointed()["part_bytes"] > 0
+    # A machine that goes down with it can leave a torn tail past the checkpoint instead (zeros, where pages were
+    # lost); made longer than the whole output, so that only a resume that cuts back to the checkpoint ends right.
+    os.truncate(part, straight.stat().st_size + 4096)
+    assert held(["--resume"], lines // 4, signal.SIGINT) == 130  # another quarter, counted from where it resumed
+    assert not out.exists() and lines // 4 < checkpointed()["lines"] < lines
+    assert part.stat().st_size > checkpointed()["part_bytes"]
+    assert main(argv + ["--resume"]) == 0
     assert out.read_bytes() == straight.read_bytes()
