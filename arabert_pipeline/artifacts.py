@@ -317,6 +317,15 @@ def parse_json(text: str, *, path: object = None, line: int | None = None) -> An
         raise InputError("invalid JSON (nested too deeply)", path=path, line=line) from None
 
 
+def json_lines(text: str, *, path: object = None) -> Iterator[tuple[int, Any]]:
+    """(line number, value) of each non-blank line of a JSON lines text, every bad line parse_json's InputError.
+    Lines end at "\n" (a "\r" before it is JSON whitespace): str.splitlines() also breaks at U+2028, U+0085 and
+    form feeds, which json.dumps(ensure_ascii=False), this package's writers included, leaves raw inside strings."""
+    for number, line in enumerate(text.split("\n"), start=1):
+        if line.strip():
+            yield number, parse_json(line, path=path, line=number)
+
+
 # A SQuAD file, a predictions file: data read whole, far larger than metadata but still bounded (a symlink to
 # /dev/zero must not fill the memory before anything can refuse it).
 MAX_DATA_FILE_BYTES = 2**30

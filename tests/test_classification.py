@@ -46,7 +46,7 @@ def test_csv_tsv_and_json_lines_read_alike(tmp_path):
     ("a.tsv", "tweet\tlabel\nنص\tPOS\n", {}, r"a\.tsv: line 2: no column 'text' \(the row has tweet, label\)"),
     ("a.csv", "", {}, r"a\.csv: no examples in the file"),
     ("a.csv", "text,label\n\n", {}, r"a\.csv: no examples in the file \(it is empty or holds only a header\)"),
-    ("a.jsonl", '{"text": "نص", "label": "POS"}\n{"text": "نص"\n', {}, r"a\.jsonl: line 2: not JSON"),
+    ("a.jsonl", '{"text": "نص", "label": "POS"}\n{"text": "نص"\n', {}, r"a\.jsonl: line 2: invalid JSON"),
     ("a.jsonl", '{"text": "نص", "label": "POS"}\n["نص", "POS"]\n', {},
      r"a\.jsonl: line 2: expected a JSON object, got list"),
     ("a.jsonl", '{"text": "نص", "label": "POS"}\n{"text": 3, "label": "POS"}\n', {},

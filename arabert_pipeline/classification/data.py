@@ -17,11 +17,11 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
-import json
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..artifacts import DATA_ROOT_ENV, MAX_DATA_FILE_BYTES, check_input_file, data_root, read_text_file
+from ..artifacts import (DATA_ROOT_ENV, MAX_DATA_FILE_BYTES, check_input_file, data_root, json_lines,
+                         read_text_file)
 from ..errors import ConfigError, DataNotFoundError, InputError
 
 FORMATS = ("csv", "tsv", "jsonl")
@@ -178,27 +178,28 @@ def _rows(text: str, path: Path, format: str):
     if format not in FORMATS:
         raise ConfigError(f"format {format!r}: use one of {', '.join(FORMATS)}")
     if format == "jsonl":
-        for number, line in enumerate(text.splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except ValueError as exc:
-                raise InputError(f"not JSON ({exc})", path=path, line=number) from None
+        for number, record in json_lines(text, path=path):
             if not isinstance(record, dict):
                 raise InputError(f"expected a JSON object, got {type(record).__name__}", path=path, line=number)
             if "id" in record:
                 record["\0id"] = record.pop("id")
             yield number, record
         return
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter="," if format == "csv" else "\t")
+    # strict: a quote that opens a field must close where a field ends. Unstrict, a stray opening quote swallows
+    # every row up to the next quote in the file into one field, and the rows after it still parse.
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter="," if format == "csv" else "\t", strict=True)
     try:
         header = next(reader)
     except StopIteration:
         return
     except csv.Error as exc:
-        raise InputError(f"not {format.upper()} ({exc})", path=path, line=1) from None
+        raise _not_csv(exc, format, path, 1, reader.line_num) from None
     header = [h.strip() for h in header]
+    for index, name in enumerate(header):
+        if name and name in header[:index]:
+            # a dict of the row would keep the last column of the name, silently
+            raise InputError(f"the header names column {name!r} twice (columns {header.index(name) + 1} and "
+                             f"{index + 1}); rename one", path=path, line=1, field=name)
     while True:
         start = reader.line_num + 1
         try:
@@ -206,10 +207,18 @@ def _rows(text: str, path: Path, format: str):
         except StopIteration:
             return
         except csv.Error as exc:
-            raise InputError(f"not {format.upper()} ({exc})", path=path, line=start) from None
+            raise _not_csv(exc, format, path, start, reader.line_num) from None
         if not any(cell.strip() for cell in row):
             continue
         if len(row) != len(header):
             raise InputError(f"{len(row)} fields, but the header has {len(header)} ({', '.join(header)})", path=path,
                              line=start)
         yield start, dict(zip(header, row))
+
+
+def _not_csv(exc: csv.Error, format: str, path: Path, start: int, end: int) -> InputError:
+    if end <= start:
+        return InputError(f"not {format.upper()} ({exc})", path=path, line=start)
+    return InputError(f"not {format.upper()} ({exc} on line {end}): a field opened with a quote in the row of line "
+                      f"{start} runs on to line {end}; a stray quote? Quote such a field whole and double the quotes "
+                      "inside it", path=path, line=start)

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..artifacts import atomic_directory, check_input_file, portable_path, read_text_file
+from ..artifacts import atomic_directory, check_input_file, json_lines, portable_path, read_text_file
 from ..errors import ConfigError, InputError
 from . import metrics as stats
 
@@ -232,13 +232,7 @@ def read_predictions(task: Task, path: str, examples: list[dict]) -> list:
     """A predictions file's answer for every example of a set, by id (a missing id is an error naming it)."""
     path = check_input_file(Path(path), "predictions file")
     found: dict[str, tuple[Any, int]] = {}
-    for number, line in enumerate(read_text_file(path, max_bytes=2**30, bom=True).splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError as exc:
-            raise InputError(f"not JSON ({exc})", path=path, line=number) from None
+    for number, record in json_lines(read_text_file(path, max_bytes=2**30, bom=True), path=path):
         if not isinstance(record, dict) or "id" not in record:
             raise InputError('expected an object with an "id"', path=path, line=number)
         example_id = str(record["id"])

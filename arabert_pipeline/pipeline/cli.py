@@ -175,9 +175,11 @@ def failing_item(exc: InputError) -> tuple[int, str, str] | None:
     return int(found.group(2)), found.group(1), str(exc).removeprefix(f"{exc.field}: ")
 
 
-def text_lines(path: Path, stream=None):
+def text_lines(path: Path, stream=None, *, lone_cr: bool = False):
     """(line number, line) of each non-blank line of a UTF-8 file, or of the binary `stream` (stdin) named `path`; a
-    byte-order mark at the start is dropped, as every other reader of the package drops it."""
+    byte-order mark at the start is dropped, as every other reader of the package drops it. `lone_cr`: a "\r" not
+    before "\n" ends a line too (a text a line: classic Mac and some exporters end lines so, and the file would
+    otherwise be one text); JSON lines end at "\n" only, a lone "\r" there being JSON whitespace."""
     from ..artifacts import check_input_file
 
     if stream is None:
@@ -186,17 +188,21 @@ def text_lines(path: Path, stream=None):
             stream = path.open("rb")
         except OSError as exc:
             raise InputError(f"unreadable ({exc.strerror or exc})", path=path) from None
+    number = 0
     with stream as f:
-        for number, data in enumerate(f, start=1):
-            if number == 1 and data.startswith(b"\xef\xbb\xbf"):  # a byte-order mark (Notepad writes one): not text
+        for data in f:
+            if number == 0 and data.startswith(b"\xef\xbb\xbf"):  # a byte-order mark (Notepad writes one): not text
                 data = data[3:]
-            try:
-                line = data.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise InputError(f"invalid UTF-8 at byte {exc.start + 1} of the line ({exc.reason})", path=path,
-                                 line=number) from None
-            if line.strip():
-                yield number, line.rstrip("\r\n")
+            data = data.removesuffix(b"\n").removesuffix(b"\r")
+            for piece in data.split(b"\r") if lone_cr else [data]:
+                number += 1
+                try:
+                    line = piece.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise InputError(f"invalid UTF-8 at byte {exc.start + 1} of the line ({exc.reason})", path=path,
+                                     line=number) from None
+                if line.strip():
+                    yield number, line
 
 
 def result_record(qid, found) -> dict[str, Any]:

@@ -66,7 +66,7 @@ def read_texts(path: Path, max_chars: int, stream=None) -> list[dict[str, Any]]:
     from .cli import json_records, text_lines
 
     if stream is not None or path.suffix.lower() == ".txt":
-        records = [(number, number, {"text": line}) for number, line in text_lines(path, stream)]
+        records = [(number, number, {"text": line}) for number, line in text_lines(path, stream, lone_cr=True)]
     else:
         records = json_records(path)
     found = []

@@ -1,0 +1,91 @@
+"""Nothing silently wrong, round four (issue 52, classes 9–12 and 14–18 and its minor list): the text tasks' inputs
+read as written or refused with a one-line error naming the file, line or field — a header naming a column twice, a
+stray quote, CR line ends, raw U+2028 in JSON lines, JSON nested past the recursion limit, dev labels no model or
+baseline knows, seeds and counts no option means, special and broken files in a classifier's `lexical/`, and a task
+model's metadata that does not fit its weights."""
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from arabert_pipeline.classification.data import read_texts
+from arabert_pipeline.errors import InputError
+
+DEEP = "[" * 5_000 + "]" * 5_000
+
+
+def write(tmp_path, name: str, content: str):
+    path = tmp_path / name
+    path.write_text(content, encoding="utf-8", newline="")
+    return path
+
+
+# 9, 10: CSV / TSV -----------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name, header", [("a.csv", "text,label,label"), ("a.tsv", "label\ttext\tlabel")])
+def test_a_header_naming_a_column_twice_is_refused(tmp_path, name, header):
+    sep = "," if name.endswith("csv") else "\t"
+    path = write(tmp_path, name, header + "\n" + sep.join(["نص", "POS", "NEG"]) + "\n")
+    with pytest.raises(InputError, match=rf"a\.{name[-3:]}: line 1: label: the header names column 'label' twice"):
+        read_texts(path)
+
+
+@pytest.mark.parametrize("rows, line", [
+    # the stray quote swallows rows 3–4 up to the next quote, inside row 5's text, and the row after it still parses
+    (['"مطعم جيد,POS', "خدمة بطيئة,NEG", "سعر مناسب,POS", 'قال "رائع" حقا,POS', "مكان نظيف,POS"], 2),
+    # a stray quote that never closes
+    (["مطعم جيد,POS", '"خدمة بطيئة,NEG', "سعر مناسب,POS"], 3),
+])
+def test_a_stray_quote_opening_a_field_is_refused_not_merged(tmp_path, rows, line):
+    for name, sep in (("a.csv", ","), ("a.tsv", "\t")):
+        path = write(tmp_path, name, "".join(r.replace(",", sep) + "\n" for r in ["text,label", *rows]))
+        with pytest.raises(InputError, match=rf"a\.{name[-3:]}: line {line}: not {name[-3:].upper()} .*stray quote"):
+            read_texts(path)
+
+
+def test_quoted_fields_over_several_lines_still_read(tmp_path):
+    path = write(tmp_path, "a.csv", 'text,label\n"سطر أول\nسطر ثان, و""اقتباس""",POS\nنص,NEG\n')
+    assert [(e["id"], e["text"]) for e in read_texts(path).examples] == [
+        ("2", 'سطر أول\nسطر ثان, و"اقتباس"'), ("4", "نص")]
+
+
+# 11: CR line ends -----------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("ends", ["\r", "\r\n", "\n"])
+def test_txt_files_and_stdin_with_any_line_end_are_a_text_a_line(tmp_path, ends):
+    from arabert_pipeline.pipeline.taskcli import read_texts as read_task_texts
+
+    data = ends.join(["الخدمة ممتازة", "", "التطبيق بطيء", "نص ثالث"]) + ends
+    path = tmp_path / "texts.txt"
+    path.write_bytes(data.encode("utf-8"))
+    for found in (read_task_texts(path, 1000), read_task_texts(path, 1000, stream=io.BytesIO(data.encode("utf-8")))):
+        assert [(r["id"], r["text"]) for r in found] == [(1, "الخدمة ممتازة"), (3, "التطبيق بطيء"), (4, "نص ثالث")]
+
+
+# 12, 14: JSON lines ---------------------------------------------------------------------------------------------------
+
+def test_json_lines_holding_raw_line_separators_read_whole(tmp_path):
+    rows = [{"text": "سطر\u2028فاصل", "label": "POS"}, {"text": "بعد\x85هذا\x0cو", "label": "NEG"},
+            {"text": "الأخير", "label": "POS"}]
+    path = write(tmp_path, "a.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    assert [(e["id"], e["text"]) for e in read_texts(path).examples] == [(str(i), r["text"])
+                                                                        for i, r in enumerate(rows, 1)]
+    path.write_text(path.read_text(encoding="utf-8").replace("\n", "\r\n") + '{"text": "x"', encoding="utf-8",
+                    newline="")
+    with pytest.raises(InputError, match=r"a\.jsonl: line 4: invalid JSON"):  # numbered as an editor numbers them
+        read_texts(path)
+
+
+def test_deeply_nested_json_lines_are_one_line_errors(tmp_path):
+    from arabert_pipeline.evaluate.tasks import TaskEvaluateConfig, run_task_evaluation
+
+    data = write(tmp_path, "data.jsonl", '{"text": "جيد", "label": "POS"}\n{"text": ' + DEEP + ', "label": "NEG"}\n')
+    with pytest.raises(InputError, match=r"data\.jsonl: line 2: invalid JSON \(nested too deeply\)"):
+        read_texts(data)
+    data = write(tmp_path, "data.jsonl", '{"text": "جيد", "label": "POS"}\n{"text": "سيء", "label": "NEG"}\n')
+    predictions = write(tmp_path, "p.jsonl", '{"id": "1", "label": "POS"}\n{"id": "2", "label": ' + DEEP + "}\n")
+    with pytest.raises(InputError, match=r"p\.jsonl: line 2: invalid JSON \(nested too deeply\)"):
+        run_task_evaluation(TaskEvaluateConfig(task="classification", data=[str(data)], out=tmp_path / "out",
+                                               systems=[("p", str(predictions))], resamples=10), log=lambda _: None)
