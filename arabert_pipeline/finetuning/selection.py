@@ -116,7 +116,10 @@ class FinetuneEngine(Engine):
         if not self.dev_history:
             return {}
         best = int(np.argmax(self.dev_history))
-        if best != len(self.dev_history) - 1:
+        # Steps past the last scored epoch (a --max-steps or --time-budget end inside an epoch: `running` holds their
+        # losses) changed the weights after their score: the kept epoch's weights must come back even when it is the
+        # last one scored.
+        if best != len(self.dev_history) - 1 or self.running:
             self.unwrapped().load_state_dict(load_best_weights(self.output), strict=True)
         self.say(f"kept epoch {best + 1} (dev {self.dev_metric} {self.dev_history[best]:.2f})")
         return {"epoch": best + 1}

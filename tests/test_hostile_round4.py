@@ -1,0 +1,62 @@
+"""Nothing lost, round four (issue 52, classes 1–8): a model that is not the one its metadata says was chosen, or one
+chosen on its own training data; outputs one verb run writes over another's. Tiny models and the toys of
+task_toys.py, as test_tasks.py uses them."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import task_toys as toys
+
+torch = pytest.importorskip("torch")
+
+from arabert_pipeline.artifacts import read_metadata, write_metadata  # noqa: E402
+from arabert_pipeline.cli import main  # noqa: E402
+from arabert_pipeline.errors import ConfigError  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory):
+    """A small train / dev split of the sentiment toy and a tiny encoder of its words."""
+    root = tmp_path_factory.mktemp("round4")
+    train = toys.texts(64, 0)
+    dev = toys.texts(24, 1, exclude={r["text"] for r in train})
+    encoder = toys.tiny_encoder(root / "encoder", [r["text"] for r in train])
+    return root, toys.write_jsonl(root / "train.jsonl", train), toys.write_jsonl(root / "dev.jsonl", dev), encoder
+
+
+def finetune_classifier(toy, output: Path, *extra: str) -> int:
+    root, train, dev, encoder = toy
+    with toys.one_thread():
+        return main(["finetune", "--task", "classification", "--model", str(encoder), "-o", str(output),
+                     "--train", str(train), "--dev", str(dev), "--epochs", "2", "--lr", "1e-3", "--batch-size", "16",
+                     "--max-seq-length", "32", "--no-progress", *extra])
+
+
+# 1. The kept epoch's weights are the ones saved --------------------------------------------------------------------
+
+def test_a_run_ended_inside_an_epoch_saves_the_kept_epochs_weights(toy, tmp_path, monkeypatch):
+    """--max-steps ends the run two steps into epoch 2: epoch 1 is the only one scored and the one the metadata says
+    was kept, so its weights, not the two later steps', are the model's."""
+    from safetensors.torch import load_file
+
+    from arabert_pipeline.finetuning import selection
+
+    scored: list[dict] = []
+    save = selection.save_best_weights
+
+    def keeping_a_copy(output, model):
+        scored.append({k: v.detach().cpu().clone() for k, v in model.state_dict().items()})
+        save(output, model)
+
+    monkeypatch.setattr(selection, "save_best_weights", keeping_a_copy)
+    output = tmp_path / "cls"
+    assert finetune_classifier(toy, output, "--max-steps", "6") == 0  # 64 texts / 16: 4 steps an epoch
+    metadata = read_metadata(output)
+    assert metadata["finetune"]["steps"] == 6 and len(metadata["finetune"]["dev_scores"]) == 1
+    assert metadata["finetune"]["epoch"] == 1 and len(scored) == 1
+    saved = load_file(output / "model.safetensors")
+    assert saved.keys() <= scored[0].keys()
+    assert all(torch.equal(saved[k], scored[0][k]) for k in saved)
