@@ -1,6 +1,6 @@
 """The documentation stays true to the code: every `arabert-pipeline VERB --flag` in a ```bash block of README.md and
 docs/**/*.md names a verb and flags the CLI has, every relative link (and its #anchor) resolves, and the README keeps
-the test command that .ci/run runs."""
+the test command that .ci/run runs, in a front page of at most 120 lines of at most 120 characters."""
 from __future__ import annotations
 
 import argparse
@@ -147,7 +147,39 @@ def test_readme_keeps_the_ci_test_command():
     assert ci_command in bash_commands((REPO / "README.md").read_text(encoding="utf-8"))
 
 
+README_MAX_LINES = README_MAX_WIDTH = 120  # issue 53: the README is a front page; the detail lives in docs/
+
+
+def front_page_problems(markdown: str) -> list[str]:
+    """What makes a README too long to be a front page: more than README_MAX_LINES lines, or a line wider than
+    README_MAX_WIDTH characters (code points, as an editor counts them)."""
+    lines = markdown.splitlines()
+    problems = [f"{len(lines)} lines (at most {README_MAX_LINES})"] if len(lines) > README_MAX_LINES else []
+    problems += [f"line {n}: {len(line)} characters (at most {README_MAX_WIDTH})"
+                 for n, line in enumerate(lines, 1) if len(line) > README_MAX_WIDTH]
+    return problems
+
+
+def test_the_readme_is_a_front_page():
+    """Issue 53: what it is, the two commands, the API, the verbs, one results table, licences, links, and no more."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    problems = front_page_problems(readme)
+    assert not problems, "\n".join(problems)
+    assert sum(1 for line in readme.splitlines() if re.match(r"^\|[-: |]+\|$", line)) == 2, \
+        "the README has two tables: the verbs and the results (the rest lives in docs/)"
+
+
 # The checks themselves: they must be able to fail.
+
+def test_the_front_page_check_catches_a_long_readme_and_a_wide_line():
+    assert not front_page_problems("# T\n\n" + "x" * README_MAX_WIDTH + "\n")
+    assert front_page_problems("\n" * README_MAX_LINES + "one too many") == [
+        f"{README_MAX_LINES + 1} lines (at most {README_MAX_LINES})"]
+    # width is counted in characters, not bytes: 120 Arabic letters fit, 121 do not
+    assert not front_page_problems("ع" * README_MAX_WIDTH)
+    assert front_page_problems("ع" * (README_MAX_WIDTH + 1)) == [
+        f"line 1: {README_MAX_WIDTH + 1} characters (at most {README_MAX_WIDTH})"]
+
 
 def test_the_command_check_catches_a_made_up_flag_and_verb():
     options = cli_options()
