@@ -128,3 +128,25 @@ def _port() -> Preprocessor:
     if not _PORT:
         _PORT.append(Preprocessor("arabertv2"))
     return _PORT[0]
+
+
+# The reference's patterns as it writes them (arabert's preprocess.py): the spec the linear-time ones must match.
+REFERENCE_PLACEHOLDER_PATTERNS = [
+    r"(http(s)?:\/\/.)?(www\.)?[-a-zA-Z0-9@:%._\+~#=]{2,256}\.[a-z]{2,6}\b([-a-zA-Z0-9@:%_\+.~#?&//=]*)",
+    r"http[s]?://[a-zA-Z0-9_\-./~\?=%&]+", r"www[a-zA-Z0-9_\-?=%&/.~]+", r"[a-zA-Z]+\.com", r"(?=http)[^\s]+",
+    r"(?=www)[^\s]+", r"://", r"[\w-]+@([\w-]+\.)+[\w-]+", r"\S+@\S+", r"@[\w\d]+",
+]
+# Runs of each pattern's leading class cut by what it needs next, so that matches start inside runs, right after
+# other matches and never.
+URLISH = st.lists(st.sampled_from(["a", "b", "co", "com", "m", ".", ".com", ".c", "@", "-", "_", "ب", "1", " ", "\n",
+                                   "x.comy", "www", "http", "://", "\u00a0"]), max_size=30).map("".join)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(URLISH)
+def test_placeholder_passes_match_the_reference_patterns(x):
+    from arabert_pipeline.preprocess.normalize import _PLACEHOLDER_PASSES
+
+    assert len(_PLACEHOLDER_PASSES) == len(REFERENCE_PLACEHOLDER_PATTERNS)
+    for (pattern, placeholder), reference in zip(_PLACEHOLDER_PASSES, REFERENCE_PLACEHOLDER_PATTERNS):
+        assert pattern.sub(placeholder, x) == re.sub(reference, placeholder, x), (reference, x)

@@ -38,16 +38,23 @@ HINDI_DIGITS = "٠١٢٣٤٥٦٧٨٩"
 
 # The reference's URL regexes, in its order. It also runs a PHP-style pattern ending in `$@iS` that can never match
 # (nothing can follow the end of the string) but can backtrack exponentially; it is left out: same output.
+#
+# Three of them (`[a-zA-Z]+\.com`, `[\w-]+@([\w-]+\.)+[\w-]+`, `\S+@\S+`) take quadratic time on a long run of their
+# leading class that is not followed by what they need: from every start in the run the engine reads to its end and
+# back (a 100,000-letter word took 70 s). They run here with a lookbehind that tries only the start of each run: a
+# match from inside a run implies one from its start, which is further left and so the one the reference takes; the
+# `.com` one may also start right after a `.com`, where its previous match ended inside a run. Same matches, in linear
+# time (tests/test_preprocess_core.py checks them against the reference's patterns on drawn text).
 _URL_PATTERNS = [
     r"(http(s)?:\/\/.)?(www\.)?[-a-zA-Z0-9@:%._\+~#=]{2,256}\.[a-z]{2,6}\b([-a-zA-Z0-9@:%_\+.~#?&//=]*)",
     r"http[s]?://[a-zA-Z0-9_\-./~\?=%&]+",
     r"www[a-zA-Z0-9_\-?=%&/.~]+",
-    r"[a-zA-Z]+\.com",
+    r"(?:(?<![a-zA-Z])|(?<=\.com))[a-zA-Z]+\.com",
     r"(?=http)[^\s]+",
     r"(?=www)[^\s]+",
     r"://",
 ]
-_EMAIL_PATTERNS = [r"[\w-]+@([\w-]+\.)+[\w-]+", r"\S+@\S+"]
+_EMAIL_PATTERNS = [r"(?<![\w-])[\w-]+@([\w-]+\.)+[\w-]+", r"(?<!\S)\S+@\S+"]
 _MENTION_PATTERN = r"@[\w\d]+"
 _PLACEHOLDER_PASSES = [
     *((re.compile(p), f" {URL_PLACEHOLDER} ") for p in _URL_PATTERNS),
