@@ -89,3 +89,64 @@ def test_deeply_nested_json_lines_are_one_line_errors(tmp_path):
     with pytest.raises(InputError, match=r"p\.jsonl: line 2: invalid JSON \(nested too deeply\)"):
         run_task_evaluation(TaskEvaluateConfig(task="classification", data=[str(data)], out=tmp_path / "out",
                                                systems=[("p", str(predictions))], resamples=10), log=lambda _: None)
+
+
+# 15: dev labels no model or baseline knows ----------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def tiny_task_models(tmp_path_factory):
+    """An untrained text classifier (NEG / POS) and tagger (O / B-LOC / I-LOC), torch only: what the checks before
+    and while loading need, at no training's cost."""
+    pytest.importorskip("torch")
+    import task_toys as toys
+    from conftest import build_tiny_bert
+
+    from arabert_pipeline.artifacts import write_metadata
+
+    root = tmp_path_factory.mktemp("round4-models")
+    rows = toys.texts(40, 0)
+    corpus = [r["text"] for r in rows]
+    classifier = build_tiny_bert(root / "cls", corpus, "BertForSequenceClassification", vocab_size=200,
+                                 max_positions=64)
+    write_metadata(classifier, task="text-classification", labels=["NEG", "POS"], preprocessing="none",
+                   max_seq_length=32)
+    tagger = build_tiny_bert(root / "ner", corpus, "BertForMaskedLM", vocab_size=200, max_positions=64)
+    import transformers
+
+    labels = ["O", "B-LOC", "I-LOC"]
+    config = transformers.BertConfig.from_pretrained(tagger, id2label=dict(enumerate(labels)),
+                                                     label2id={t: i for i, t in enumerate(labels)})
+    transformers.BertForTokenClassification(config).save_pretrained(tagger)
+    write_metadata(tagger, task="token-classification", labels=labels, preprocessing="none", max_seq_length=32)
+    return {"cls": classifier, "ner": tagger, "rows": rows}
+
+
+def test_add_lexical_refuses_a_dev_label_outside_the_models_classes_before_loading_it(tiny_task_models, tmp_path,
+                                                                                      monkeypatch):
+    from arabert_pipeline.classification import model as model_module
+    from arabert_pipeline.classification.addlexical import add_lexical
+
+    rows = tiny_task_models["rows"]
+    train = write(tmp_path, "train.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows[:30]))
+    dev_rows = [*rows[30:], {"text": "نص محايد", "label": "NEU"}]
+    dev = write(tmp_path, "dev.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in dev_rows))
+
+    def no_load(*_, **__):
+        raise AssertionError("the model was loaded before the sets were checked")
+
+    monkeypatch.setattr(model_module.TextClassifier, "load", no_load)
+    with pytest.raises(InputError, match=r"dev\.jsonl: line 11: label: unknown label 'NEU' \(labels: NEG, POS\)"):
+        add_lexical(tiny_task_models["cls"], [str(train)], [str(dev)], tmp_path / "out", say=lambda _: None)
+
+
+def test_evaluate_baselines_refuse_a_dev_label_outside_train_and_data(tmp_path):
+    from arabert_pipeline.evaluate.tasks import TaskEvaluateConfig, run_task_evaluation
+
+    train = write(tmp_path, "train.csv", "text,label\nجيد جدا,POS\nسيء جدا,NEG\nرائع,POS\nرديء,NEG\n")
+    dev = write(tmp_path, "dev.csv", "text,label\nجيد,POS\nعادي,NEU\n")
+    data = write(tmp_path, "data.csv", "text,label\nممتاز,POS\nسيء,NEG\n")
+    with pytest.raises(InputError, match=r"dev\.csv: label: label 'NEU' \(id 3\) is not a class of the training or "
+                                         r"evaluated data \(NEG, POS\)"):
+        run_task_evaluation(TaskEvaluateConfig(task="classification", data=[str(data)], out=tmp_path / "out",
+                                               systems=[], train=[str(train)], dev=[str(dev)],
+                                               baselines=("tfidf-lr",), resamples=10), log=lambda _: None)

@@ -29,7 +29,7 @@ def add_lexical(model_dir: str | Path, train: list[str], dev: list[str], output:
     with it to `output`. Returns what arabert_pipeline.json records under "lexical"."""
     import shutil
 
-    from ..artifacts import atomic_directory, check_local_source, portable_path, write_metadata
+    from ..artifacts import atomic_directory, check_local_source, model_config, portable_path, write_metadata
     from ..finetuning.leakage import text_leakage_finder
     from ..finetuning.modeldir import model_metadata
     from ..finetuning.sets import read_labelled_sets
@@ -37,7 +37,7 @@ def add_lexical(model_dir: str | Path, train: list[str], dev: list[str], output:
     from .baselines import fit_baseline
     from .data import read_texts
     from .metrics import confusion, score_confusion
-    from .model import TASK, OnnxTextClassifier, TextClassifier
+    from .model import TASK, OnnxTextClassifier, TextClassifier, read_labels
 
     model_dir, output = Path(model_dir), Path(output)
     check_local_source(model_dir)
@@ -51,8 +51,12 @@ def add_lexical(model_dir: str | Path, train: list[str], dev: list[str], output:
         raise ConfigError(f"{model_dir} is not a text classifier (its arabert_pipeline.json task is "
                           f"{metadata.get('task')!r}): fine-tune one with `finetune --task classification`")
 
+    # Every set read against the model's classes: a dev label the head lacks would be found only after the model
+    # loaded, as a KeyError in the scoring.
+    classes = read_labels(metadata, model_config(model_dir), model_dir)
+
     def read(source: str, _policy: str):
-        return read_texts(source, text_column=text_column, label_column=label_column, format=format)
+        return read_texts(source, text_column=text_column, label_column=label_column, format=format, labels=classes)
 
     with OutputLock(output, "add-lexical"):
         sets = read_labelled_sets(read, text_leakage_finder(lambda e: e["text"]), train=train, dev=dev,
@@ -63,9 +67,6 @@ def add_lexical(model_dir: str | Path, train: list[str], dev: list[str], output:
         classifier = (OnnxTextClassifier if onnx else TextClassifier).load(model_dir)
         classifier.lexical = None  # weighed anew, alone against the model
         labels = classifier.labels
-        unknown = sorted({e["label"] for e in sets.examples} - set(labels))
-        if unknown:
-            raise ConfigError(f"{', '.join(train)}: labels {unknown} are not the model's {labels}")
         metric = metadata.get("dev_metric", "macro_f1")
         dev_examples = [e for f in sets.dev for e in f.examples]
         baseline = fit_baseline("tfidf-lr", sets.examples, dev_examples, labels, metric=metric, seed=seed,

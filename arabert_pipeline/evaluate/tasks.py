@@ -74,6 +74,12 @@ class ClassificationTask(Task):
     def setup(self, train, dev, data) -> None:
         seen = sorted({e["label"] for s in train + data for e in s.examples})
         self.class_names = seen
+        for labelled in dev:  # the baselines score dev over these classes: another label has no row to count in
+            for example in labelled.examples:
+                if example["label"] not in seen:
+                    raise InputError(f"label {example['label']!r} (id {example['id']}) is not a class of the "
+                                     f"training or evaluated data ({', '.join(seen)})", path=labelled.path,
+                                     field=labelled.label_column)
         from ..classification.metrics import pn_labels
 
         try:
