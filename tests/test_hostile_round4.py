@@ -60,3 +60,38 @@ def test_a_run_ended_inside_an_epoch_saves_the_kept_epochs_weights(toy, tmp_path
     saved = load_file(output / "model.safetensors")
     assert saved.keys() <= scored[0].keys()
     assert all(torch.equal(saved[k], scored[0][k]) for k in saved)
+
+
+# 2. A dev set the model trained on is known by its content, not by the name it is given by ---------------------------
+
+def test_tune_decoding_and_soup_refuse_the_training_set_under_any_name(qa_slices, tmp_path, monkeypatch):
+    from test_soup import tiny_qa_models
+
+    from arabert_pipeline.qa.data import read_squad
+    from arabert_pipeline.qa.transformer.finetune import _describe
+    from arabert_pipeline.qa.transformer.soup import make_soup
+    from arabert_pipeline.qa.transformer.tune import tune_model_decoding
+
+    train, test = qa_slices
+    texts = [e["context"] for e in read_squad(train, misaligned="keep").examples]
+    models = tiny_qa_models(tmp_path, texts, 2)
+    # m1 trained on `test` as finetune records it; the same bytes given by another name, in another folder
+    write_metadata(models[1], **{**read_metadata(models[1]), "training_data": [_describe(read_squad(str(test)), {})]})
+    (tmp_path / "elsewhere").mkdir()
+    renamed = tmp_path / "elsewhere" / "my-dev.json"
+    renamed.write_bytes(Path(test).read_bytes())
+    monkeypatch.chdir(tmp_path)
+    for dev in (str(renamed), "./elsewhere/../elsewhere/my-dev.json"):
+        with pytest.raises(ConfigError, match=f"m1 was trained on {dev}"):
+            make_soup(models, [dev], tmp_path / "soup", batch_size=8, say=lambda m: None)
+        with pytest.raises(ConfigError, match=f"m1 was trained on {dev}"):
+            tune_model_decoding(models[1], [dev], tmp_path / "tuned")
+    # a model dir written before the digest was recorded: the file its recorded path names, here
+    (tmp_path / "data" / "qa").mkdir(parents=True)
+    (tmp_path / "data" / "qa" / "set.json").write_bytes(Path(test).read_bytes())
+    monkeypatch.setenv("ARABERT_PIPELINE_DATA", str(tmp_path / "data"))
+    legacy = {"name": "some-set", "path": "$ARABERT_PIPELINE_DATA/qa/set.json", "questions": 1}
+    write_metadata(models[1], **{**read_metadata(models[1]), "training_data": [legacy]})
+    with pytest.raises(ConfigError, match="m1 was trained on"):
+        tune_model_decoding(models[1], [str(renamed)], tmp_path / "tuned")
+    assert not (tmp_path / "soup").exists() and not (tmp_path / "tuned").exists()

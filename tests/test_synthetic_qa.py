@@ -113,6 +113,40 @@ def test_documents_in_a_hold_out_set_give_no_question(corpus, tmp_path):
     assert "syn-000-000002" in {q["id"].rsplit("-", 1)[0] for q in questions(tmp_path / "all.json")}
 
 
+def _hold_out(path: Path, context: str) -> Path:
+    squad = {"data": [{"title": "held out", "paragraphs": [{"context": context, "qas": [
+        {"id": "h1", "question": "عن ماذا؟", "answers": [{"text": context.split()[1], "answer_start":
+                                                         context.index(context.split()[1])}]}]}]}]}
+    path.write_text(json.dumps(squad, ensure_ascii=False), encoding="utf-8")
+    return path
+
+
+def test_a_resumed_run_remakes_its_parts_when_the_hold_out_file_changed(corpus, tmp_path, monkeypatch):
+    """Issue 52: the parts recorded the hold-out set by name and question count; a file of the same name and count
+    that now holds a corpus paragraph must leave that document out of the resumed run too."""
+    import arabert_pipeline.qa.synthetic as synthetic
+
+    held = _hold_out(tmp_path / "held.json", "قصيدة عن الجبال والوديان كتبها شاعر مجهول في قرية بعيدة عن المدن")
+    real = synthetic.read_documents
+    calls: list[str] = []
+
+    def failing(path, progress=True):
+        calls.append(path)
+        if path == corpus[1] and len(calls) > 2:  # the gazetteer pass reads both, then the second input fails
+            raise KeyboardInterrupt
+        yield from real(path, progress)
+
+    monkeypatch.setattr(synthetic, "read_documents", failing)
+    with pytest.raises(KeyboardInterrupt):
+        run(corpus, tmp_path / "resumed.json", [str(held)], max_per_document=10)
+    monkeypatch.setattr(synthetic, "read_documents", real)
+    _hold_out(held, UNIQUE)  # a paragraph of document 2 only, in the first input: its part must be made again
+    resumed = run(corpus, tmp_path / "resumed.json", [str(held)], max_per_document=10, resume=True)
+    fresh = run(corpus, tmp_path / "fresh.json", [str(held)], max_per_document=10)
+    assert fresh.held_out_documents == 1 and resumed.held_out_documents == 1
+    assert questions(tmp_path / "resumed.json") == questions(tmp_path / "fresh.json")
+
+
 def test_an_interrupted_run_resumes_from_its_finished_inputs(corpus, tmp_path, monkeypatch):
     import arabert_pipeline.qa.synthetic as synthetic
 

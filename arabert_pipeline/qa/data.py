@@ -13,6 +13,7 @@ texts, so an evaluation set keeps them). Either way the ids are reported, never 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import logging
 import os
@@ -27,6 +28,7 @@ from ..artifacts import (
     atomic_write,
     check_input_file,
     data_root,
+    file_digest,
     parse_json,
     read_text_file,
 )
@@ -108,10 +110,55 @@ class SquadFile:
     misaligned: list[dict[str, Any]]  # {"id", "text", "answer_start"}, skipped or kept according to the policy
     policy: str
 
+    def content_digest(self) -> str:
+        return content_digest(self.path, self.name)
+
     def describe_misaligned(self) -> str:
         what = {"skip": "skipped", "keep": "kept", "error": "found"}[self.policy]
         ids = ", ".join(m["id"] for m in self.misaligned)
         return f"{self.name}: {what} {len(self.misaligned)} misaligned answer(s) (question ids: {ids})"
+
+
+# The key of a set's content digest in a model's "training_data" entries (qa/transformer/finetune.py writes them).
+DIGEST_KEY = "sha256"
+
+
+def content_digest(path: str | Path, name: str | None = None) -> str:
+    """What a set is, however it was named or its path spelt: the SHA-256 of its file's bytes, and for a registered
+    split (`name` in SPLITS: part of a file's articles) which part, since arcd-dev and arcd-train-rest share a file."""
+    digest = file_digest(path)
+    split = SPLITS.get(str(name))
+    if split is None:
+        return digest
+    return hashlib.sha256(json.dumps([digest, dataclasses.asdict(split)], sort_keys=True).encode()).hexdigest()
+
+
+def sets_trained_on(training_data: Any, files: list[SquadFile]) -> list[str]:
+    """The names of `files` that a model's recorded training data (its metadata "training_data") holds, compared by
+    content: `xquad-ar`, its path and `./qa/../qa/xquad.ar.json` are one set. An entry written before digests were
+    recorded is compared by the digest of the file its path names when that file is here, else by its name."""
+    digests, names = set(), set()
+    for entry in training_data if isinstance(training_data, list) else []:
+        if not isinstance(entry, dict):
+            continue
+        recorded = entry.get(DIGEST_KEY)
+        if not isinstance(recorded, str):
+            local = _recorded_file(entry.get("path"))
+            recorded = content_digest(local, entry.get("name")) if local is not None else None
+        if recorded is not None:
+            digests.add(recorded)
+        else:
+            names.add(entry.get("name"))
+    return sorted({f.name for f in files if f.name in names or f.content_digest() in digests})
+
+
+def _recorded_file(recorded: Any) -> Path | None:
+    """The file a portable path (artifacts.portable_path) names on this machine, if it is here."""
+    if not isinstance(recorded, str) or not recorded:
+        return None
+    prefix = f"${DATA_ROOT_ENV}/"
+    path = data_root() / recorded[len(prefix):] if recorded.startswith(prefix) else Path(recorded)
+    return path if path.is_file() else None
 
 
 def resolve(source: str | Path, *, download: bool = False) -> Path:

@@ -333,8 +333,10 @@ def make_synthetic_qa(config: SyntheticConfig) -> SyntheticReport:
             shutil.rmtree(parts)
         parts.mkdir(exist_ok=True)
         (parts / "owner.json").write_text(json.dumps({"verb": "make-synthetic-qa"}), encoding="utf-8")
-        hold_out = [(source, read_squad(source, misaligned="keep").examples) for source in config.hold_out]
-        hold_out_digest = _digest([[source, len(examples)] for source, examples in hold_out])
+        hold_out_files = [read_squad(source, misaligned="keep") for source in config.hold_out]
+        hold_out = [(source, f.examples) for source, f in zip(config.hold_out, hold_out_files)]
+        # By content: a part made against another --hold-out file left out other documents, whatever the file's name.
+        hold_out_digest = _digest([f.content_digest() for f in hold_out_files])
 
         gazetteer_file = parts / "gazetteer.json"
         inputs_digest = _digest([[str(Path(p).resolve()), Path(p).stat().st_size, Path(p).stat().st_mtime_ns]

@@ -54,7 +54,7 @@ from ...tokenizer.markers import check_preprocessing_fits
 from ...training import CHECKPOINTS, LOG_FILE, make_optimizer, parameter_groups
 from ...training.checkpoints import quiet_transformers
 from ..align import QAPreprocessing, align_examples
-from ..data import SquadFile, dataset_license, dataset_names, read_squad_sets, unanswerable_examples
+from ..data import DIGEST_KEY, SquadFile, dataset_license, dataset_names, read_squad_sets, unanswerable_examples
 from ..metrics import DEV_METRIC
 from ..overlap import KeyIDF
 from .architectures import prepare_qa_model
@@ -380,7 +380,9 @@ def evaluate_file(qa: QAModel, squad: SquadFile, directory: Path, batch_size: in
 
 
 def _describe(f: SquadFile, dropped: dict[str, int]) -> dict[str, Any]:
-    entry = {"name": f.name, "path": portable_path(f.path), "questions": len(f.examples),
+    # The digest lets tune-decoding and soup know a training set by its content, whatever name or path it is given by.
+    entry = {"name": f.name, "path": portable_path(f.path), DIGEST_KEY: f.content_digest(),
+             "questions": len(f.examples),
              "misaligned": {"policy": f.policy, "ids": [m["id"] for m in f.misaligned]}}
     if dataset_license(f.name):
         entry["license"] = dataset_license(f.name)

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 from ...artifacts import METADATA_FILE, atomic_directory, check_local_source, read_metadata, write_metadata
 from ...errors import ConfigError
 from ...outputs import MODEL_DIR_FILES, OutputKind, OutputLock, claim_output_dir
-from ..data import read_squad
+from ..data import read_squad, sets_trained_on
 from .bonuses import SENTENCE_IDF_FILE
 from .model import QAModel
 from .settings import PLAIN_DECODING
@@ -135,8 +135,7 @@ def make_soup(models: Sequence[str | Path], dev: Sequence[str], output: str | Pa
     with OutputLock(output, "soup"):
         dev_files = [read_squad(source, misaligned="keep") for source in dev]
         for model in models:
-            overlap = sorted({e.get("name") for e in metadata[model].get("training_data", [])}
-                             & {f.name for f in dev_files})
+            overlap = sets_trained_on(metadata[model].get("training_data"), dev_files)
             if overlap:
                 raise ConfigError(f"{model} was trained on {', '.join(overlap)}: choose on sets it has not seen")
         claim_output_dir(output, SOUP_OUTPUT, inputs=[*models, *[d for d in dev if Path(d).exists()]],

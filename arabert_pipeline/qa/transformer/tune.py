@@ -23,7 +23,7 @@ from ...artifacts import (
 )
 from ...errors import ConfigError
 from ...outputs import MODEL_DIR_FILES, OutputKind, OutputLock, claim_output_dir
-from ..data import SquadFile, read_squad, unanswerable_examples
+from ..data import SquadFile, read_squad, sets_trained_on, unanswerable_examples
 from ..metrics import DEV_METRIC, score_question
 from .bonuses import SENTENCE_IDF_FILE
 from .calibration import CORRECT_AT, Calibration, choose_calibration
@@ -285,10 +285,9 @@ def tune_model_decoding(model_dir: str | Path, dev: list[str], output: str | Pat
                           "'question-answering'): fine-tune it first with `arabert-pipeline finetune`")
     if reader is not None and not Path(reader).is_dir():
         raise ConfigError(f"--reader {reader}: no such directory (expected a train-reader output)")
-    trained_on = {entry.get("name") for entry in metadata.get("training_data", [])}
     with OutputLock(output, "tune-decoding"), tempfile.TemporaryDirectory(prefix="arabert-reader-") as scratch:
         dev_files = [read_squad(source, misaligned="keep") for source in dev]
-        overlap = sorted(trained_on & {f.name for f in dev_files})
+        overlap = sets_trained_on(metadata.get("training_data"), dev_files)
         if overlap:
             raise ConfigError(f"{model_dir} was trained on {', '.join(overlap)}: tune on sets it has not seen")
         inputs = [model_dir, *([reader] if reader is not None else []), *[s for s in dev if Path(s).exists()]]
