@@ -373,6 +373,38 @@ def test_resumed_run_repeats_the_uninterrupted_one(tokenizer_dir, corpus, workdi
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_loader_workers_train_and_resume_exactly_as_in_process(tokenizer_dir, corpus, workdir):
+    """--loader-workers builds the batches in other processes, ahead of the steps, across an epoch end: the same
+    batches, so the same curve and weights as batches made in process, also through an interruption and a resume."""
+    import torch
+    from safetensors.torch import load_file
+
+    from arabert_pipeline.pretrain.trainer import pretrain
+
+    torch.set_num_threads(1)
+    options = dict(whole_word_masking=True, grad_accum=2, steps=150, log_every=10, eval_every=75, dropout=0.0)
+    straight, workers = workdir / "in-process", workdir / "workers"
+    config = tiny_config(tokenizer_dir, corpus, straight, loader_workers=0, **options)
+    assert pretrain(config)
+    epochs_crossed = []
+
+    def stop_at_seventy(trainer):
+        assert trainer.prefetcher is not None, "no loader workers started"
+        epochs_crossed.append(trainer.state.epoch)
+        if trainer.state.step == 70:
+            trainer.request_stop()
+
+    config = tiny_config(tokenizer_dir, corpus, workers, loader_workers=2, **options)
+    assert not pretrain(config, on_step=stop_at_seventy)
+    config.resume = "latest"
+    assert pretrain(config, on_step=stop_at_seventy)
+    assert max(epochs_crossed) >= 1, "the run should cross an epoch end"
+    curve = lambda run: [(r["step"], r.get("loss"), r.get("eval_loss")) for r in read_log(run)]  # noqa: E731
+    assert curve(straight) == curve(workers)
+    a, b = load_file(straight / "model.safetensors"), load_file(workers / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
 @pytest.mark.slow
 def test_two_processes_train_and_resume_exactly(tokenizer_dir, corpus, workdir):
     """DDP on CPU (gloo) through torchrun: data sharded by process, RNG per process, same curve after a resume."""

@@ -93,6 +93,11 @@ def register(subparsers) -> None:
                    help="start the token embeddings from the static vectors of a train-embeddings directory (same "
                         "preprocessing as the tokenizer; projected to the hidden size and rescaled to the init scale)")
     p.add_argument("--cache-dir", metavar="DIR", help="token cache (default ~/.cache/arabert_pipeline/pretrain-tokens)")
+    p.add_argument("--loader-workers", type=int, metavar="N",
+                   help="processes that build batches ahead of the steps (default: 4 on a GPU, 0 on a CPU); the "
+                   "batches are the same either way")
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile the model for the training steps (GPU speed; the first steps compile)")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
     p.set_defaults(run=run)
 

@@ -61,7 +61,7 @@ MASKING = ("dynamic", "static", "span")
 RESUMABLE_CHANGES = frozenset(
     # corpus and tokenizer are paths: their content is compared instead (the token cache key).
     {"resume", "overwrite", "save_every", "keep_checkpoints", "log_every", "eval_every", "cache_dir", "progress",
-     "output", "corpus", "tokenizer"}
+     "output", "corpus", "tokenizer", "loader_workers", "compile"}
 )
 
 
@@ -123,6 +123,10 @@ class PretrainConfig:
     init_embeddings: str | None = None
     cache_dir: str | None = None
     progress: bool = True
+    # Speed only (the batches and the loss are the same either way): processes building batches ahead of the steps
+    # (None: 4 on a GPU, 0 on a CPU), and torch.compile of the model's training steps.
+    loader_workers: int | None = None
+    compile: bool = False
 
     def validate(self) -> None:
         """Reject option combinations that cannot work, before anything is loaded."""

@@ -241,6 +241,10 @@ class TokenStore:
             meta=meta,
         )
 
+    def __reduce__(self):
+        # Reopened by path in the process that unpickles it (a loader worker), instead of copying the memory maps.
+        return TokenStore.open, (self.directory,)
+
     @property
     def n_documents(self) -> int:
         return len(self.doc_lines) - 1

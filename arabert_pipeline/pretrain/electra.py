@@ -72,7 +72,7 @@ from ..errors import ConfigError
 from ..tokenizer.export import save_pretrained_tokenizer
 from .config import bert_config_kwargs
 from .data import IGNORE, Example, SpecialIds
-from .mlm import MLMCollator, make_collator, masked_logits, mlm_hidden_states
+from .mlm import MLMCollator, make_collator, masked_accuracy, masked_logits, mlm_hidden_states
 from .objectives import check_init_from, init_model_dir
 
 EMBEDDING_SHARING = ("none", "full", "gdes")
@@ -213,23 +213,27 @@ class ReplacedTokenDetection(nn.Module):
             sampled = sample_replacements(logits.detach(), batch["sample_uniforms"])
             corrupted, labels = corrupt(batch["input_ids"], positions, originals, sampled, batch["rtd_mask"])
         disc_hidden = self.discriminator_encoder(corrupted, attention_mask, token_type_ids)
-        scored = labels >= 0
-        disc_logits = self.rtd_head(disc_hidden[scored]).float()
-        targets = labels[scored].float()
-        rtd_loss = F.binary_cross_entropy_with_logits(disc_logits, targets)
+        # Every position through the head (one output per token: cheap), the unscored ones weighted 0: selecting the
+        # scored ones instead would make the shapes data-dependent and wait on the GPU every step.
+        scored = (labels >= 0).float()
+        disc_logits = self.rtd_head(disc_hidden).float()
+        targets = labels.clamp_min(0).float()
+        count = scored.sum()
+        rtd_loss = (F.binary_cross_entropy_with_logits(disc_logits, targets, reduction="none") * scored).sum() / \
+            count.clamp_min(1)
         with torch.no_grad():
             predicted = (disc_logits > 0).float()
-            replaced = targets.sum()
+            replaced = (targets * scored).sum()
             metrics = {
                 "generator_loss": generator_loss.detach(),
-                "generator_accuracy": (logits.argmax(-1) == originals)[predicted_positions].float().mean(),
+                "generator_accuracy": masked_accuracy(logits, originals, predicted_positions),
                 "rtd_loss": rtd_loss.detach(),
-                "rtd_accuracy": (predicted == targets).float().mean(),
-                "rtd_recall": (predicted * targets).sum() / replaced.clamp_min(1),
+                "rtd_accuracy": ((predicted == targets).float() * scored).sum() / count.clamp_min(1),
+                "rtd_recall": (predicted * targets * scored).sum() / replaced.clamp_min(1),
                 "replaced_rate": replaced / predicted_positions.sum().clamp_min(1),
                 # The share of scored tokens that were replaced: the constant answer "original" has its entropy as loss.
-                "replaced_share": replaced / max(len(targets), 1),
-                "weight": torch.full((), float(len(targets)), device=targets.device),
+                "replaced_share": replaced / count.clamp_min(1),
+                "weight": count,
             }
         return generator_loss, rtd_loss, metrics
 

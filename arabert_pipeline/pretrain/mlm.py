@@ -226,6 +226,14 @@ def mlm_hidden_states(model, batch: dict[str, torch.Tensor], enhanced_mask_decod
     return model.base_model(**inputs).last_hidden_state
 
 
+def masked_accuracy(logits: torch.Tensor, labels: torch.Tensor, scored: torch.Tensor) -> torch.Tensor:
+    """The share of `scored` positions whose argmax is the label (0 where none is scored), as a device tensor:
+    counted under the mask rather than selected by it, so that no step waits on the GPU for the count."""
+    with torch.no_grad():
+        right = (logits.argmax(-1) == labels) & scored
+        return right.sum().float() / scored.sum().clamp_min(1).float()
+
+
 def masked_logits(model, hidden: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
     """The MLM head's logits at the flat `positions` only: the hidden states are gathered before the head."""
     picked = hidden.reshape(-1, hidden.size(-1)).index_select(0, positions)
@@ -280,7 +288,7 @@ class MaskedLanguageModel(nn.Module):
         scored = labels != IGNORE
         metrics = {
             "mlm_loss": mlm_loss.detach(),
-            "mlm_accuracy": (logits.detach().argmax(-1) == labels)[scored].float().mean(),
+            "mlm_accuracy": masked_accuracy(logits, labels, scored),
             "weight": scored.sum().float(),
         }
         loss = mlm_loss
@@ -288,7 +296,7 @@ class MaskedLanguageModel(nn.Module):
             sbo_logits = self.span_boundary(hidden, batch["span_boundaries"], self.model.get_output_embeddings())
             sbo_loss = F.cross_entropy(sbo_logits.float(), labels, ignore_index=IGNORE)
             metrics["sbo_loss"] = sbo_loss.detach()
-            metrics["sbo_accuracy"] = (sbo_logits.detach().argmax(-1) == labels)[scored].float().mean()
+            metrics["sbo_accuracy"] = masked_accuracy(sbo_logits, labels, scored)
             loss = loss + sbo_loss
         if self.nsp:
             nsp_logits = self.model.cls.seq_relationship(encoded.pooler_output).float()
@@ -296,7 +304,7 @@ class MaskedLanguageModel(nn.Module):
             nsp_loss = F.cross_entropy(nsp_logits, nsp_labels, ignore_index=IGNORE)
             scored = nsp_labels != IGNORE
             metrics["nsp_loss"] = nsp_loss.detach()
-            metrics["nsp_accuracy"] = (nsp_logits.detach().argmax(-1) == nsp_labels)[scored].float().mean()
+            metrics["nsp_accuracy"] = masked_accuracy(nsp_logits, nsp_labels, scored)
             loss = loss + nsp_loss
         return {"loss": loss, **metrics}
 

@@ -82,8 +82,22 @@ def loop_settings(config: PretrainConfig) -> LoopSettings:
         bf16=config.bf16, grad_accum=config.grad_accum, max_grad_norm=config.max_grad_norm,
         time_budget=config.time_budget, log_every=config.log_every, eval_every=config.eval_every,
         save_every=config.save_every, keep_checkpoints=config.keep_checkpoints, resume=config.resume,
-        overwrite=config.overwrite, progress=config.progress,
+        overwrite=config.overwrite, progress=config.progress, loader_workers=config.loader_workers,
+        compile=config.compile,
     )
+
+
+class PretrainBatches:
+    """Training micro-batch (rows, epoch, index) → CPU tensors: packed sequences, then the objective's collator with
+    a generator seeded by (seed, epoch, index), so that a resumed run, and a loader worker, draw the same masks.
+    Picklable (the token store reopens its memory maps by path), for --loader-workers."""
+
+    def __init__(self, data: PretrainingData, collator, seed: int):
+        self.data, self.collator, self.seed = data, collator, seed
+
+    def __call__(self, rows: np.ndarray, epoch: int, index: int) -> dict[str, torch.Tensor]:
+        rng = np.random.default_rng([self.seed, epoch, index, 1])
+        return self.collator(self.data.examples(self.data.train, rows, rng), rng)
 
 
 class Trainer(Engine):
@@ -144,8 +158,11 @@ class Trainer(Engine):
                 "Use more text or a smaller --batch-size.",
                 path=", ".join(config.corpus),
             )
-        optimizer = make_optimizer(parameter_groups(objective, config.weight_decay), config.lr)
+        optimizer = make_optimizer(parameter_groups(objective, config.weight_decay), config.lr,
+                                   fused=self.accelerator.device.type == "cuda")
         self.collator = objective.collator
+        self.batches = PretrainBatches(self.data, self.collator, config.seed)
+        self.model_flops = self.count_flops_per_token(objective)
         self.prepare(objective, optimizer, checkpoint)
         if checkpoint is None:
             self.plan_length(first_epoch)
@@ -191,8 +208,35 @@ class Trainer(Engine):
         return self.to_device(self.collator(self.data.examples(chunks, rows, rng), rng))
 
     def make_batch(self, rows: np.ndarray, epoch: int, index: int) -> dict[str, torch.Tensor]:
-        # Masks are a function of (seed, epoch, batch index): a resumed run draws the same ones.
-        return self.collate(self.data.train, rows, np.random.default_rng([self.config.seed, epoch, index, 1]))
+        return self.to_device(self.batches(rows, epoch, index))
+
+    def batch_maker(self) -> PretrainBatches:
+        return self.batches
+
+    def count_flops_per_token(self, objective: torch.nn.Module) -> float:
+        """Training FLOPs per token of every encoder the objective trains (ELECTRA: generator and discriminator)
+        at --max-seq-length; parameters counted outside the embedding tables, each once."""
+        from transformers import PreTrainedModel
+
+        from ..training.logs import transformer_flops_per_token
+        from ..training.optim import EMBEDDINGS
+
+        seen, parameters = set(), 0
+        for name, parameter in objective.named_parameters():
+            if id(parameter) not in seen and not EMBEDDINGS.search(name):
+                seen.add(id(parameter))
+                parameters += parameter.numel()
+        attention = 0.0
+        for module in objective.modules():
+            if isinstance(module, PreTrainedModel) and module.base_model is module:  # each encoder once
+                config = module.config
+                layers = getattr(config, "num_hidden_layers", None) or getattr(config, "n_layer", 0)
+                hidden = getattr(config, "hidden_size", None) or getattr(config, "d_model", 0)
+                attention += transformer_flops_per_token(0, layers, hidden, self.config.max_seq_length)
+        return 6.0 * parameters + attention
+
+    def flops_per_token(self) -> float:
+        return self.model_flops
 
     def count_tokens(self, rows: np.ndarray) -> int:
         return int(self.data.train.length[rows].sum()) + len(rows) * self.data.specials_per_sequence

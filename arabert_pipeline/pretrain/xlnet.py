@@ -59,6 +59,7 @@ from torch import nn
 
 from .config import xlnet_config_kwargs
 from .data import IGNORE, BatchShape, Example, SpecialIds, padded_shape, row_lengths
+from .mlm import masked_accuracy
 from .objectives import check_init_from, init_model_dir
 
 PARTIAL_PREDICTION_K = 6  # the paper's K: 1/K of each factorisation order is predicted
@@ -179,7 +180,7 @@ class PermutationLanguageModel(nn.Module):
         return {
             "loss": loss,
             "plm_loss": loss.detach(),
-            "plm_accuracy": (logits.detach().argmax(-1) == labels)[scored].float().mean(),
+            "plm_accuracy": masked_accuracy(logits, labels, scored),
             "weight": scored.sum().float(),
         }
 

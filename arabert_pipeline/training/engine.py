@@ -11,7 +11,7 @@ import signal
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import torch
@@ -20,7 +20,8 @@ from ..errors import InputError
 from ..outputs import OutputKind
 from .budget import BudgetPlanner, BudgetSteps
 from .checkpoints import CHECKPOINTS, Checkpointing, quiet_transformers
-from .logs import RunLog, peak_memory
+from .loader import BatchMaker, MicroBatch, Prefetcher, loader_workers
+from .logs import RunLog, model_flops_utilization, peak_memory
 from .optim import lr_factor, use_bf16
 from .output import OutputRules
 from .state import LoopSettings, TrainerState
@@ -70,7 +71,8 @@ class Engine(Checkpointing, OutputRules, RunLog, BudgetSteps):
         self.last_saved_step = -1
         self.resumed_state_file: Path | None = None  # the trainer_state.json resumed from, for restore_extra_state
         self._checkpoint_tensors: tuple[Path, Any] | None = None  # state.pt, read by find_checkpoint for restore
-        self._plan: tuple[int, list[np.ndarray]] | None = None
+        self._plans: dict[int, list[np.ndarray]] = {}  # the current epoch's plan and, near its end, the next one's
+        self.prefetcher: Prefetcher | None = None  # while training with --loader-workers
         self.output_lock = self.claim_output()
         try:
             self.setup()
@@ -96,6 +98,15 @@ class Engine(Checkpointing, OutputRules, RunLog, BudgetSteps):
 
     def count_tokens(self, rows: np.ndarray) -> int:
         raise NotImplementedError
+
+    def batch_maker(self) -> BatchMaker | None:
+        """A picklable (rows, epoch, index) → CPU tensors equal to what make_batch puts on the device, which
+        --loader-workers runs in worker processes; None: batches are made in this process."""
+        return None
+
+    def flops_per_token(self) -> float | None:
+        """The model's training FLOPs per token read (forward and backward), for the MFU in the log; None: unknown."""
+        return None
 
     def forward(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         """The loss ("loss") and any other per-step metrics to log, as tensors."""
@@ -147,6 +158,10 @@ class Engine(Checkpointing, OutputRules, RunLog, BudgetSteps):
         elif self.world > 1:
             torch.manual_seed(self.loop.seed + self.accelerator.process_index)  # distinct dropout masks per process
         self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
+        if self.loop.compile:
+            # Training steps only: checkpoints, evaluation and the export read the module itself (unwrapped()), so
+            # their keys and results are those of a run without --compile.
+            self.model = torch.compile(self.model)
 
     # ------------------------------------------------------------------------------------------- the loop
 
@@ -161,9 +176,11 @@ class Engine(Checkpointing, OutputRules, RunLog, BudgetSteps):
         return {key: value.to(self.accelerator.device, non_blocking=True) for key, value in batch.items()}
 
     def plan(self, epoch: int) -> list[np.ndarray]:
-        if self._plan is None or self._plan[0] != epoch:
-            self._plan = (epoch, self.epoch_plan(epoch))
-        return self._plan[1]
+        if epoch not in self._plans:
+            # Two kept: the loader walks into the next epoch while the steps finish this one.
+            self._plans = {e: p for e, p in self._plans.items() if e == epoch - 1}
+            self._plans[epoch] = self.epoch_plan(epoch)
+        return self._plans[epoch]
 
     def steps_per_epoch(self) -> int:
         return len(self.plan(self.state.epoch)) // self.batches_per_step
@@ -172,25 +189,62 @@ class Engine(Checkpointing, OutputRules, RunLog, BudgetSteps):
         """True right after the last step of an epoch (the next step would start the next one)."""
         return self.state.cursor + self.batches_per_step > len(self.plan(self.state.epoch))
 
-    def next_step_batches(self) -> tuple[list[tuple[int, np.ndarray]], int]:
-        """This process's micro-batches (index in the epoch plan, rows) for the next step, and the step's tokens."""
+    def step_micro_batches(self, epoch: int, cursor: int) -> tuple[int, int, list[MicroBatch]]:
+        """The step after position (epoch, cursor): its epoch, its first batch in that epoch's plan, and this process's
+        micro-batches. The run's one schedule: the steps follow it, and the loader walks it ahead."""
+        if cursor + self.batches_per_step > len(self.plan(epoch)):
+            epoch, cursor = epoch + 1, 0
+        plan = self.plan(epoch)
+        begin = cursor + self.accelerator.process_index * self.loop.grad_accum
+        return epoch, cursor, [MicroBatch(epoch, i, plan[i]) for i in range(begin, begin + self.loop.grad_accum)]
+
+    def next_step_batches(self) -> tuple[list[MicroBatch], int]:
+        """This process's micro-batches for the next step, and the step's tokens (all processes')."""
         state = self.state
-        if self.epoch_ends_here():
-            state.epoch, state.cursor = state.epoch + 1, 0
+        state.epoch, start, micro_batches = self.step_micro_batches(state.epoch, state.cursor)
+        state.cursor = start + self.batches_per_step
         plan = self.plan(state.epoch)
-        group = range(state.cursor, state.cursor + self.batches_per_step)
-        tokens = sum(self.count_tokens(plan[i]) for i in group)
-        begin = state.cursor + self.accelerator.process_index * self.loop.grad_accum
-        state.cursor += self.batches_per_step
-        return [(i, plan[i]) for i in range(begin, begin + self.loop.grad_accum)], tokens
+        return micro_batches, sum(self.count_tokens(plan[i]) for i in range(start, state.cursor))
+
+    def upcoming_micro_batches(self) -> Iterator[MicroBatch]:
+        """This process's micro-batches from the current position on, step after step, without end."""
+        epoch, cursor = self.state.epoch, self.state.cursor
+        while True:
+            epoch, cursor, micro_batches = self.step_micro_batches(epoch, cursor)
+            cursor += self.batches_per_step
+            yield from micro_batches
+
+    def start_loader(self) -> None:
+        """Worker processes for the batches when --loader-workers (or "auto" on a GPU) asks and the stage can."""
+        device = self.accelerator.device
+        workers = loader_workers(self.loop.loader_workers, device)
+        maker = self.batch_maker() if workers else None
+        if maker is not None:
+            self.prefetcher = Prefetcher(maker, self.upcoming_micro_batches(), workers, device.type == "cuda")
+
+    def stop_loader(self) -> None:
+        if self.prefetcher is not None:
+            self.prefetcher.close()
+            self.prefetcher = None
+
+    def next_batch(self, micro_batch: MicroBatch) -> dict[str, torch.Tensor]:
+        if self.prefetcher is not None:
+            try:
+                return self.to_device(self.prefetcher.next(micro_batch.epoch, micro_batch.index))
+            except RuntimeError:
+                # A SIGTERM sent to the whole process group (a cluster's scheduler) ends the workers too; the step
+                # that the engine finishes before saving takes its batches here instead.
+                if self.stop_signal is None:
+                    raise
+                self.stop_loader()
+        return self.make_batch(micro_batch.rows, micro_batch.epoch, micro_batch.index)
 
     def train_step(self) -> dict[str, torch.Tensor]:
         loop, accelerator = self.loop, self.accelerator
         micro_batches, tokens = self.next_step_batches()
-        epoch = self.state.epoch
         totals: dict[str, torch.Tensor] = {}
-        for position, (index, rows) in enumerate(micro_batches):
-            batch = self.make_batch(rows, epoch, index)
+        for position, micro_batch in enumerate(micro_batches):
+            batch = self.next_batch(micro_batch)
             last = position == len(micro_batches) - 1
             with contextlib.nullcontext() if last else accelerator.no_sync(self.model):
                 with self.autocast():
@@ -234,7 +288,9 @@ class Engine(Checkpointing, OutputRules, RunLog, BudgetSteps):
         session_start = time.perf_counter()
         elapsed_before = state.elapsed
         window_tokens, window_start = 0, time.perf_counter()
+        flops_per_token = self.flops_per_token()
         try:
+            self.start_loader()
             while state.step < state.total_steps and not self.should_stop():
                 tokens_before = state.tokens
                 metrics = self.train_step()
@@ -255,6 +311,8 @@ class Engine(Checkpointing, OutputRules, RunLog, BudgetSteps):
                     row.update({key: self.mean_over_processes(value / self.window_steps)
                                 for key, value in self.window.items()})
                     row.update(peak_memory(self.accelerator.device))
+                    row.update(model_flops_utilization(row["tokens_per_second"], flops_per_token,
+                                                       self.accelerator.device))
                     self.log(row, board)
                     bar.set_postfix(loss=f"{row['loss']:.3f}", tok_s=f"{row['tokens_per_second']:.0f}")
                     self.window, self.window_steps = {}, 0
@@ -271,6 +329,7 @@ class Engine(Checkpointing, OutputRules, RunLog, BudgetSteps):
                 if self.budget is not None and self.budget.exhausted(state):
                     break
         finally:
+            self.stop_loader()
             bar.close()
             for signum, handler in handlers.items():
                 signal.signal(signum, handler)

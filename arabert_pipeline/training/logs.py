@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 
 import torch
 
@@ -92,3 +93,34 @@ def peak_memory(device) -> dict[str, float]:
     return peak
 
 
+
+
+# Dense bf16 tensor-core peaks (TFLOP/s, no sparsity) by device name, most specific first: what MFU divides by. A device
+# not listed gets no MFU unless ARABERT_PIPELINE_PEAK_TFLOPS names its peak.
+PEAK_TFLOPS = (("H100 PCIe", 756.0), ("H100", 989.0), ("H200", 989.0), ("GH200", 989.0), ("A100", 312.0),
+               ("L40S", 362.0), ("L4", 121.0))
+
+
+def peak_flops(device_name: str) -> float | None:
+    """The device's dense bf16 peak in FLOP/s: ARABERT_PIPELINE_PEAK_TFLOPS if set, else from PEAK_TFLOPS."""
+    override = os.environ.get("ARABERT_PIPELINE_PEAK_TFLOPS")
+    if override:
+        try:
+            return float(override) * 1e12
+        except ValueError:
+            raise InputError(f"ARABERT_PIPELINE_PEAK_TFLOPS={override!r}: not a number") from None
+    return next((tflops * 1e12 for name, tflops in PEAK_TFLOPS if name.lower() in device_name.lower()), None)
+
+
+def transformer_flops_per_token(non_embedding_parameters: int, layers: int, hidden: int, seq_length: int) -> float:
+    """Training FLOPs per token of an encoder: 6 per non-embedding parameter (forward 2, backward 4) plus the
+    attention scores and their use, 12 · layers · hidden · sequence length (PaLM's appendix B, as nanoGPT counts)."""
+    return 6.0 * non_embedding_parameters + 12.0 * layers * hidden * seq_length
+
+
+def model_flops_utilization(tokens_per_second: float, flops_per_token: float | None, device) -> dict[str, float]:
+    """{"mfu": the fraction of the GPU's peak the run's tokens/s stands for}; empty where either is unknown."""
+    if flops_per_token is None or device.type != "cuda":
+        return {}
+    peak = peak_flops(torch.cuda.get_device_name(device))
+    return {"mfu": round(tokens_per_second * flops_per_token / peak, 4)} if peak else {}

@@ -31,6 +31,10 @@ class LoopSettings:
     # "linear": BERT's warm-up then linear decay to 0 (optim.lr_factor); "constant": `lr` throughout (the static
     # reader's Adamax, as DrQA trains it).
     schedule: str = "linear"
+    # Worker processes that build the batches ahead of the steps (loader.py); None: 4 on a GPU, none on a CPU.
+    loader_workers: int | None = None
+    # torch.compile the model for the training steps (fixed batch shapes: a few compilations, then fused kernels).
+    compile: bool = False
 
     def __post_init__(self) -> None:
         """Checked for every stage at once, before any model or data is loaded: torch would refuse a negative or NaN
@@ -50,6 +54,10 @@ class LoopSettings:
             raise ConfigError(f"seed must be between 0 and {2**32 - 1}, got {self.seed}")
         if self.time_budget is not None and not (finite(self.time_budget) and self.time_budget > 0):
             raise ConfigError(f"time_budget must be a finite number of minutes > 0, got {self.time_budget}")
+        if self.loader_workers is not None and not (isinstance(self.loader_workers, int) and
+                                                    0 <= self.loader_workers <= 64):
+            raise ConfigError(f"loader_workers must be between 0 and 64 (or None: automatic), got "
+                              f"{self.loader_workers}")
         for name in ("save_every", "eval_every"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"{name} must be ≥ 0 (0: at the stage's own points), got {getattr(self, name)}")
