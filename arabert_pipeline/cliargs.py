@@ -33,3 +33,18 @@ def bf16_choice(value: str) -> str:
                     f"--bf16 {_OLD_BF16[value]}")
         return _OLD_BF16[value]
     return value
+
+
+# numpy's legacy RandomState, scikit-learn's random_state and torch's manual_seed on some builds take 32 bits: a
+# seed past them fails deep inside a library, after data is read and models are loaded, or (negative) is refused
+# by one library and taken by another.
+MAX_SEED = 2**32 - 1
+
+
+def check_seed(seed: object, flag: str = "--seed") -> int:
+    """`seed` if it is an integer in [0, MAX_SEED], else a ConfigError naming `flag`: checked before any work."""
+    from .errors import ConfigError
+
+    if type(seed) is not int or not 0 <= seed <= MAX_SEED:
+        raise ConfigError(f"{flag} {seed!r}: use an integer between 0 and {MAX_SEED}")
+    return seed

@@ -16,6 +16,11 @@ from arabert_pipeline.errors import InputError
 DEEP = "[" * 5_000 + "]" * 5_000
 
 
+def squad_file(qid: str, question: str, context: str, answer: str) -> dict:
+    return {"data": [{"title": "t", "paragraphs": [{"context": context, "qas": [
+        {"id": qid, "question": question, "answers": [{"text": answer, "answer_start": context.index(answer)}]}]}]}]}
+
+
 def write(tmp_path, name: str, content: str):
     path = tmp_path / name
     path.write_text(content, encoding="utf-8", newline="")
@@ -88,7 +93,7 @@ def test_deeply_nested_json_lines_are_one_line_errors(tmp_path):
     predictions = write(tmp_path, "p.jsonl", '{"id": "1", "label": "POS"}\n{"id": "2", "label": ' + DEEP + "}\n")
     with pytest.raises(InputError, match=r"p\.jsonl: line 2: invalid JSON \(nested too deeply\)"):
         run_task_evaluation(TaskEvaluateConfig(task="classification", data=[str(data)], out=tmp_path / "out",
-                                               systems=[("p", str(predictions))], resamples=10), log=lambda _: None)
+                                               systems=[("p", str(predictions))], resamples=100), log=lambda _: None)
 
 
 # 15: dev labels no model or baseline knows ----------------------------------------------------------------------------
@@ -149,4 +154,60 @@ def test_evaluate_baselines_refuse_a_dev_label_outside_train_and_data(tmp_path):
                                          r"evaluated data \(NEG, POS\)"):
         run_task_evaluation(TaskEvaluateConfig(task="classification", data=[str(data)], out=tmp_path / "out",
                                                systems=[], train=[str(train)], dev=[str(dev)],
-                                               baselines=("tfidf-lr",), resamples=10), log=lambda _: None)
+                                               baselines=("tfidf-lr",), resamples=100), log=lambda _: None)
+
+
+# 16: seeds, resamples, labels and batch sizes no option means -----------------------------------------------------
+
+def _tiny_sets(tmp_path):
+    train = write(tmp_path, "train.csv", "text,label\nجيد جدا,POS\nسيء جدا,NEG\nرائع,POS\nرديء,NEG\n")
+    data = write(tmp_path, "data.csv", "text,label\nممتاز,POS\nسيء,NEG\n")
+    return train, data
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--seed", "-1"], "--seed -1: use an integer between 0 and 4294967295"),
+    (["--seed", "99999999999"], "--seed 99999999999: use an integer between 0 and 4294967295"),
+    (["--resamples", "2000000"], "--resamples 2000000: use between 100 and 1,000,000"),
+    (["--label", "one", "--label", "two"], "2 --label for 1 --model/--predictions"),
+    (["--batch-size", "0"], "--batch-size 0: use at least 1"),
+    (["--batch-size", "-5"], "--batch-size -5: use at least 1"),
+])
+def test_evaluate_task_refuses_numbers_and_labels_no_option_means_before_reading(tmp_path, monkeypatch, capsys,
+                                                                                   flags, message):
+    from arabert_pipeline.cli import main
+    from arabert_pipeline.evaluate import tasks
+
+    train, data = _tiny_sets(tmp_path)
+    predictions = write(tmp_path, "p.jsonl", '{"id": "2", "label": "POS"}\n{"id": "3", "label": "NEG"}\n')
+    monkeypatch.setattr(tasks.ClassificationTask, "read", lambda *_: pytest.fail("a set was read"))
+    code = main(["evaluate", "--task", "classification", "--predictions", str(predictions), "--data", str(data),
+                 "--train", str(train), "--baselines", "tfidf-lr", "-o", str(tmp_path / "out"), *flags])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err and "Traceback" not in err, err
+
+
+def test_make_synthetic_qa_refuses_a_seed_before_its_gazetteer_pass(tmp_path, monkeypatch, capsys):
+    from arabert_pipeline.cli import main
+    from arabert_pipeline.qa import synthetic
+
+    corpus = write(tmp_path, "corpus.txt", "قال الرئيس سلمان العدنان إن المدينة جميلة.\n")
+    hold_out = write(tmp_path, "dev.json", json.dumps(squad_file("q1", "عن ماذا النص؟", "نص عن موضوع آخر", "موضوع")))
+    monkeypatch.setattr(synthetic, "collect_gazetteers", lambda *_: pytest.fail("the gazetteer pass ran"))
+    for seed in ("-1", "99999999999"):
+        assert main(["make-synthetic-qa", str(corpus), "-o", str(tmp_path / "out.json"), "--hold-out",
+                     str(hold_out), "--seed", seed, "--no-progress"]) == 2
+        assert f"--seed {seed}: use an integer between 0 and" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.txt", "dev.json"]
+
+
+def test_add_lexical_refuses_a_seed_before_reading(tiny_task_models, tmp_path, capsys, monkeypatch):
+    from arabert_pipeline.cli import main
+    from arabert_pipeline.classification import data as data_module
+
+    train, data = _tiny_sets(tmp_path)
+    monkeypatch.setattr(data_module, "read_texts", lambda *_, **__: pytest.fail("a set was read"))
+    for seed in ("-1", "99999999999"):
+        assert main(["add-lexical", str(tiny_task_models["cls"]), "--train", str(train), "--dev", str(data),
+                     "-o", str(tmp_path / "out"), "--seed", seed]) == 2
+        assert f"--seed {seed}: use an integer between 0 and" in capsys.readouterr().err

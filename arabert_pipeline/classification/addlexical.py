@@ -12,6 +12,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from ..cliargs import check_seed
 from ..errors import ConfigError
 from ..outputs import MODEL_DIR_FILES, OutputKind
 from .lexical import LEXICAL_DIR, MAX_CHAR_FEATURES, MAX_WORD_FEATURES, LexicalCompanion, choose_weight
@@ -41,6 +42,7 @@ def add_lexical(model_dir: str | Path, train: list[str], dev: list[str], output:
 
     model_dir, output = Path(model_dir), Path(output)
     check_local_source(model_dir)
+    check_seed(seed)
     if weight is not None and not (type(weight) in (int, float) and 0 <= weight <= 1):
         raise ConfigError(f"--weight must be a number in [0, 1], not {weight!r}")
     for name, value in (("max_word_features", max_word_features), ("max_char_features", max_char_features)):

@@ -36,6 +36,7 @@ import numpy as np
 
 from ..artifacts import (MAX_DATA_FILE_BYTES, atomic_directory, check_input_file, check_local_source,
                          describe_exception, portable_path, read_metadata, read_text_file, torch_device)
+from ..cliargs import check_seed
 from ..errors import ConfigError, InputError
 from . import metrics
 from .baselines import BASELINES, baseline_predictions
@@ -406,21 +407,26 @@ def score_no_answer(model, examples: list[dict], records: list[dict], config: Ev
 MAX_RESAMPLES = 1_000_000
 
 
-def _systems(config: EvaluateConfig) -> list[System]:
-    if not 100 <= config.resamples <= MAX_RESAMPLES:
+def check_run_settings(config) -> None:
+    """What `evaluate` and `evaluate --task` take alike, checked before any data is read: resamples, seed, batch
+    size, and no more --label than systems (a label naming nothing would be dropped silently)."""
+    if type(config.resamples) is not int or not 100 <= config.resamples <= MAX_RESAMPLES:
         raise ConfigError(f"--resamples {config.resamples}: use between 100 and {MAX_RESAMPLES:,}")
-    if config.seed < 0:
-        raise ConfigError(f"--seed {config.seed}: use a non-negative integer")
-    if config.batch_size < 1:
+    check_seed(config.seed)
+    if type(config.batch_size) is not int or config.batch_size < 1:
         raise ConfigError(f"--batch-size {config.batch_size}: use at least 1")
+    if len(config.labels) > len(config.systems):
+        raise ConfigError(f"{len(config.labels)} --label for {len(config.systems)} --model/--predictions")
+
+
+def _systems(config: EvaluateConfig) -> list[System]:
+    check_run_settings(config)
     if config.preprocessing is not None:
         from ..preprocess.preprocessor import preprocessing_name
 
         preprocessing_name(config.preprocessing)
     if config.device != "cpu" and any(kind == "model" for kind, _ in config.systems):
         torch_device(config.device)  # before any data is read or model loaded
-    if len(config.labels) > len(config.systems):
-        raise ConfigError(f"{len(config.labels)} --label for {len(config.systems)} --model/--predictions")
     unknown = [b for b in config.baselines if b not in BASELINES]
     if unknown:
         raise ConfigError(f"unknown baseline(s) {', '.join(unknown)}: use {', '.join(BASELINES)} or none")

@@ -260,6 +260,9 @@ def read_predictions(task: Task, path: str, examples: list[dict]) -> list:
 def run_task_evaluation(config: TaskEvaluateConfig, log: Callable[[str], None] = print) -> dict[str, Any]:
     if config.task not in TASKS:
         raise ConfigError(f"task {config.task!r}: use one of {', '.join(TASKS)}")
+    from .report import check_run_settings
+
+    check_run_settings(config)
     task = TASKS[config.task](config)
     if config.baselines and not config.train:
         raise ConfigError("the baselines are trained: pass --train (and --dev to choose their settings), or "

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
 from ..artifacts import atomic_write, check_input_file, sidecar_preprocessing
+from ..cliargs import check_seed
 from ..errors import ConfigError, InputError
 from ..outputs import OutputLock, claim_output_file
 from .cloze import (
@@ -91,6 +92,7 @@ class SyntheticConfig:
             raise ConfigError("--min-context-words must not exceed --max-context-words")
         if self.overwrite and self.resume:
             raise ConfigError("--overwrite starts again and --resume continues: give one of them")
+        check_seed(self.seed)
 
 
 @dataclasses.dataclass
