@@ -95,3 +95,53 @@ def test_tune_decoding_and_soup_refuse_the_training_set_under_any_name(qa_slices
     with pytest.raises(ConfigError, match="m1 was trained on"):
         tune_model_decoding(models[1], [str(renamed)], tmp_path / "tuned")
     assert not (tmp_path / "soup").exists() and not (tmp_path / "tuned").exists()
+
+
+# 4. A classifier answers with the lexical companion its metadata records, or not at all -------------------------------
+
+@pytest.fixture(scope="module")
+def classifier_with_lexical(toy, tmp_path_factory):
+    """A classifier fine-tuned on the toy, exported, and with a lexical companion at weight 0.5."""
+    root, train, dev, _ = toy
+    base = tmp_path_factory.mktemp("lexical") / "cls"
+    assert finetune_classifier(toy, base) == 0
+    assert main(["export-onnx", str(base)]) == 0
+    with_lexical = base.with_name("cls-lexical")
+    assert main(["add-lexical", str(base), "--train", str(train), "--dev", str(dev), "-o", str(with_lexical),
+                 "--weight", "0.5"]) == 0
+    return with_lexical
+
+
+def test_a_classifier_without_the_companion_its_metadata_records_is_refused(classifier_with_lexical, tmp_path,
+                                                                             capsys):
+    from arabert_pipeline.classification.model import OnnxTextClassifier, TextClassifier
+
+    copied = tmp_path / "files-only"  # `cp DIR/* new/`: the files, not lexical/
+    copied.mkdir()
+    for path in classifier_with_lexical.iterdir():
+        if path.is_file():
+            (copied / path.name).write_bytes(path.read_bytes())
+    for backend in (TextClassifier, OnnxTextClassifier):
+        with pytest.raises(ConfigError, match="records a lexical companion .* no lexical/ folder"):
+            backend.load(copied)
+    capsys.readouterr()
+    assert main(["classify", "--model", str(copied), "نص"]) == 2
+    assert "no lexical/ folder" in capsys.readouterr().err
+
+
+def test_the_standalone_export_carries_the_lexical_companion(classifier_with_lexical, tmp_path):
+    import numpy as np
+
+    from arabert_pipeline.classification.model import OnnxTextClassifier
+
+    shipped = tmp_path / "shipped"
+    assert main(["export-onnx", str(classifier_with_lexical), "--standalone", str(shipped)]) == 0
+    assert sorted(p.name for p in (shipped / "lexical").iterdir()) == sorted(
+        p.name for p in (classifier_with_lexical / "lexical").iterdir())
+    model = OnnxTextClassifier.load(shipped)
+    assert model.lexical is not None and model.lexical_weight == 0.5
+    texts = ["الفيلم جميل جدا", "الخدمة سيء اليوم"]
+    source = OnnxTextClassifier.load(classifier_with_lexical, quantize=True)  # the shipped graph is int8
+    assert np.allclose(model.predict_proba(texts), source.predict_proba(texts), atol=1e-4)
+    # rebuilt with --overwrite: the companion is the export's own to replace
+    assert main(["export-onnx", str(classifier_with_lexical), "--standalone", str(shipped), "--overwrite"]) == 0

@@ -25,8 +25,8 @@ import numpy as np
 
 from ..artifacts import atomic_write
 from ..errors import ConfigError
+from ..finetuning.taskexport import LEXICAL_DIR  # noqa: F401 (named once: the shipped form carries the companion)
 
-LEXICAL_DIR = "lexical"
 SETTINGS_FILE, WEIGHTS_FILE = "lexical.json", "weights.npz"
 FORMAT = 1
 # Weights of the companion tried on dev (0: the model alone, 1: the companion alone).

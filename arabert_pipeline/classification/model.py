@@ -23,7 +23,7 @@ from ..errors import ConfigError
 from ..finetuning.batches import pad, prediction_batches
 from ..finetuning.modeldir import model_metadata, recorded_preprocessing
 from ..finetuning.runtime import open_task_model, run_task_session
-from ..finetuning.taskexport import OUTPUT_NAMES, TEXT_CLASSIFICATION
+from ..finetuning.taskexport import OUTPUT_NAMES, TEXT_CLASSIFICATION, check_lexical_companion
 from .lexical import LEXICAL_DIR, LexicalCompanion, mix
 
 TASK = TEXT_CLASSIFICATION
@@ -127,7 +127,7 @@ class TextClassifier:
 
     def attach_lexical(self, directory: Path, metadata: dict) -> None:
         """The lexical companion in directory/lexical/, at the weight the metadata records (add-lexical)."""
-        if not (directory / LEXICAL_DIR).is_dir():
+        if not check_lexical_companion(directory, metadata):
             return
         weight = metadata.get("lexical_weight")
         if type(weight) not in (int, float) or not 0 <= weight <= 1:

@@ -36,9 +36,14 @@ TASK_HEADS = {TEXT_CLASSIFICATION: ("AutoModelForSequenceClassification", False)
 OUTPUT_NAMES = ("logits",)
 SHIPPED_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 CARD = "README.md"
+# A classifier's lexical companion (classification/lexical.py), which its metadata records with "lexical" and
+# "lexical_weight" (add-lexical): part of the model, so the shipped form carries it.
+LEXICAL_DIR = "lexical"
+LEXICAL_FIELDS = ("lexical", "lexical_weight")
 # arabert_pipeline.json "weights" of a standalone dir (one of STANDALONE_WEIGHTS' values) is what marks TARGET as this
 # export's, so that --overwrite never replaces a directory someone else wrote.
-STANDALONE = OutputKind("export-onnx --standalone", names=(*SHIPPED_FILES, ONNX_FILE, METADATA_FILE, CARD),
+STANDALONE = OutputKind("export-onnx --standalone",
+                        names=(*SHIPPED_FILES, ONNX_FILE, METADATA_FILE, CARD, LEXICAL_DIR),
                         markers=(), metadata_marker=("weights", tuple(STANDALONE_WEIGHTS.values())))
 # Texts the two tokenizers must agree on: diacritics, tatweel, digits, Latin, punctuation and a Farasa-segmented form.
 _PROBES = ("زار الرئيسُ مدينةَ بيروتَ يوم 12 مارس 2019 .", "الخدمــة ممتازة جدا!! 👍 Great service",
@@ -49,6 +54,18 @@ def task_of(model_dir: str | os.PathLike) -> str | None:
     if not Path(model_dir).is_dir():
         return None
     return read_metadata(model_dir, missing_ok=True).get("task")
+
+
+def check_lexical_companion(directory: Path, metadata: dict) -> bool:
+    """Whether `directory` holds a lexical companion; one its metadata records but that is missing (a copy of the
+    dir's files only) is refused: the model would answer with the encoder alone, silently not as it was chosen."""
+    if (directory / LEXICAL_DIR).is_dir():
+        return True
+    recorded = [name for name in LEXICAL_FIELDS if name in metadata]
+    if recorded:
+        raise ConfigError(f"{directory}: arabert_pipeline.json records a lexical companion ({', '.join(recorded)}) "
+                          f"but there is no {LEXICAL_DIR}/ folder: copy it from the model dir add-lexical wrote")
+    return False
 
 
 def export_task_onnx(model_dir: str | os.PathLike, *, overwrite: bool = False) -> Path:
@@ -118,6 +135,8 @@ def standalone(model_dir: str | os.PathLike, target: str | os.PathLike, *, weigh
 
     model_dir, target = Path(model_dir), Path(target)
     claim_standalone(model_dir, target, overwrite=overwrite)
+    metadata = read_metadata(model_dir)
+    lexical = check_lexical_companion(model_dir, metadata)
     create_session(model_dir)  # refuses a missing or stale model.onnx
     card = (target / CARD).read_bytes() if (target / CARD).is_file() else None
     with atomic_directory(target) as staged:
@@ -126,8 +145,9 @@ def standalone(model_dir: str | os.PathLike, target: str | os.PathLike, *, weigh
                 shutil.copyfile(model_dir / name, staged / name)
         if card is not None:
             (staged / CARD).write_bytes(card)
+        if lexical:
+            shutil.copytree(model_dir / LEXICAL_DIR, staged / LEXICAL_DIR)
         write_standalone(model_dir, staged, weight_bits)
-        metadata = read_metadata(model_dir)
         metadata["weights"] = STANDALONE_WEIGHTS[weight_bits]
         write_metadata(staged, **metadata)
     return target / ONNX_FILE
