@@ -145,3 +145,25 @@ def test_the_standalone_export_carries_the_lexical_companion(classifier_with_lex
     assert np.allclose(model.predict_proba(texts), source.predict_proba(texts), atol=1e-4)
     # rebuilt with --overwrite: the companion is the export's own to replace
     assert main(["export-onnx", str(classifier_with_lexical), "--standalone", str(shipped), "--overwrite"]) == 0
+
+
+# 5. Two --eval sets never share a file name under OUT/eval/ ----------------------------------------------------------
+
+@pytest.mark.parametrize("names", [("a/test.jsonl", "b/test.jsonl"), ("x y.jsonl", "x_y.jsonl")])
+def test_finetune_refuses_eval_sets_that_would_share_a_file_name_before_training(toy, tmp_path, capsys, names):
+    from arabert_pipeline.qa.transformer.config import FinetuneConfig
+
+    root, train, dev, _ = toy
+    evals = ["--eval"]
+    for name in names:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        evals.append(str(toys.write_jsonl(tmp_path / name, toys.texts(8, 5))))
+    capsys.readouterr()
+    assert finetune_classifier(toy, tmp_path / "out", *evals) == 2
+    error = capsys.readouterr().err
+    assert str(tmp_path / names[0]) in error and str(tmp_path / names[1]) in error and "another file name" in error
+    assert not (tmp_path / "out").exists()
+    # QA's finetune writes OUT/eval/ the same way and checks the same
+    with pytest.raises(ConfigError, match="another file name"):
+        FinetuneConfig(model="m", output=str(tmp_path / "qa"), train=["arcd-train"],
+                       eval=[str(tmp_path / n) for n in names]).resolved()

@@ -96,6 +96,24 @@ def check_training_settings(config: Any, positive: tuple[str, ...] = ()) -> None
         raise ConfigError(f"patience must be ≥ 0, got {config.patience}")
     if config.patience and not config.dev:
         raise ConfigError("patience needs dev sets to watch (--dev)")
+    # Checked before training: at the end, the second set's predictions and scores would replace the first's.
+    named: dict[str, str] = {}
+    for name in config.eval:
+        stem = eval_file_stem(name)
+        if stem in named:
+            raise ConfigError(f"--eval {name} given twice" if named[stem] == name else
+                              f"--eval {named[stem]} and {name} would both be written as eval/{stem}.*: give one of "
+                              "them under another file name")
+        named[stem] = name
+
+
+def eval_file_stem(name: str) -> str:
+    """The name an --eval set's predictions and scores are written under in OUT/eval/: a registered set's name, else
+    the file's stem, with what a file name should not hold replaced."""
+    from pathlib import Path
+
+    stem = Path(name).stem if ("/" in name or "." in name) else name
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in stem) or "set"
 
 
 def local_inputs(config: Any) -> list[str]:

@@ -42,7 +42,7 @@ from ..training import CHECKPOINTS, LOG_FILE, make_optimizer, parameter_groups
 from ..training.checkpoints import quiet_transformers
 from ..training.logs import peak_memory
 from .batches import WIDTH_MULTIPLE, epoch_batches, pad
-from .config import TaskConfig, local_inputs
+from .config import TaskConfig, eval_file_stem, local_inputs
 from .modeldir import recorded_preprocessing
 from .selection import FinetuneEngine
 
@@ -260,7 +260,7 @@ class TaskTrainer(FinetuneEngine):
             for labelled in self.sets.eval:
                 scores, records = self.score(predictor, labelled)
                 metrics[labelled.name] = scores
-                stem = safe_stem(labelled.name)
+                stem = eval_file_stem(labelled.name)
                 with atomic_write(self.output / EVAL_DIR / f"{stem}.predictions.jsonl") as f:
                     f.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
                 with atomic_write(self.output / EVAL_DIR / f"{stem}.metrics.json") as f:
@@ -269,11 +269,6 @@ class TaskTrainer(FinetuneEngine):
                     f"{k} {v:.2f}" for k, v in scores.items() if isinstance(v, float)))
         return TaskResult(self.output, len(self.sets.examples), self.state.step, time.time() - started, self.losses,
                           self.dev_history, metrics)
-
-
-def safe_stem(name: str) -> str:
-    stem = Path(name).stem if ("/" in name or "." in name) else name
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in stem) or "set"
 
 
 def rows_key(rows, labels, vocabulary: int, label_names) -> str:

@@ -44,7 +44,7 @@ from ...artifacts import (
 )
 from ...errors import ConfigError
 from ...finetuning.batches import epoch_batches as shared_epoch_batches
-from ...finetuning.config import local_inputs
+from ...finetuning.config import eval_file_stem, local_inputs
 from ...finetuning.modeldir import recorded_preprocessing
 from ...finetuning.selection import FinetuneEngine
 from ...outputs import MODEL_DIR_FILES, OutputKind
@@ -54,7 +54,7 @@ from ...tokenizer.markers import check_preprocessing_fits
 from ...training import CHECKPOINTS, LOG_FILE, make_optimizer, parameter_groups
 from ...training.checkpoints import quiet_transformers
 from ..align import QAPreprocessing, align_examples
-from ..data import DIGEST_KEY, SquadFile, dataset_license, dataset_names, read_squad_sets, unanswerable_examples
+from ..data import DIGEST_KEY, SquadFile, dataset_license, read_squad_sets, unanswerable_examples
 from ..metrics import DEV_METRIC
 from ..overlap import KeyIDF
 from .architectures import prepare_qa_model
@@ -370,7 +370,7 @@ def evaluate_file(qa: QAModel, squad: SquadFile, directory: Path, batch_size: in
     ]
     metrics = {key: 100.0 * float(np.mean([s[key] for s in scores])) for key in SCORE_KEYS}
     metrics["questions"] = len(scores)
-    stem = squad.name if squad.name in dataset_names() else Path(squad.name).stem
+    stem = eval_file_stem(squad.name)
     path = directory / f"{stem}.predictions.json"
     with atomic_write(path) as f:
         json.dump(predictions, f, ensure_ascii=False, indent=1)
