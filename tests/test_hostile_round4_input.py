@@ -211,3 +211,66 @@ def test_add_lexical_refuses_a_seed_before_reading(tiny_task_models, tmp_path, c
         assert main(["add-lexical", str(tiny_task_models["cls"]), "--train", str(train), "--dev", str(data),
                      "-o", str(tmp_path / "out"), "--seed", seed]) == 2
         assert f"--seed {seed}: use an integer between 0 and" in capsys.readouterr().err
+
+
+# 17: the files of a classifier's lexical/ -----------------------------------------------------------------------------
+
+LOAD_COMPANION = """
+from pathlib import Path
+from arabert_pipeline.classification.lexical import LexicalCompanion
+from arabert_pipeline.errors import ArabertPipelineError
+try:
+    LexicalCompanion.load(Path({directory!r}), ["NEG", "POS"], "none")
+except ArabertPipelineError as exc:
+    print("REFUSED", exc)
+else:
+    print("READ")
+"""
+
+
+@pytest.fixture
+def companion(tmp_path):
+    import task_toys as toys
+
+    from arabert_pipeline.classification.baselines import fit_baseline
+    from arabert_pipeline.classification.lexical import LexicalCompanion
+
+    rows = toys.texts(40, 0)
+    baseline = fit_baseline("tfidf-lr", rows, [], ["NEG", "POS"], preprocessing="none", max_word_features=50,
+                            max_char_features=200)
+    directory = tmp_path / "lexical"
+    LexicalCompanion.from_pipeline(baseline.model, "none").save(directory)
+    return directory
+
+
+@pytest.mark.parametrize("name, damage, expected", [
+    *[(name, "fifo", "not a regular file (it is a FIFO)") for name in ("lexical.json", "weights.npz")],
+    *[(name, "zero", "not a regular file (it is a character device)") for name in ("lexical.json", "weights.npz")],
+    ("lexical.json", "truncated", "invalid JSON"),
+    ("weights.npz", "truncated", "unreadable (BadZipFile"),
+    ("lexical.json", "nested", "invalid JSON (nested too deeply)"),
+    ("weights.npz", "npy", "unreadable (ValueError: not an .npz archive"),
+])
+def test_a_special_or_broken_file_in_lexical_is_a_one_line_error_naming_it(companion, name, damage, expected):
+    import os
+
+    import numpy as np
+    from test_hostile_round3 import in_child
+
+    path = companion / name
+    if damage == "fifo":
+        path.unlink()
+        os.mkfifo(path)
+    elif damage == "zero":
+        path.unlink()
+        path.symlink_to("/dev/zero")
+    elif damage == "truncated":
+        data = path.read_bytes()
+        path.write_bytes(data[: len(data) // 2])
+    elif damage == "nested":
+        path.write_text(DEEP, encoding="utf-8")
+    else:
+        with open(path, "wb") as f:
+            np.save(f, np.zeros(3))
+    code, out = in_child(LOAD_COMPANION.format(directory=str(companion)))
+    assert code == 0 and out.startswith(f"REFUSED {path}: ") and expected in out and len(out.splitlines()) == 1, out

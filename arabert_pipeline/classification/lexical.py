@@ -18,13 +18,16 @@ from __future__ import annotations
 
 import json
 import re
+import zipfile
+import zlib
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
-from ..artifacts import atomic_write
-from ..errors import ConfigError
+from ..artifacts import (MAX_DATA_FILE_BYTES, atomic_write, describe_exception, open_regular_file,
+                         read_json_file)
+from ..errors import ConfigError, InputError
 from ..finetuning.taskexport import LEXICAL_DIR  # noqa: F401 (named once: the shipped form carries the companion)
 
 SETTINGS_FILE, WEIGHTS_FILE = "lexical.json", "weights.npz"
@@ -152,11 +155,11 @@ class LexicalCompanion:
         """The companion in `directory`, checked against the classifier it sits beside (its labels, its
         preprocessing) and field by field: a damaged file is named, never half-read."""
         settings_path, weights_path = directory / SETTINGS_FILE, directory / WEIGHTS_FILE
-        try:
-            settings = json.loads(settings_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise ConfigError(f"{settings_path}: unreadable ({exc})") from None
-        if not isinstance(settings, dict) or settings.get("format") != FORMAT:
+        try:  # a regular file, bounded, parsed with every JSON failure named: a FIFO would hang every answer
+            settings = read_json_file(settings_path, max_bytes=MAX_DATA_FILE_BYTES)  # its vocabulary may be large
+        except InputError as exc:
+            raise ConfigError(str(exc)) from None
+        if settings.get("format") != FORMAT:
             raise ConfigError(f"{settings_path}: not a lexical companion of format {FORMAT}")
         if settings.get("preprocessing") != preprocessing:
             raise ConfigError(f"{settings_path}: fitted on {settings.get('preprocessing')!r} text, but the model "
@@ -164,11 +167,7 @@ class LexicalCompanion:
         own = settings.get("labels")
         if not isinstance(own, list) or sorted(map(str, own)) != sorted(labels) or len(own) != len(labels):
             raise ConfigError(f"{settings_path}: labels {own!r} are not the model's {list(labels)}")
-        try:
-            with np.load(weights_path, allow_pickle=False) as arrays:
-                weights = {name: arrays[name] for name in ("word_idf", "char_idf", "coef", "intercept")}
-        except (OSError, ValueError, KeyError) as exc:
-            raise ConfigError(f"{weights_path}: unreadable ({exc})") from None
+        weights = _read_weights(weights_path)
         features = []
         for name in ("word", "char"):
             entry = settings.get(name)
@@ -189,6 +188,23 @@ class LexicalCompanion:
                               f"numbers, not {coef.shape} and {intercept.shape}")
         record = {k: v for k, v in settings.items() if k not in ("format", "labels", "preprocessing", "word", "char")}
         return cls(*features, coef.astype(np.float32), intercept.astype(np.float32), own, preprocessing, record)
+
+
+def _read_weights(path: Path) -> dict[str, np.ndarray]:
+    """The arrays of weights.npz, read without pickle from a regular file; a truncated or foreign file (a zip cut
+    short, an .npy, a member that does not inflate) is a ConfigError naming it."""
+    names = ("word_idf", "char_idf", "coef", "intercept")
+    try:
+        with open_regular_file(path, max_bytes=MAX_DATA_FILE_BYTES) as f:
+            arrays = np.load(f, allow_pickle=False)
+            if not isinstance(arrays, np.lib.npyio.NpzFile):
+                raise ValueError(f"not an .npz archive of {', '.join(names)}")
+            with arrays:
+                return {name: arrays[name] for name in names}
+    except InputError as exc:
+        raise ConfigError(str(exc)) from None
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+        raise ConfigError(f"{path}: unreadable ({describe_exception(exc)})") from None
 
 
 # The vectorizer settings the transform reads (smooth_idf only shaped the idf when it was fitted).

@@ -1,0 +1,55 @@
+"""benchmarks/bench_pretrain_gpu.py at tiny size on the CPU: the folder `prepare` writes for a GPU call is small,
+self-contained (the package without its models) and runs every row of the benchmark, as a bare machine would run it.
+Its speed numbers mean nothing here; that every row runs, and what the report holds, is checked. Each row starts
+torch in a process of its own (a couple of minutes in all), so marked slow."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO, SLICES
+
+pytestmark = pytest.mark.slow
+SCRIPT = REPO / "benchmarks" / "bench_pretrain_gpu.py"
+
+
+def test_the_prepared_folder_runs_every_row_at_tiny_size(tmp_path):
+    pytest.importorskip("torch")
+    folder, report_file = tmp_path / "carried", tmp_path / "out" / "bench.json"
+    # Outside the checkout, as on the GPU machine: the folder must not lean on the repository's package.
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": ""}
+    prepare = [sys.executable, str(SCRIPT), "prepare", str(folder), "--corpus",
+               str(SLICES / "corpus" / "ant-jawharafm-000.txt.xz"), "--lines", "1500"]
+    done = subprocess.run(prepare, cwd=tmp_path, env={**env, "PYTHONPATH": str(REPO)}, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    files = [p for p in folder.rglob("*") if p.is_file()]
+    assert sum(p.stat().st_size for p in files) <= 40 * 2**20
+    assert not (folder / "src" / "arabert_pipeline" / "models").exists()
+    assert {"corpus.txt", "bench_pretrain_gpu.py"} <= {p.name for p in folder.iterdir()}
+
+    run = [sys.executable, str(folder / "bench_pretrain_gpu.py"), "run", str(folder), "--out", str(report_file),
+           "--size", "tiny", "--seq", "32", "--tokens-per-step", "512", "--steps", "2", "--warmup-steps", "1"]
+    done = subprocess.run(run, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1200)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(report_file.read_text(encoding="utf-8"))
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from bench_pretrain_gpu import ROWS
+
+    assert report["device"] == "cpu" and list(report["rows"]) == list(ROWS)
+    for name, row in report["rows"].items():
+        assert "error" not in row, f"{name}: {row.get('error')}"
+        assert row["tokens_per_second"] > 0 and row["timed_steps"] == 2 and row["flops_per_token"] > 0
+        # Three steps of 512-token budgets: what the model read, padding excluded.
+        assert 0 < row["tokens"] <= 3 * 512
+        if row["kind"] == "package":
+            assert math.isfinite(row["loss"]), name
+    assert report["rows"]["bert-512"]["seq"] == 128 and report["rows"]["bert-512"]["batch"] == 4
+    assert set(report["ratios"]) >= {"bert-128 / hf-trainer-4w", "bert-128-wwm / bert-128",
+                                     "bert-128 / bert-128-plain", "deberta-128 / deberta-128-plain"}
+    assert "| bert-128 |" in done.stdout
