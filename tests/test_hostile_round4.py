@@ -167,3 +167,50 @@ def test_finetune_refuses_eval_sets_that_would_share_a_file_name_before_training
     with pytest.raises(ConfigError, match="another file name"):
         FinetuneConfig(model="m", output=str(tmp_path / "qa"), train=["arcd-train"],
                        eval=[str(tmp_path / n) for n in names]).resolved()
+
+
+# 6, 7. evaluate --task writes one predictions file a system and set, each readable back --------------------------------
+
+def _labelled(path: Path, n: int) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return toys.write_jsonl(path, [{"id": i, "text": f"نص {i}", "label": "POS" if i % 2 else "NEG"}
+                                   for i in range(n)])
+
+
+def _predicted(path: Path, n: int) -> Path:
+    return toys.write_jsonl(path, [{"id": str(i), "label": "POS"} for i in range(n)])
+
+
+@pytest.mark.parametrize("labels, files", [(["run 1", "run_1"], ["p.jsonl", "q.jsonl"]),
+                                           ([], ["a b.jsonl", "a_b.jsonl"])])
+def test_evaluate_task_refuses_system_names_that_make_one_file_name(tmp_path, capsys, labels, files):
+    data = _labelled(tmp_path / "data.jsonl", 6)
+    predictions = [str(_predicted(tmp_path / name, 6)) for name in files]
+    out = tmp_path / "out"
+    capsys.readouterr()
+    systems = [a for p in predictions for a in ("--predictions", p)] + [a for n in labels for a in ("--label", n)]
+    assert main(["evaluate", "--task", "classification", "--data", str(data), *systems, "--baselines", "none",
+                 "--resamples", "100", "-o", str(out)]) == 2
+    error = capsys.readouterr().err
+    assert "make the same file name" in error and "--label" in error
+    assert not out.exists()
+
+
+def test_evaluate_task_on_several_sets_writes_each_sets_predictions_apart(tmp_path):
+    from arabert_pipeline.evaluate.tasks import TASKS, TaskEvaluateConfig, read_predictions, run_task_evaluation
+
+    sets = [_labelled(tmp_path / "a" / "test.jsonl", 6), _labelled(tmp_path / "b" / "test.jsonl", 4)]
+    predicted = _predicted(tmp_path / "p.jsonl", 6)  # ids 0..5: every id of both sets
+    config = TaskEvaluateConfig(task="classification", data=[str(s) for s in sets], out=tmp_path / "out",
+                                systems=[("predictions", str(predicted))], labels=["mine"], resamples=100)
+    run_task_evaluation(config, log=lambda _: None)
+    task = TASKS["classification"](config)
+    read = [task.read(str(data)) for data in sets]
+    task.setup([], [], read)
+    written = sorted(p for p in (tmp_path / "out" / "predictions").rglob("*.jsonl") if p.is_file())
+    assert len(written) == 2 and not (tmp_path / "out" / "predictions" / "mine.jsonl").exists()
+    for data, labelled in zip(sets, read):
+        examples = labelled.examples
+        [path] = [p for p in written if p.parent.name.endswith(f"{data.parent.name}_test.jsonl")]
+        assert read_predictions(task, str(path), examples) == ["POS"] * len(examples)
+        assert len(path.read_text(encoding="utf-8").splitlines()) == len(examples)

@@ -18,6 +18,17 @@ def safe_name(name: str) -> str:
     return re.sub(r"[^\w.-]+", "_", name)
 
 
+def check_file_names(names: list[str], what: str, remedy: str) -> None:
+    """Names the report writes files under (system labels, data sets) must stay apart as file names: two that differ
+    only in characters a file name cannot hold ("a/b", "a_b") would write one file, the second's over the first's."""
+    files: dict[str, str] = {}
+    for name in names:
+        other = files.setdefault(safe_name(name), name)
+        if other != name:
+            raise ConfigError(f"the {what} {other!r} and {name!r} make the same file name {safe_name(name)!r} in the "
+                              f"report: {remedy}")
+
+
 def results_dir(path: str | os.PathLike | None = None, *, default: str | os.PathLike | None = None) -> Path:
     """An evaluation run directory: `path`, else $ARABERT_PIPELINE_EVAL_DIR, else `default` (the notebook passes
     its committed results, relative to the notebook; the package itself knows no results folder)."""

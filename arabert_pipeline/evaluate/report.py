@@ -42,7 +42,7 @@ from . import metrics
 from .baselines import BASELINES, baseline_predictions
 from .buckets import ANSWER_LENGTH_BUCKETS, OTHER, QUESTION_WORDS, answer_length_bucket, question_word
 from .plots import plot_dataset, plot_pretraining
-from .load import RESULTS_FILE, per_question_file, safe_name
+from .load import RESULTS_FILE, check_file_names, per_question_file, safe_name
 from .tables import csv_report, markdown_report
 
 
@@ -446,14 +446,7 @@ def _systems(config: EvaluateConfig) -> list[System]:
         raise ConfigError(f"duplicate system label(s) {', '.join(duplicates)}: name them with --label")
     if not all(label.strip() for label in labels):
         raise ConfigError("an empty --label: each system needs a name for its table row and files")
-    # Labels name the report's files: two that differ only in characters a file name cannot hold ("a/b", "a_b")
-    # would write one file, the second system's answers over the first's.
-    files: dict[str, str] = {}
-    for label in labels:
-        other = files.setdefault(safe_name(label), label)
-        if other != label:
-            raise ConfigError(f"the labels {other!r} and {label!r} make the same file name {safe_name(label)!r} in "
-                              "the report: rename one with --label")
+    check_file_names(labels, "labels", "rename one with --label")
     return systems
 
 

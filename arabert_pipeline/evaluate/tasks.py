@@ -9,7 +9,8 @@ baselines (classification/baselines.py, ner/baselines.py), fitted on --train wit
 Scores: classification accuracy, macro-F1, F1-PN (when the labels have POS and NEG) and per-class F1; NER entity
 micro- and macro-F1 and per-type F1 (seqeval's definitions). Each main score has a 95% bootstrap CI over the set's
 texts or sentences, and every system is compared with the first by a paired bootstrap of the difference (CI and
-p-value), the same resamples for every system. Writes OUT/results.json, table.md and predictions/LABEL.jsonl.
+p-value), the same resamples for every system. Writes OUT/results.json, table.md and predictions/LABEL.jsonl (with
+several --data sets, predictions/SET/LABEL.jsonl: each file is one set's, readable back with --predictions).
 """
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ import numpy as np
 from ..artifacts import atomic_directory, check_input_file, json_lines, portable_path, read_text_file
 from ..errors import ConfigError, InputError
 from . import metrics as stats
+from .load import check_file_names, safe_name
 
 CLASSIFICATION_BASELINES = ("tfidf-lr", "majority")
 NER_BASELINES = ("crf", "bilstm", "most-frequent-tag")
@@ -267,11 +269,13 @@ def run_task_evaluation(config: TaskEvaluateConfig, log: Callable[[str], None] =
     if config.baselines and not config.train:
         raise ConfigError("the baselines are trained: pass --train (and --dev to choose their settings), or "
                           "--baselines none")
+    names = _system_names(config)
+    check_file_names([*names, *config.baselines], "systems", "rename one with --label")
+    check_file_names(config.data, "data sets", "give one of them another file name")
     train = [task.read(s) for s in config.train]
     dev = [task.read(s) for s in config.dev]
     data = [task.read(s) for s in config.data]
     task.setup(train, dev, data)
-    names = _system_names(config)
     systems: list[tuple[str, Callable[[list[dict]], list], dict]] = []
     for (kind, path), name in zip(config.systems, names):
         if kind == "model":
@@ -297,7 +301,7 @@ def run_task_evaluation(config: TaskEvaluateConfig, log: Callable[[str], None] =
     results: dict[str, Any] = {"task": config.task, "metrics": list(task.main_metrics), "resamples": config.resamples,
                                "seed": config.seed, "train": config.train, "dev": config.dev, "datasets": {},
                                "systems": {name: info for name, _, info in systems}}
-    predictions: dict[str, list[dict]] = {name: [] for name, _, _ in systems}
+    predictions: dict[tuple[str, str], list[dict]] = {}  # (data set, system) → its records
     for labelled in data:
         examples = labelled.examples
         rows, samples = {}, []
@@ -310,7 +314,7 @@ def run_task_evaluation(config: TaskEvaluateConfig, log: Callable[[str], None] =
                     raise InputError(str(exc), path=labelled.path) from None
                 raise
             seconds = time.perf_counter() - started
-            predictions[name] += [task.record(e, p) for e, p in zip(examples, predicted)]
+            predictions[labelled.name, name] = [task.record(e, p) for e, p in zip(examples, predicted)]
             statistics = task.statistics(examples, predicted)
             samples.append(statistics)
             report = task.report(examples, predicted)
@@ -334,8 +338,12 @@ def run_task_evaluation(config: TaskEvaluateConfig, log: Callable[[str], None] =
         (tmp / "results.json").write_text(json.dumps(results, indent=1, ensure_ascii=False), encoding="utf-8")
         (tmp / "table.md").write_text(markdown(results, task), encoding="utf-8")
         (tmp / "predictions").mkdir()
-        for name, records in predictions.items():
-            (tmp / "predictions" / f"{_safe(name)}.jsonl").write_text(
+        for (dataset, name), records in predictions.items():
+            # Several sets: a folder each, since ids repeat across sets and a file is read back (--predictions)
+            # against one set.
+            folder = tmp / "predictions" / safe_name(dataset) if len(data) > 1 else tmp / "predictions"
+            folder.mkdir(exist_ok=True)
+            (folder / f"{safe_name(name)}.jsonl").write_text(
                 "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records), encoding="utf-8")
     return results
 
@@ -348,10 +356,6 @@ def _system_names(config: TaskEvaluateConfig) -> list[str]:
             name += "'"
         names.append(name)
     return names
-
-
-def _safe(name: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
 
 
 def markdown(results: dict, task: Task) -> str:
