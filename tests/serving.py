@@ -65,6 +65,29 @@ def request(url: str, method: str, path: str, body: bytes | dict | list | None =
     return response.status, response_headers, data.decode("utf-8")
 
 
+# What the service adds to a text's tokens, as docs/answering.md states it: 16 of work a pair, and the special tokens
+# around a QA pair ([CLS] question [SEP] context [SEP]) or a task's text ([CLS] text [SEP]).
+PAIR_OVERHEAD, QA_SPECIALS, TASK_SPECIALS = 16, 3, 2
+
+
+def model_tokens(directory, text: str, preprocessing: str = "arabertv02") -> int:
+    """The tokens a model dir's tokenizer makes of `text` after its preprocessing, counted with the tokenizers library
+    itself rather than the service's code: the tests' expected costs."""
+    from pathlib import Path
+
+    from tokenizers import Tokenizer
+
+    from arabert_pipeline.preprocess import Preprocessor
+
+    tokenizer = Tokenizer.from_file(str(Path(directory) / "tokenizer.json"))
+    return len(tokenizer.encode(Preprocessor(preprocessing).preprocess(text), add_special_tokens=False).ids)
+
+
+def qa_cost(directory, question: str, context: str) -> int:
+    """The queue's cost of a QA pair, from model_tokens and the documented constants."""
+    return model_tokens(directory, question) + model_tokens(directory, context) + QA_SPECIALS + PAIR_OVERHEAD
+
+
 def answers_json(found, top_k: int = 1) -> list[dict]:
     """Pipeline.answer's result as the service writes it."""
     answers = ([] if found is None else [found]) if top_k == 1 else found

@@ -23,7 +23,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from serving import LoopbackServer, answers_json, read_metrics, request
+from serving import PAIR_OVERHEAD, LoopbackServer, answers_json, qa_cost, read_metrics, request
 from test_pipeline import DEMO, model_dir  # noqa: F401 (fixture)
 
 pytest.importorskip("starlette")
@@ -33,7 +33,7 @@ torch = pytest.importorskip("torch")
 from arabert_pipeline.cli import main  # noqa: E402
 from arabert_pipeline.errors import ConfigError, InputError  # noqa: E402
 from arabert_pipeline.pipeline.core import MAX_QUESTION_CHARS  # noqa: E402
-from arabert_pipeline.serve.limits import ServeLimits, pair_cost  # noqa: E402
+from arabert_pipeline.serve.limits import ServeLimits  # noqa: E402
 from arabert_pipeline.serve.policy import AccessPolicy, is_loopback  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*no Arabic letter:UserWarning")
@@ -177,7 +177,7 @@ def test_the_server_refuses_a_long_question_with_413(quick):
 
 def test_the_queue_is_bounded_by_work_not_by_pairs(model_dir):  # noqa: F811
     long_context = (C + " ") * (3000 // (len(C) + 1))
-    cost, short = pair_cost(len(Q), len(long_context)), pair_cost(len(Q), len(Q))
+    cost, short = qa_cost(model_dir(), Q, long_context), qa_cost(model_dir(), Q, Q)
     limits = ServeLimits(max_context_chars=3000, max_question_chars=200, max_queue_tokens=2 * cost + short)
     gate = Gate(model_dir(), max_context_chars=3000)
     with LoopbackServer(gate.load, limits) as s:
@@ -215,8 +215,8 @@ def test_retry_after_is_the_time_the_excess_work_takes(model_dir):  # noqa: F811
     from arabert_pipeline.serve.batcher import Batcher, Options, QueueFull
     from arabert_pipeline.serve.metrics import Metrics
 
-    pair = ("س" * 10, "ب" * 990)
-    cost = pair_cost(10, 990)
+    pair, tokens = ("س" * 10, "ب" * 990), 1000
+    cost = tokens + PAIR_OVERHEAD
     limits = ServeLimits(max_context_chars=1000, max_question_chars=100, max_queue_tokens=3 * cost)
     release = threading.Event()
 
@@ -228,12 +228,12 @@ def test_retry_after_is_the_time_the_excess_work_takes(model_dir):  # noqa: F811
         batcher = Batcher(answer, limits, Metrics(("/",), ()))
         batcher.start()
         try:
-            first = batcher.submit([pair], Options())
+            first = batcher.submit([pair], Options(), [tokens])
             await asyncio.sleep(0.05)  # in the model call
             batcher._seconds_per_token = 0.5  # a slow model: half a second per token of work
-            queued = batcher.submit([pair, pair], Options())
+            queued = batcher.submit([pair, pair], Options(), [tokens, tokens])
             with pytest.raises(QueueFull) as full:
-                batcher.submit([pair], Options())
+                batcher.submit([pair], Options(), [tokens])
             assert full.value.retry_after == math.ceil(cost * 0.5) > 60  # the excess: one pair's work
             release.set()
             await asyncio.gather(*first, *queued)
@@ -550,7 +550,7 @@ def test_the_pairs_of_a_client_that_hung_up_are_never_computed(model_dir):  # no
             sock.close()
         wait_for(lambda: read_metrics(s.url)["arabert_serve_abandoned_pairs_total"] == 5, what="the hang-ups")
         assert read_metrics(s.url)["arabert_serve_queue_depth"] == 0
-        assert read_metrics(s.url)["arabert_serve_queue_tokens"] == pair_cost(len(Q), len(C))  # the running pair
+        assert read_metrics(s.url)["arabert_serve_queue_tokens"] == qa_cost(model_dir(), Q, C)  # the running pair
         gate.opened.set()
         thread.join(60)
         assert first["response"][0] == 200

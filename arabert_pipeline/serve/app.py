@@ -20,10 +20,11 @@ Requests are checked here, before they queue, with pipeline.core's rules (text_p
 context limits), so the service refuses what `Pipeline.answer` and `arabert-pipeline answer` refuse, with a 4xx JSON
 error naming the field. A request from another web page, or naming another Host, is refused first (policy.py). Their
 pairs wait in one queue bounded by work (tokens, limits.pair_cost), not by pairs: full, it answers 503 + Retry-After
-(the time the excess takes at the recent pace). One worker drains it (batcher.py): it takes the pairs that have arrived,
-up to `max_batch_tokens` (estimated from characters), waiting at most `max_wait_ms` after the oldest one, and answers
-each group of pairs with equal options with one `Pipeline.answer` call in a thread of its own, so that the event loop
-keeps reading requests while the model runs. A pair's answer does not depend on the pairs it is batched with: windows
+(the time the excess takes at the recent pace). A pair's tokens are counted, before it queues, with the served model's
+own preprocessing and tokenizer, in a thread of their own (`TokenCounter`). One worker drains the queue (batcher.py):
+it takes the pairs that have arrived, up to `max_batch_tokens`, waiting at most `max_wait_ms` after the oldest one, and
+answers each group of pairs with equal options with one `Pipeline.answer` call in a thread of its own, so that the
+event loop keeps reading requests while the model runs. A pair's answer does not depend on the pairs it is batched with: windows
 are padded per run and masked (tested; on the ONNX backend the answers are bitwise those of a lone call, on torch the
 spans are, and scores agree to float rounding). A client that hangs up while its pairs wait takes them out of the queue;
 at shutdown, what is still queued after `shutdown_timeout` is answered 503.
@@ -40,6 +41,7 @@ import json
 import logging
 import re
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -228,11 +230,36 @@ def _json_preview(value: object) -> str:
 
 # Answering -----------------------------------------------------------------------------------------------------------
 
+class TokenCounter:
+    """The tokens a model reads texts as (its preprocessing, then its tokenizer; no special tokens), with copies of
+    its own: a fast tokenizer's truncation is state that each call sets, so a count sharing the model's tokenizer
+    undid the truncation of windows being built in the model's thread (a 101-token window of a 96-token model)."""
+
+    def __init__(self, preprocessing: str, tokenizer):
+        from tokenizers import Tokenizer
+
+        from ..preprocess import Preprocessor
+
+        self.preprocessor = None if preprocessing == "none" else Preprocessor(preprocessing)
+        backend = getattr(tokenizer, "backend_tokenizer", None) or tokenizer.backend  # transformers' or ours
+        self.tokenizer = Tokenizer.from_str(backend.to_str())
+        self.tokenizer.no_truncation()
+        self.tokenizer.no_padding()
+
+    def __call__(self, texts: list[str]) -> list[int]:
+        if not texts:
+            return []
+        if self.preprocessor is not None:
+            texts = self.preprocessor.preprocess_batch(texts)
+        return [len(encoding.ids) for encoding in self.tokenizer.encode_batch(texts, add_special_tokens=False)]
+
+
 class Answerer:
     """The loaded Pipeline, one variant per `decoding`, called by the batcher's thread."""
 
     def __init__(self, pipeline: "Pipeline"):
         self.pipeline = pipeline
+        self.count = TokenCounter(pipeline.preprocessing, pipeline.qa.tokenizer)
         own = pipeline.qa.settings.decoding
         self.variants = {None: pipeline}
         for name in DECODINGS:
@@ -243,6 +270,11 @@ class Answerer:
                 variant.qa = copy.copy(pipeline.qa)
                 variant.qa.settings = dataclasses.replace(pipeline.qa.settings, decoding=name)
             self.variants[name] = variant
+
+    def tokens(self, pairs: list[tuple[str, str]]) -> list[int]:
+        """The tokens the model reads each pair as: its question's and context's, [CLS] and two [SEP]."""
+        counts = self.count([text for pair in pairs for text in pair])
+        return [counts[2 * i] + counts[2 * i + 1] + 3 for i in range(len(pairs))]
 
     def key(self, options: Options) -> Options:
         """Options that answer alike compare equal: decoding=None is the model's own decoder."""
@@ -278,6 +310,11 @@ class TaskAnswerer:
 
     def __init__(self, name: str, pipeline):
         self.name, self.pipeline = name, pipeline
+        self.count = TokenCounter(pipeline.preprocessing, pipeline.model.tokenizer)
+
+    def tokens(self, pairs: list[tuple[str, str]]) -> list[int]:
+        """The tokens the model reads each text as, with [CLS] and [SEP]."""
+        return [n + 2 for n in self.count([text for _, text in pairs])]
 
     def __call__(self, options: Options, pairs: list[tuple[str, str]]) -> list:
         texts = [text for _, text in pairs]
@@ -360,6 +397,9 @@ def create_app(load: Callable[[], "Pipeline"], limits: ServeLimits = ServeLimits
     page_security = page_headers(page)
     description = openapi(limits, DECODINGS, tuple(tasks))
     stopping = {"Retry-After": str(STOPPING_RETRY_AFTER_S)}
+    # Counting a request's tokens runs the model's preprocessing and tokenizer (~1 s for 100,000 characters that are
+    # each a token): off the event loop, and off the model's thread so that counting never waits for a batch.
+    counting = ThreadPoolExecutor(max_workers=1, thread_name_prefix="arabert-serve-count")
 
     def not_ready() -> RequestError:
         if state.load_error is not None:
@@ -394,9 +434,18 @@ def create_app(load: Callable[[], "Pipeline"], limits: ServeLimits = ServeLimits
                 raise result
         return results
 
-    def enqueue(pairs: list[tuple[str, str]], options: Options) -> list[asyncio.Future]:
+    async def enqueue(pairs: list[tuple[str, str]], options: Options, field: str) -> list[asyncio.Future]:
+        """Queue the pairs once their tokens are counted: 413 (naming `field`) for more work than the whole queue
+        holds, 503 + Retry-After for more than it has room for now."""
+        counter = state.answerer if options.task is None else state.tasks[options.task]
+        tokens = await asyncio.get_running_loop().run_in_executor(counting, counter.tokens, pairs)
+        cost = sum(pair_cost(n) for n in tokens)
+        if cost > limits.max_queue_tokens:
+            noun = "pairs" if options.task is None else "texts"
+            raise RequestError(413, field, f"{cost:,} tokens of work, more than the queue's "
+                                           f"{limits.max_queue_tokens:,}: send fewer or shorter {noun} at a time")
         try:
-            return batcher.submit(pairs, state.answerer.key(options) if options.task is None else options)
+            return batcher.submit(pairs, state.answerer.key(options) if options.task is None else options, tokens)
         except QueueFull as full:
             raise RequestError(503, None, f"busy: {len(pairs)} more pair(s) would overflow the queue's "
                                           f"{limits.max_queue_tokens:,} tokens of work",
@@ -416,7 +465,7 @@ def create_app(load: Callable[[], "Pipeline"], limits: ServeLimits = ServeLimits
     async def answer(request: Request):
         body, options = await read_request(request, ANSWER_FIELDS)
         pair = parse_pair(body, limits)
-        found, = await wait_answers(request, enqueue([pair], options), [""])
+        found, = await wait_answers(request, await enqueue([pair], options, "context"), [""])
         return JSONResponse(answer_json(found))
 
     async def answer_batch(request: Request):
@@ -438,11 +487,8 @@ def create_app(load: Callable[[], "Pipeline"], limits: ServeLimits = ServeLimits
                 raise RequestError(422, f"pairs[{i}]", f"must be an object, got {_json_type(item)}")
             check_fields(item, PAIR_FIELDS, f"pairs[{i}].")
             pairs.append(parse_pair(item, limits, f"pairs[{i}]."))
-        cost = sum(pair_cost(len(q), len(c)) for q, c in pairs)
-        if cost > limits.max_queue_tokens:
-            raise RequestError(413, "pairs", f"{cost:,} tokens of work (estimated), more than the queue's "
-                                             f"{limits.max_queue_tokens:,}: send fewer or shorter pairs at a time")
-        found = await wait_answers(request, enqueue(pairs, options), [f"pairs[{i}]." for i in range(len(pairs))])
+        found = await wait_answers(request, await enqueue(pairs, options, "pairs"),
+                                   [f"pairs[{i}]." for i in range(len(pairs))])
         return JSONResponse({"results": [answer_json(answers) for answers in found]})
 
     def task_route(name: str):
@@ -452,12 +498,9 @@ def create_app(load: Callable[[], "Pipeline"], limits: ServeLimits = ServeLimits
                                               f"--{name}-model)")
             body, options = await read_request(request, TASK_FIELDS[name])
             texts, fields = parse_texts(body, limits)
-            cost = sum(pair_cost(0, len(text)) for text in texts)
-            if cost > limits.max_queue_tokens:
-                raise RequestError(413, "texts", f"{cost:,} tokens of work (estimated), more than the queue's "
-                                                 f"{limits.max_queue_tokens:,}: send fewer or shorter texts at a time")
             options = dataclasses.replace(options, task=name)
-            found = await wait_answers(request, enqueue([("", text) for text in texts], options), fields)
+            queued = await enqueue([("", text) for text in texts], options, "text" if "text" in body else "texts")
+            found = await wait_answers(request, queued, fields)
             if "text" in body:
                 return JSONResponse(task_json(name, found[0]))
             return JSONResponse({"results": [task_json(name, f) for f in found]})
@@ -542,6 +585,7 @@ def create_app(load: Callable[[], "Pipeline"], limits: ServeLimits = ServeLimits
                     await loading
             if batcher is not None:
                 await batcher.stop()
+            counting.shutdown(wait=False, cancel_futures=True)
 
     routes = [
         Route(ANSWER_PATH, answer, methods=["POST"]),

@@ -15,7 +15,7 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable
 
-from .limits import ServeLimits, estimate_tokens, pair_cost
+from .limits import ServeLimits, pair_cost
 from .metrics import Metrics
 
 log = logging.getLogger(__name__)
@@ -55,7 +55,7 @@ class _Job:
     question: str
     context: str
     options: Options
-    tokens: int  # model tokens, estimated: what a batch is bounded by
+    tokens: int  # model tokens, counted (app.py): what a batch is bounded by
     cost: int  # work, in tokens: what the queue is bounded by
     future: asyncio.Future
     queued: float
@@ -130,19 +130,19 @@ class Batcher:
         self._batch = []
         await asyncio.get_running_loop().run_in_executor(None, self._executor.shutdown)
 
-    def submit(self, pairs: list[tuple[str, str]], options: Options) -> list[asyncio.Future]:
-        """Queue the pairs (all or none) and return their futures; QueueFull when their cost does not fit, QueueClosed
-        once shutdown has begun."""
+    def submit(self, pairs: list[tuple[str, str]], options: Options, tokens: list[int]) -> list[asyncio.Future]:
+        """Queue the pairs (all or none), which the model reads as `tokens` tokens each, and return their futures;
+        QueueFull when their cost does not fit, QueueClosed once shutdown has begun."""
         if self._closing is not None:
             raise QueueClosed()
-        costs = [pair_cost(len(q), len(c)) for q, c in pairs]
+        costs = [pair_cost(n) for n in tokens]
         if self.queued_cost + sum(costs) > self.limits.max_queue_tokens:
             self.metrics.rejected_full += len(pairs)
             raise QueueFull(self.retry_after(sum(costs)))
         loop = asyncio.get_running_loop()
         now = time.perf_counter()
-        jobs = [_Job(q, c, options, estimate_tokens(len(q), len(c)), cost, loop.create_future(), now)
-                for (q, c), cost in zip(pairs, costs)]
+        jobs = [_Job(q, c, options, n, cost, loop.create_future(), now)
+                for (q, c), n, cost in zip(pairs, tokens, costs)]
         for job in jobs:
             # Answered, failed or abandoned alike, a pair leaves the bound's count as soon as its future is done.
             job.future.add_done_callback(functools.partial(self._release, job.cost))

@@ -63,14 +63,15 @@ def register(subparsers) -> None:
                    help="address to listen on (default: %(default)s, this machine only; 0.0.0.0 for every interface)")
     p.add_argument("--port", type=int, default=8000, help="TCP port; 0 picks a free one (default: %(default)s)")
     p.add_argument("--max-batch-tokens", type=int, default=defaults.max_batch_tokens,
-                   help="most tokens (estimated: characters / 3) in one model batch; a longer single pair runs alone "
-                        "(default: %(default)s)")
+                   help="most tokens (counted with the model's preprocessing and tokenizer) in one model batch; a "
+                        "longer single pair runs alone (default: %(default)s)")
     p.add_argument("--max-wait-ms", type=float, default=defaults.max_wait_ms,
                    help="how long a batch waits after its first pair for more to arrive; at 0 it takes what queued "
                         "while the previous batch ran (default: %(default)s)")
     p.add_argument("--max-queue-tokens", type=int, default=defaults.max_queue_tokens,
-                   help="work accepted and not yet answered, in tokens (characters / 3, +16 a pair); beyond, requests "
-                        "get 503 + Retry-After, the time the excess takes at the recent pace (default: %(default)s)")
+                   help="work accepted and not yet answered, in the model's tokens (+16 a pair); beyond, requests "
+                        "get 503 + Retry-After, the time the excess takes at the recent pace, and a request that "
+                        "alone costs more gets 413 (default: %(default)s)")
     p.add_argument("--max-question-chars", type=int, default=defaults.max_question_chars,
                    help="longer questions get 413 (the model's reader reads all of a question; default: %(default)s)")
     p.add_argument("--max-context-chars", type=int, default=defaults.max_context_chars,

@@ -8,23 +8,18 @@ import math
 from ..errors import ConfigError
 from ..pipeline.core import MAX_CONTEXT_CHARS, MAX_QUESTION_CHARS
 
-# Characters per model token, measured with the shipped model on ARCD-test (question + context over all of its
-# windows): median 3.9, 5th percentile 2.8. Dividing by 3 overestimates most pairs, so a batch stays within its bound.
-CHARS_PER_TOKEN = 3
 # What a pair costs beyond its tokens (preprocessing, decoding, Python per example), in tokens' worth of time: with the
 # shipped model a 41-character pair took 6.4 ms and an ARCD pair (553 characters) 43 ms, ~16 tokens' worth apart from
 # their lengths. It keeps a queue of a thousand tiny pairs from counting as almost free.
 PAIR_OVERHEAD_TOKENS = 16
 
 
-def estimate_tokens(question_chars: int, context_chars: int) -> int:
-    """Model tokens of a pair, from its length: what a model batch is bounded by."""
-    return (question_chars + context_chars) // CHARS_PER_TOKEN + 3  # [CLS] and two [SEP]
-
-
-def pair_cost(question_chars: int, context_chars: int) -> int:
-    """The work of answering a pair, in tokens: what the queue is bounded by and Retry-After is estimated from."""
-    return estimate_tokens(question_chars, context_chars) + PAIR_OVERHEAD_TOKENS
+def pair_cost(tokens: int) -> int:
+    """The work of answering a pair (or a task's text) the model reads as `tokens` tokens, counted with its own
+    preprocessing and tokenizer (app.py): what the queue is bounded by and Retry-After is estimated from. Counted,
+    not estimated from characters: a text where every character is a token ("ب." repeated) cost 3-4.5x a
+    characters / 3 estimate, so a queue bounded by the estimate held several times the work it promised."""
+    return tokens + PAIR_OVERHEAD_TOKENS
 
 
 _SECONDS = ("timeout_headers", "timeout_body", "timeout_keep_alive", "shutdown_timeout")
@@ -41,7 +36,9 @@ class ServeLimits:
     # previous one ran: waiting for more would add latency and save next to nothing.
     max_wait_ms: float = 0.0
     # The queue holds work, not pairs: 256 queued pairs of 100k-character contexts were hours of work. 100,000 tokens
-    # are ~290 ARCD pairs or three of the longest contexts: seconds of work for the shipped model.
+    # are ~290 ARCD pairs or five of the longest contexts of Arabic prose (~20,000 tokens each): seconds of work for
+    # the shipped model. A pair that alone costs more is refused (413): a context of 100,000 characters that are
+    # each a token is one.
     max_queue_tokens: int = 100_000
     max_body_bytes: int | None = None  # None: room for a context of max_context_chars sent as \\uXXXX escapes
     max_context_chars: int = MAX_CONTEXT_CHARS
@@ -74,9 +71,3 @@ class ServeLimits:
                     raise ConfigError(f"{field.name} ({flag}) must be a finite number > 0, got {value!r}")
             elif not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"{field.name} ({flag}) must be a positive integer, got {value!r}")
-        largest = pair_cost(self.max_question_chars, self.max_context_chars)
-        if self.max_queue_tokens < largest:
-            raise ConfigError(f"max_queue_tokens (--max-queue-tokens) must be at least {largest:,}, the cost of one "
-                              f"pair of the longest question and context allowed (--max-question-chars "
-                              f"{self.max_question_chars:,}, --max-context-chars {self.max_context_chars:,}), "
-                              f"got {self.max_queue_tokens:,}")
