@@ -100,12 +100,19 @@ def test_tune_decoding_and_soup_refuse_the_training_set_under_any_name(qa_slices
 # 4. A classifier answers with the lexical companion its metadata records, or not at all -------------------------------
 
 @pytest.fixture(scope="module")
-def classifier_with_lexical(toy, tmp_path_factory):
-    """A classifier fine-tuned on the toy, exported, and with a lexical companion at weight 0.5."""
-    root, train, dev, _ = toy
-    base = tmp_path_factory.mktemp("lexical") / "cls"
+def classifier(toy, tmp_path_factory):
+    """A classifier fine-tuned on the toy, exported."""
+    base = tmp_path_factory.mktemp("classifier") / "cls"
     assert finetune_classifier(toy, base) == 0
     assert main(["export-onnx", str(base)]) == 0
+    return base
+
+
+@pytest.fixture(scope="module")
+def classifier_with_lexical(toy, classifier):
+    """The classifier with a lexical companion at weight 0.5."""
+    root, train, dev, _ = toy
+    base = classifier
     with_lexical = base.with_name("cls-lexical")
     assert main(["add-lexical", str(base), "--train", str(train), "--dev", str(dev), "-o", str(with_lexical),
                  "--weight", "0.5"]) == 0
@@ -214,3 +221,31 @@ def test_evaluate_task_on_several_sets_writes_each_sets_predictions_apart(tmp_pa
         [path] = [p for p in written if p.parent.name.endswith(f"{data.parent.name}_test.jsonl")]
         assert read_predictions(task, str(path), examples) == ["POS"] * len(examples)
         assert len(path.read_text(encoding="utf-8").splitlines()) == len(examples)
+
+
+# 8. classify / tag --output: a concurrent run never replaces the other's file ------------------------------------------
+
+def test_a_concurrent_classify_on_the_same_output_is_refused_not_replacing(classifier, tmp_path, monkeypatch, capsys):
+    """Run B starts while run A, past its check that --output is free, is labelling: before, both passed the check,
+    both exited 0 and A's rename replaced B's finished file."""
+    from arabert_pipeline.pipeline import tasks
+
+    output = tmp_path / "labels.jsonl"
+    real, inner = tasks.task_pipeline, []
+
+    def while_labelling(*args, **kwargs):
+        if not inner:
+            inner.append(None)
+            inner[0] = main(["classify", "--model", str(classifier), "--output", str(output), "نص ثان", "وثالث"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(tasks, "task_pipeline", while_labelling)
+    capsys.readouterr()
+    assert main(["classify", "--model", str(classifier), "--output", str(output), "الفيلم جميل"]) == 0
+    assert inner == [2] and "is in use by PID" in capsys.readouterr().err
+    assert [json.loads(line)["id"] for line in output.read_text(encoding="utf-8").splitlines()] == [1]
+    # and after it: the finished file is refused without --overwrite, replaced with it
+    assert main(["classify", "--model", str(classifier), "--output", str(output), "نص", "آخر"]) == 2
+    assert main(["classify", "--model", str(classifier), "--output", str(output), "--overwrite", "نص", "آخر"]) == 0
+    assert len(output.read_text(encoding="utf-8").splitlines()) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["labels.jsonl"]  # no lock or temporary left

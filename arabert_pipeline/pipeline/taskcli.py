@@ -83,9 +83,7 @@ def read_texts(path: Path, max_chars: int, stream=None) -> list[dict[str, Any]]:
 
 
 def run_task_verb(args: argparse.Namespace) -> int:
-    from ..outputs import claim_output_file
-    from .cli import _utf8_stdout, failing_item
-    from .tasks import resolve_task_model, task_backend, task_pipeline
+    from ..outputs import OutputLock, claim_output_file
 
     for flag, value in (("--max-chars", args.max_chars), ("--batch-size", args.batch_size),
                         ("--top-k", getattr(args, "top_k", 1))):
@@ -106,9 +104,26 @@ def run_task_verb(args: argparse.Namespace) -> int:
         raise InputError("no texts: give them as arguments, with --input FILE, or on stdin", field="TEXT")
     else:  # checked whole before the model loads, as a file is
         records = read_texts(Path("<stdin>"), args.max_chars, stream=sys.stdin.buffer)
-    if args.output is not None:
+    if args.output is None:
+        return answer_texts(args, records)
+
+    def claim() -> None:
         claim_output_file(args.output, verb=args.verb, inputs=[args.input] if args.input not in (None, STDIN) else [],
                           overwrite=args.overwrite, flag="--output")
+
+    claim()  # refused before the lock and the model: nothing made for a run that cannot write
+    # Claimed again under the lock, held until the file is written: a concurrent run on this --output is refused, and
+    # one that finished meanwhile left a file the claim sees, instead of the later run replacing it unasked.
+    with OutputLock(args.output, args.verb):
+        claim()
+        return answer_texts(args, records)
+
+
+def answer_texts(args: argparse.Namespace, records: list[dict[str, Any]]) -> int:
+    """Label the texts and write the output lines to stdout or --output (claimed by the caller)."""
+    from .cli import _utf8_stdout, failing_item
+    from .tasks import resolve_task_model, task_backend, task_pipeline
+
     if task_backend(resolve_task_model(args.model, args.task)[0], args.device, args.backend) == "torch":
         from transformers.utils import logging as hf_logging
 
