@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import io
 import json
+import re
+import shutil
 
 import pytest
 
@@ -123,7 +125,12 @@ def tiny_task_models(tmp_path_factory):
                                                      label2id={t: i for i, t in enumerate(labels)})
     transformers.BertForTokenClassification(config).save_pretrained(tagger)
     write_metadata(tagger, task="token-classification", labels=labels, preprocessing="none", max_seq_length=32)
-    return {"cls": classifier, "ner": tagger, "rows": rows}
+    from arabert_pipeline.finetuning.taskexport import export_task_onnx
+
+    onnx_tagger = root / "ner-onnx"
+    shutil.copytree(tagger, onnx_tagger)
+    export_task_onnx(onnx_tagger)
+    return {"cls": classifier, "ner": tagger, "ner_onnx": onnx_tagger, "rows": rows}
 
 
 def test_add_lexical_refuses_a_dev_label_outside_the_models_classes_before_loading_it(tiny_task_models, tmp_path,
@@ -274,3 +281,43 @@ def test_a_special_or_broken_file_in_lexical_is_a_one_line_error_naming_it(compa
             np.save(f, np.zeros(3))
     code, out = in_child(LOAD_COMPANION.format(directory=str(companion)))
     assert code == 0 and out.startswith(f"REFUSED {path}: ") and expected in out and len(out.splitlines()) == 1, out
+
+
+# 18: a task model's metadata against its weights ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("model, change, expected", [
+    ("ner", {"labels": ["O", "B-LOC"]}, "2 tag names in arabert_pipeline.json 'labels' for a head of 3 outputs"),
+    ("ner_onnx", {"labels": ["O", "B-LOC"]}, "2 tag names in arabert_pipeline.json 'labels' for a head of 3 outputs"),
+    ("ner", {"labels": ["O", "B-LOC", "I-LOC", "B-ORG"]}, "4 tag names in arabert_pipeline.json 'labels' for a head "
+                                                           "of 3 outputs"),
+    ("ner", {"labels": ["O", "B-LOC", "B-LOC"]}, "'labels' names 'B-LOC' twice"),
+    ("ner_onnx", {"labels": ["O", "O", "I-LOC"]}, "'labels' names 'O' twice"),
+    ("cls", {"labels": ["NEG", "NEG"]}, "'labels' names 'NEG' twice"),
+    ("cls", {"labels": ["NEG", "NEU", "POS"]}, "3 class names in arabert_pipeline.json 'labels' for a head of 2"),
+    *[(model, {"max_seq_length": value}, f"max_seq_length must be an integer between 1 and 64 "
+                                          f"(max_position_embeddings in config.json), not {value!r}")
+      for model in ("cls", "ner", "ner_onnx") for value in (0, 100_000, 65, "32", 32.0)],
+])
+def test_task_model_metadata_that_does_not_fit_the_model_is_refused(tiny_task_models, tmp_path, model, change,
+                                                                     expected):
+    from arabert_pipeline.artifacts import write_metadata
+    from arabert_pipeline.classification.model import TextClassifier
+    from arabert_pipeline.errors import ConfigError
+    from arabert_pipeline.ner.model import OnnxTokenTagger, TokenTagger
+
+    directory = tmp_path / model
+    shutil.copytree(tiny_task_models[model], directory)
+    write_metadata(directory, **change)
+    load = {"cls": TextClassifier.load, "ner": TokenTagger.load, "ner_onnx": OnnxTokenTagger.load}[model]
+    with pytest.raises(ConfigError, match=re.escape(f"{directory}: ") + ".*" + re.escape(expected)):
+        load(directory)
+
+
+def test_task_models_whose_metadata_fits_load(tiny_task_models):
+    from arabert_pipeline.classification.model import TextClassifier
+    from arabert_pipeline.ner.model import OnnxTokenTagger, TokenTagger
+
+    assert TextClassifier.load(tiny_task_models["cls"]).max_seq_length == 32
+    for load in (TokenTagger.load, OnnxTokenTagger.load):
+        tagger = load(tiny_task_models["ner" if load is TokenTagger.load else "ner_onnx"])
+        assert tagger.labels == ["O", "B-LOC", "I-LOC"] and tagger.max_seq_length == 32

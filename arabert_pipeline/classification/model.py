@@ -21,8 +21,9 @@ import numpy as np
 from ..artifacts import model_config
 from ..errors import ConfigError
 from ..finetuning.batches import pad, prediction_batches
-from ..finetuning.modeldir import model_metadata, recorded_preprocessing
-from ..finetuning.runtime import open_task_model, run_task_session
+from ..finetuning.modeldir import (check_head_size, head_labels, model_metadata, recorded_preprocessing,
+                                   task_max_seq_length)
+from ..finetuning.runtime import head_outputs, open_task_model, run_task_session
 from ..finetuning.taskexport import OUTPUT_NAMES, TEXT_CLASSIFICATION, check_lexical_companion
 from .lexical import LEXICAL_DIR, LexicalCompanion, mix
 
@@ -37,16 +38,8 @@ def softmax(logits: np.ndarray) -> np.ndarray:
 
 
 def read_labels(metadata: dict, config: dict, source: object) -> list[str]:
-    """The class names in the head's order: the metadata's "labels", else config.json's id2label."""
-    labels = metadata.get("labels")
-    if labels is None and isinstance(config.get("id2label"), dict):
-        id2label = config["id2label"]
-        labels = [id2label.get(str(i), id2label.get(i)) for i in range(len(id2label))]
-    if not isinstance(labels, list) or not labels or not all(isinstance(l, str) and l for l in labels):
-        raise ConfigError(f"{source}: no class names (arabert_pipeline.json 'labels' or config.json id2label)")
-    if len(set(labels)) != len(labels):
-        raise ConfigError(f"{source}: duplicate class names {labels}")
-    return labels
+    """The class names in the head's order (finetuning/modeldir.py's head_labels)."""
+    return head_labels(metadata, config, source, "class")
 
 
 class TextClassifier:
@@ -79,13 +72,13 @@ class TextClassifier:
         metadata, config = _read(directory)
         preprocessing = recorded_preprocessing(directory, metadata, preprocessing)
         labels = read_labels(metadata, config, directory)
+        max_seq_length = task_max_seq_length(metadata, config, directory, 128)
         model, _ = load_pretrained_model(AutoModelForSequenceClassification, directory)
-        if model.config.num_labels != len(labels):
-            raise ConfigError(f"{directory}: {len(labels)} class names for a head of {model.config.num_labels}")
+        check_head_size(labels, model.config.num_labels, config, directory)
         tokenizer = load_pretrained_tokenizer(directory)
         check_vocabulary_size(model, tokenizer, directory)
         model.to(device).float().eval()
-        classifier = cls(model, tokenizer, preprocessing, labels, int(metadata.get("max_seq_length", 128)))
+        classifier = cls(model, tokenizer, preprocessing, labels, max_seq_length)
         classifier.attach_lexical(Path(directory), metadata)
         return classifier
 
@@ -152,8 +145,10 @@ class OnnxTextClassifier(TextClassifier):
         metadata, config = _read(directory)
         preprocessing = recorded_preprocessing(directory, metadata, preprocessing)
         labels = read_labels(metadata, config, directory)
+        max_seq_length = task_max_seq_length(metadata, config, directory, 128)
         session, tokenizer, rows_per_run = open_task_model(directory, config.get("vocab_size"), quantize=quantize)
-        model = cls(session, tokenizer, preprocessing, labels, int(metadata.get("max_seq_length", 128)))
+        check_head_size(labels, head_outputs(session, OUTPUT_NAMES[0]), config, directory)
+        model = cls(session, tokenizer, preprocessing, labels, max_seq_length)
         model.rows_per_run = rows_per_run
         model.attach_lexical(directory, metadata)
         return model

@@ -303,3 +303,12 @@ def run_task_session(session, batch: dict, output_names) -> "object":
     if "token_type_ids" in inputs:
         batch = {**batch, "token_type_ids": np.zeros_like(batch["input_ids"])}
     return session.run(list(output_names), {k: v for k, v in batch.items() if k in inputs})[0]
+
+
+def head_outputs(session, output_name: str) -> int | None:
+    """The head's outputs: the last dimension of the session's `output_name`, None where the graph leaves it
+    symbolic (the names are then checked against config.json's id2label only)."""
+    for output in session.get_outputs():
+        if output.name == output_name and output.shape:
+            return output.shape[-1] if type(output.shape[-1]) is int else None
+    return None

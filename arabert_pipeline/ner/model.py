@@ -22,8 +22,9 @@ import numpy as np
 from ..artifacts import model_config
 from ..errors import ConfigError
 from ..finetuning.batches import pad, prediction_batches
-from ..finetuning.modeldir import model_metadata, recorded_preprocessing
-from ..finetuning.runtime import open_task_model, run_task_session
+from ..finetuning.modeldir import (check_head_size, head_labels, model_metadata, recorded_preprocessing,
+                                   task_max_seq_length)
+from ..finetuning.runtime import head_outputs, open_task_model, run_task_session
 from ..finetuning.taskexport import OUTPUT_NAMES, TOKEN_CLASSIFICATION
 from .align import EncodedSentence, WordEncoder, joined, word_spans
 from .metrics import entities as tag_entities
@@ -47,11 +48,9 @@ def _softmax(x: np.ndarray) -> np.ndarray:
 
 
 def read_tags(metadata: dict, config: dict, source: object) -> list[str]:
-    labels = metadata.get("labels")
-    if labels is None and isinstance(config.get("id2label"), dict):
-        id2label = config["id2label"]
-        labels = [id2label.get(str(i), id2label.get(i)) for i in range(len(id2label))]
-    if not isinstance(labels, list) or "O" not in labels:
+    """The tag names in the head's order (finetuning/modeldir.py's head_labels), O among them."""
+    labels = head_labels(metadata, config, source, "tag")
+    if "O" not in labels:
         raise ConfigError(f"{source}: no tag names with O among them (arabert_pipeline.json 'labels' or config.json "
                           "id2label)")
     return labels
@@ -82,11 +81,13 @@ class TokenTagger:
         metadata, config = _read(directory)
         preprocessing = recorded_preprocessing(directory, metadata, preprocessing)
         labels = read_tags(metadata, config, directory)
+        max_seq_length = task_max_seq_length(metadata, config, directory, 384)
         model, _ = load_pretrained_model(AutoModelForTokenClassification, directory)
+        check_head_size(labels, model.config.num_labels, config, directory, "tag")
         tokenizer = load_pretrained_tokenizer(directory)
         check_vocabulary_size(model, tokenizer, directory)
         model.to(device).float().eval()
-        return cls(model, tokenizer, preprocessing, labels, int(metadata.get("max_seq_length", 384)))
+        return cls(model, tokenizer, preprocessing, labels, max_seq_length)
 
     def preprocess(self, texts: Sequence[str]) -> list[str]:
         preprocessor = self.encoder.preprocessor
@@ -158,8 +159,10 @@ class OnnxTokenTagger(TokenTagger):
         metadata, config = _read(directory)
         preprocessing = recorded_preprocessing(directory, metadata, preprocessing)
         labels = read_tags(metadata, config, directory)
+        max_seq_length = task_max_seq_length(metadata, config, directory, 384)
         session, tokenizer, rows_per_run = open_task_model(directory, config.get("vocab_size"), quantize=quantize)
-        tagger = cls(session, tokenizer, preprocessing, labels, int(metadata.get("max_seq_length", 384)))
+        check_head_size(labels, head_outputs(session, OUTPUT_NAMES[0]), config, directory, "tag")
+        tagger = cls(session, tokenizer, preprocessing, labels, max_seq_length)
         tagger.rows_per_run = rows_per_run
         return tagger
 
