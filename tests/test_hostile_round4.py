@@ -62,6 +62,35 @@ def test_a_run_ended_inside_an_epoch_saves_the_kept_epochs_weights(toy, tmp_path
     assert all(torch.equal(saved[k], scored[0][k]) for k in saved)
 
 
+
+def test_qa_finetune_ended_inside_an_epoch_saves_the_kept_epochs_weights(tiny_mlm, qa_slices, tmp_path, monkeypatch):
+    """The same engine under QA's finetune: the run capped one step into epoch 2."""
+    from safetensors.torch import load_file
+    from test_qa_model import SMALL
+
+    from arabert_pipeline.finetuning import selection
+    from arabert_pipeline.qa.transformer.finetune import FinetuneConfig, run_finetune
+
+    scored: list[dict] = []
+    save = selection.save_best_weights
+
+    def keeping_a_copy(output, model):
+        scored.append({k: v.detach().cpu().clone() for k, v in model.state_dict().items()})
+        save(output, model)
+
+    monkeypatch.setattr(selection, "save_best_weights", keeping_a_copy)
+    monkeypatch.setattr(selection.FinetuneEngine, "step_cap", lambda self: self.steps_per_epoch() + 1)
+    train, dev = qa_slices
+    config = FinetuneConfig(model=str(tiny_mlm), output=str(tmp_path / "qa"), train=[str(train)], dev=[str(dev)],
+                            epochs=2, sentence_prior=0.0, **SMALL)
+    with toys.one_thread():
+        run_finetune(config, log=lambda message: None)
+    metadata = read_metadata(tmp_path / "qa")
+    assert len(metadata["finetune"]["dev_scores"]) == 1 and metadata["finetune"]["epoch"] == 1 and len(scored) == 1
+    saved = load_file(tmp_path / "qa" / "model.safetensors")
+    assert saved.keys() <= scored[0].keys()
+    assert all(torch.equal(saved[k], scored[0][k]) for k in saved)
+
 # 2. A dev set the model trained on is known by its content, not by the name it is given by ---------------------------
 
 def test_tune_decoding_and_soup_refuse_the_training_set_under_any_name(qa_slices, tmp_path, monkeypatch):
