@@ -406,6 +406,39 @@ def test_loader_workers_train_and_resume_exactly_as_in_process(tokenizer_dir, co
 
 
 @pytest.mark.slow
+def test_compiled_training_steps_train_like_eager_ones_and_save_plain_checkpoints(tokenizer_dir, corpus, workdir):
+    """--compile on the CPU (inductor's C++ backend): the same curve within float tolerance, a resume from its
+    checkpoint, and checkpoints and the export keyed as an eager run's (nothing of the compiled wrapper)."""
+    import torch
+    from safetensors.torch import load_file
+
+    from arabert_pipeline.pretrain.trainer import pretrain
+
+    torch.set_num_threads(1)
+    options = dict(steps=8, log_every=1, eval_every=8, save_every=4, dropout=0.0, bf16="off")
+    eager, compiled = workdir / "eager", workdir / "compiled"
+    assert pretrain(tiny_config(tokenizer_dir, corpus, eager, **options))
+    compiled_modules = []
+
+    def stop_at_four(trainer):
+        compiled_modules.append(trainer.model is not trainer.unwrapped())
+        if trainer.state.step == 4:
+            trainer.request_stop()
+
+    config = tiny_config(tokenizer_dir, corpus, compiled, compile=True, **options)
+    assert not pretrain(config, on_step=stop_at_four)
+    config.resume = "latest"
+    assert pretrain(config, on_step=stop_at_four)
+    assert compiled_modules and all(compiled_modules)
+    losses = lambda run: [r["loss"] for r in read_log(run) if "loss" in r]  # noqa: E731
+    assert losses(compiled) == pytest.approx(losses(eager), rel=1e-4)
+    state = torch.load(compiled / "checkpoints" / "step-00000004" / "state.pt", weights_only=True)
+    assert not any("_orig_mod" in key for key in state["model"])
+    a, b = load_file(eager / "model.safetensors"), load_file(compiled / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.allclose(a[k], b[k], atol=1e-4) for k in a)
+
+
+@pytest.mark.slow
 def test_two_processes_train_and_resume_exactly(tokenizer_dir, corpus, workdir):
     """DDP on CPU (gloo) through torchrun: data sharded by process, RNG per process, same curve after a resume."""
     import shutil
@@ -549,6 +582,7 @@ def test_time_budget_is_replanned_from_the_speed_of_real_steps(tokenizer_dir, co
     assert state.budget_replanned and not trainer.replan_due()
 
 
+@pytest.mark.slow
 def test_a_run_stops_at_the_step_that_spends_its_time_budget(tokenizer_dir, corpus, workdir, monkeypatch):
     """The plan is only an estimate: whatever it says, the run ends at the first step past the budget (here a plan of
     10,000 steps that nothing corrects, and a budget of 1.2 s)."""

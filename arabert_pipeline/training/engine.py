@@ -73,6 +73,7 @@ class Engine(Checkpointing, OutputRules, RunLog, BudgetSteps):
         self._checkpoint_tensors: tuple[Path, Any] | None = None  # state.pt, read by find_checkpoint for restore
         self._plans: dict[int, list[np.ndarray]] = {}  # the current epoch's plan and, near its end, the next one's
         self.prefetcher: Prefetcher | None = None  # while training with --loader-workers
+        self.module: torch.nn.Module | None = None  # the model as prepare() received it (see unwrapped())
         self.output_lock = self.claim_output()
         try:
             self.setup()
@@ -158,6 +159,7 @@ class Engine(Checkpointing, OutputRules, RunLog, BudgetSteps):
         elif self.world > 1:
             torch.manual_seed(self.loop.seed + self.accelerator.process_index)  # distinct dropout masks per process
         self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
+        self.module = self.accelerator.unwrap_model(self.model)
         if self.loop.compile:
             # Training steps only: checkpoints, evaluation and the export read the module itself (unwrapped()), so
             # their keys and results are those of a run without --compile.
@@ -389,5 +391,7 @@ class Engine(Checkpointing, OutputRules, RunLog, BudgetSteps):
         return broadcast_object_list([value])[0]
 
     def unwrapped(self) -> torch.nn.Module:
-        return self.accelerator.unwrap_model(self.model)
+        """The model itself, without DDP or torch.compile around it. Kept from `prepare` rather than unwrapped
+        again: accelerate's unwrap of a compiled DDP model rewires the compiled module around the bare one."""
+        return self.module if self.module is not None else self.accelerator.unwrap_model(self.model)
 
