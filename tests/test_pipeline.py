@@ -143,6 +143,24 @@ def test_answers_are_spans_of_the_original_context(model_dir, preprocessing):
             assert (answer.text, answer.start, answer.end) == (word, start, start + len(word)), (preprocessing, cut)
 
 
+@pytest.mark.parametrize("preprocessing", ["none", "arabertv02", "arabertv2"])
+def test_answer_offsets_are_exact_without_widening_before_punctuation_and_at_the_end(model_dir, preprocessing):
+    """The decoded span itself, not widened to whole words: widening puts back a start shifted inside the word, and an
+    end read one character late is hidden where a space follows the answer. Here punctuation or the end of the text
+    follows it, and its expected span is where it was put."""
+    from arabert_pipeline import Pipeline
+
+    planted = Pipeline(model_dir(preprocessing, planted=True), whole_words=False)
+    word = PLANTED if preprocessing == "none" else PLANTED_WRITTEN  # "none" keeps the diacritics: another token
+    other = DEMO[1]["context"]
+    for before, after in (("", "، " + other), (other + " «", "»."), (other + " ", ""), (other + " (", ")؟"),
+                          (other + " ", "."), (other + "\n", "؛ " + other)):
+        text = before + word + after
+        answer = planted.answer("إلى أين وصلنا؟", text)
+        assert (answer.text, answer.start, answer.end) == (word, len(before), len(before) + len(word)), \
+            (preprocessing, before[-3:], after[:3])
+
+
 @pytest.mark.parametrize("preprocessing", ["arabertv02", "arabertv2"])
 def test_planted_answer_in_a_late_window_comes_back_in_original_spelling(model_dir, preprocessing):
     from arabert_pipeline import Pipeline
