@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import sys
 
+import pytest
 from conftest import REPO
 
 sys.path.insert(0, str(REPO / "scripts"))
@@ -21,6 +22,7 @@ def test_question_words_and_answer_kinds():
     assert answer_types.kind("غوستاف إيفل") == "words" and answer_types.kind("") == "none"
 
 
+@pytest.mark.slow
 def test_the_table_counts_kinds_lengths_and_f1():
     examples = [
         {"id": "1", "question": "متى بني البرج؟", "context": "بني البرج عام 1889 في باريس.",

@@ -219,13 +219,15 @@ print("GREW_KB", resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before)
 """
 
 
-@pytest.mark.parametrize("name, make, expected", [
+@pytest.mark.parametrize("name, make, expected", [  # a child process each: the quick loop keeps two
     ("words.txt", os.mkfifo, "words.txt: not a regular file (it is a FIFO)"),
-    ("words.txt", lambda p: p.symlink_to("/dev/zero"), "words.txt: not a regular file (it is a character device)"),
-    ("vectors.npy", os.mkfifo, "vectors.npy: not a regular file (it is a FIFO)"),
-    ("vectors.npy", lambda p: p.symlink_to("/dev/zero"), "vectors.npy: not a regular file (it is a character device)"),
+    pytest.param("words.txt", lambda p: p.symlink_to("/dev/zero"),
+                 "words.txt: not a regular file (it is a character device)", marks=pytest.mark.slow),
+    pytest.param("vectors.npy", os.mkfifo, "vectors.npy: not a regular file (it is a FIFO)", marks=pytest.mark.slow),
+    pytest.param("vectors.npy", lambda p: p.symlink_to("/dev/zero"),
+                 "vectors.npy: not a regular file (it is a character device)", marks=pytest.mark.slow),
     ("vectors.npy", _absurd_header, "declares (1000000000000, 4) float32 but holds 64 bytes of data"),
-    ("words.txt", _many_lines, "words.txt: more lines than the 5 rows of"),
+    pytest.param("words.txt", _many_lines, "words.txt: more lines than the 5 rows of", marks=pytest.mark.slow),
 ])
 def test_files_of_an_embeddings_directory_are_checked_before_they_are_read(tmp_path, name, make, expected):
     from test_hostile_round3 import in_child
@@ -268,6 +270,7 @@ def test_train_embeddings_on_a_full_disk_names_the_file(corpus, tmp_path, monkey
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_train_embeddings_past_a_file_size_limit_names_the_file(corpus, tmp_path):
     from test_hostile_outputs import one_line_error, run_cli
 
@@ -364,6 +367,7 @@ def test_encoder_vectors_average_the_words_subword_states(tiny_encoder):
     assert results[STATIC_INPUT]["same_sense_cosine"] == pytest.approx(1.0)
 
 
+@pytest.mark.slow
 def test_run_polysemy_writes_the_table_json_and_plot(tiny_encoder, tmp_path):
     data = tmp_path / "homographs.jsonl"
     data.write_text("".join(json.dumps({"word": o.word, "sense": o.sense, "text": o.text, "translit": "w"},

@@ -138,6 +138,7 @@ def test_cli_with_a_model(shared_data, tmp_path):
     assert "No answer in this context" in (abstaining / "table.md").read_text(encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_user_errors_are_clear_and_leave_reports_untouched(shared_data, tmp_path, capsys, monkeypatch):
     data, examples = write_slice(tmp_path / "slice.json", articles=1)
     unrelated = tmp_path / "unrelated.json"
@@ -183,6 +184,7 @@ def test_user_errors_are_clear_and_leave_reports_untouched(shared_data, tmp_path
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
 
 
+@pytest.mark.slow
 def test_pretraining_logs_become_a_table_curves_and_copies(shared_data, tmp_path, capsys):
     data, examples = write_slice(tmp_path / "arcd-test-slice.json", articles=1)
     first = tmp_path / "first.json"

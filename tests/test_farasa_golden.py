@@ -55,6 +55,7 @@ def test_the_golden_is_what_the_arabert_v2_goldens_say(golden):
     assert checked >= 0.9 * len(cases)
 
 
+@pytest.mark.slow
 def test_the_port_segments_every_golden_word_as_recorded(golden):
     from arabert_pipeline.preprocess.segment import FarasaPySegmenter
 

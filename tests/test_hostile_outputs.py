@@ -171,6 +171,7 @@ def test_preprocess_overwrite_never_replaces_devices_fifos_or_symlinks(text, tmp
 
 # Full disks and missing permissions -----------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_full_disk_is_a_one_line_error_naming_the_output(qa_model, questions, text, tmp_path):
     out = tmp_path / "answers.jsonl"
     code, err = run_cli(["answer", "--model", qa_model, "--input", questions, "--output", out], file_size_limit=64)
@@ -187,6 +188,7 @@ def test_a_full_disk_is_a_one_line_error_naming_the_output(qa_model, questions, 
     assert not corpus_out.exists()
 
 
+@pytest.mark.slow
 def test_permission_denied_is_a_one_line_error_found_before_the_model_loads(qa_model, questions, text, tmp_path):
     locked = tmp_path / "read-only"
     locked.mkdir()
@@ -232,6 +234,7 @@ def test_contexts_without_an_arabic_letter_are_answered_with_a_warning(qa_model)
     assert found[1] is not None and bibliography[found[1].start : found[1].end] == found[1].text
 
 
+@pytest.mark.slow
 def test_a_context_past_the_limit_is_refused_before_the_model_runs(qa_model, tmp_path, capsys):
     huge = tmp_path / "huge.jsonl"
     huge.write_text(json.dumps({"question": Q, "context": "ق " * 60_000}, ensure_ascii=False) + "\n", encoding="utf-8")

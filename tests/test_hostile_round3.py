@@ -290,6 +290,7 @@ def test_a_rust_library_s_failed_write_becomes_an_os_error_naming_the_output(tmp
         raise ValueError("unrelated")
 
 
+@pytest.mark.slow
 def test_finetune_on_a_full_disk_names_its_output(tmp_path):
     from test_pipeline import build_model
 
@@ -303,6 +304,7 @@ def test_finetune_on_a_full_disk_names_its_output(tmp_path):
     one_line_error(err, "ft", "File too large")
 
 
+@pytest.mark.slow
 def test_evaluate_and_preprocess_on_a_full_disk_name_their_outputs(tmp_path):
     data = tmp_path / "squad.json"
     data.write_text(json.dumps(squad(), ensure_ascii=False), encoding="utf-8")

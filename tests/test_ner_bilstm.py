@@ -38,6 +38,7 @@ def toy_vectors() -> Embeddings:
     return Embeddings(words, np.random.default_rng(0).normal(size=(len(words), 16)), preprocessing="none")
 
 
+@pytest.mark.slow
 def test_bilstm_learns_a_tagging_toy():
     import torch
 

@@ -168,6 +168,7 @@ def test_int8_onnx_model_answers_spans(tiny_onnx):
     _assert_int8_answers_as_fp32(Pipeline(tiny_onnx, backend="torch"), qa)
 
 
+@pytest.mark.slow
 def test_an_fp32_model_dir_quantizes_too(tiny_onnx, tmp_path, monkeypatch):
     """Weights used without a Cast stay references into model.safetensors after ONNX Runtime's folding; in an fp32
     dir that is all of them, and the quantizer once failed looking for them beside its temporary copy."""
@@ -280,6 +281,7 @@ def test_shipped_model_runs_on_onnx_with_the_torch_answers_on_arcd_test(shared_d
     assert f1[0] == pytest.approx(f1[1], abs=0.005)
 
 
+@pytest.mark.slow
 def test_the_onnx_path_imports_neither_torch_nor_transformers():
     code = (
         "import sys\n"

@@ -125,6 +125,7 @@ def test_finetuned_hub_arabertv2_saves_the_mended_tokenizer(finetuned_v2):
 
 # 2 and 3. Gradient accumulation, short runs ---------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_finetune_accumulates_gradients_and_stops_at_max_steps(offline_hub, slices, tmp_path):
     from arabert_pipeline.artifacts import read_metadata
 
@@ -195,6 +196,7 @@ def test_finetune_flags_are_checked(offline_hub, slices, tmp_path):
 
 # 5. evaluate and tune-decoding on a device; a hub QA checkpoint ---------------------------------------------------
 
+@pytest.mark.slow
 def test_evaluate_scores_a_hub_qa_checkpoint_with_its_preprocessing(offline_hub, slices, tmp_path):
     from arabert_pipeline.cli import main
 

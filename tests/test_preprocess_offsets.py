@@ -63,6 +63,7 @@ def test_examples():
     assert Preprocessor("none").preprocess_with_offsets("ab") == ("ab", [(0, 1), (1, 2)])
 
 
+@pytest.mark.slow
 def test_hypothesis_properties():
     hypothesis = pytest.importorskip("hypothesis", reason="property tests need hypothesis (the `dev` extra)")
     from hypothesis import strategies as st

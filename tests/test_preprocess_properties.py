@@ -49,6 +49,7 @@ def test_normalize_is_idempotent(x):
 
 @FAST
 @given(st.lists(text, max_size=5))
+@pytest.mark.slow
 def test_batch_equals_one_by_one(lines):
     p = Preprocessor("arabertv02")
     assert p.preprocess_batch(lines) == [p.preprocess(line) for line in lines]
@@ -76,6 +77,7 @@ segmentation = st.tuples(
 
 @FAST
 @given(st.lists(segmentation, min_size=1, max_size=8))
+@pytest.mark.slow
 def test_desegment_inverts_marking(segmentations):
     words, table = [], {}
     for prefixes, stem_, suffixes in segmentations:

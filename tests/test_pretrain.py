@@ -373,6 +373,7 @@ def test_resumed_run_repeats_the_uninterrupted_one(tokenizer_dir, corpus, workdi
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
 
+@pytest.mark.slow
 def test_loader_workers_train_and_resume_exactly_as_in_process(tokenizer_dir, corpus, workdir):
     """--loader-workers builds the batches in other processes, ahead of the steps, across an epoch end: the same
     batches, so the same curve and weights as batches made in process, also through an interruption and a resume."""

@@ -342,6 +342,7 @@ def test_checkpoints_written_before_the_new_options_still_resume(setup):
     assert config(setup).differences(stored) == ["architecture"]
 
 
+@pytest.mark.slow
 def test_trainer_runs_resumes_and_exports_a_deberta_mlm_with_the_decoder(setup, tmp_path):
     from transformers import AutoModelForMaskedLM, AutoTokenizer, pipeline
 

@@ -175,6 +175,7 @@ def test_full_sharing_shares_one_embedding_module(setup):
     assert none.generator.config.embedding_size == none.generator.config.hidden_size
 
 
+@pytest.mark.slow
 def test_a_few_steps_reduce_the_loss(setup):
     objective, cfg = build(setup)
     batches = [batch_of(objective, setup, cfg, seed) for seed in range(2)]
@@ -268,6 +269,7 @@ def test_bad_options_are_refused(setup, tmp_path):
 # ------------------------------------------------------------------------------------------------ through the trainer
 
 
+@pytest.mark.slow
 def test_trainer_runs_resumes_and_exports_electra(setup, tmp_path):
     from transformers import AutoModelForQuestionAnswering, AutoTokenizer, pipeline
 

@@ -184,6 +184,7 @@ def build(setup, **overrides):
     return build_objective(config(setup, **overrides), tokenizer_of(setup))
 
 
+@pytest.mark.slow
 def test_a_few_steps_reduce_the_loss(setup):
     objective = build(setup)
     c = objective.collator

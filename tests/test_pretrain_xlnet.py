@@ -273,6 +273,7 @@ def qa_file(path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_run_stops_resumes_exports_then_fine_tunes_and_answers(setup, tmp_path):
     from transformers import AutoModelForCausalLM, AutoModelForQuestionAnswering, AutoTokenizer, XLNetLMHeadModel
 

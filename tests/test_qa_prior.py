@@ -80,6 +80,7 @@ def test_expected_f1_prefers_the_span_that_overlapping_guesses_share():
     assert expected[3] == pytest.approx(0.8 * probability[1] + 0.8 * probability[2] + probability[3])
 
 
+@pytest.mark.slow
 def test_sentence_prior_moves_the_answer_to_the_sentence_holding_the_question_words():
     model = QAModel.load(SHIPPED)
     # The only date is in the first sentence, which shares no word with the question: the reader alone answers there,
@@ -134,6 +135,7 @@ def test_unanswerable_examples_pair_a_question_with_another_paragraph_of_its_art
     assert unanswerable_examples(examples) == list(negatives.values())  # the same draw every time
 
 
+@pytest.mark.slow
 def test_allow_no_answer_abstains_where_the_margin_is_above_the_threshold():
     from arabert_pipeline import Pipeline
 

@@ -74,6 +74,7 @@ def test_patience_stops_when_dev_does_not_improve(tiny_mlm, qa_slices, tmp_path)
         FinetuneConfig(model="m", output="o", train=["t"], patience=2).resolved()
 
 
+@pytest.mark.slow
 def test_held_out_sets_are_guarded_against_leakage_but_never_scored(tiny_mlm, qa_slices, tmp_path):
     from data_slices import write_first_articles
 

@@ -123,6 +123,7 @@ def test_pipeline_answers_with_the_reader_on_both_backends(tuned, tmp_path):
     assert by_backend["torch"] == by_backend["onnx"]
 
 
+@pytest.mark.slow
 def test_int8_quantizes_the_reader_with_the_transformer(tuned, tmp_path, monkeypatch):
     """quantize=True runs int8 copies of both graphs (the reader's LSTMs were a third of an answer's time), cached."""
     import onnx
@@ -256,6 +257,7 @@ def _exported(tuned, tmp_path):
     return onnx_dir
 
 
+@pytest.mark.slow
 def test_a_damaged_int8_cache_entry_of_the_reader_is_rebuilt(tuned, tmp_path, monkeypatch):
     from arabert_pipeline import Pipeline
     from arabert_pipeline.finetuning import runtime

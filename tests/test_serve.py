@@ -103,6 +103,7 @@ def _same(found: list[dict], expected: list[dict]) -> bool:
                     and a["score"] == pytest.approx(b["score"], rel=1e-5) for a, b in zip(found, expected)))
 
 
+@pytest.mark.slow
 def test_concurrent_requests_are_coalesced_into_batches_and_answered_as_alone(model_dir, pipelines):  # noqa: F811
     from arabert_pipeline import Pipeline
 
@@ -253,6 +254,7 @@ def _outstanding(url: str) -> float:
     return samples["arabert_serve_queue_depth"] + samples["arabert_serve_running_pairs"]
 
 
+@pytest.mark.slow
 def test_a_full_queue_answers_503_with_retry_after(model_dir):  # noqa: F811
     from arabert_pipeline import Pipeline
 

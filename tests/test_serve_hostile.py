@@ -374,6 +374,7 @@ def test_a_connection_that_sends_nothing_is_closed(quick):
     assert data == b"" and elapsed >= QUICK.timeout_headers - 0.1
 
 
+@pytest.mark.slow
 def test_half_a_head_gets_408_even_sent_a_byte_at_a_time(quick):
     sock = connect(quick)
     sock.sendall(b"POST /v1/answer HTTP/1.1\r\nHost: 127.0.0.1\r\n")
@@ -401,6 +402,7 @@ def drip(sock: socket.socket, data: bytes, interval: float) -> float:
     "part of a body",
     "an unterminated chunked body",
 ])
+@pytest.mark.slow
 def test_a_body_that_does_not_arrive_gets_408(quick, sent):
     sock = connect(quick)
     if sent == "part of a body":
@@ -411,6 +413,7 @@ def test_a_body_that_does_not_arrive_gets_408(quick, sent):
     _error(*parse(data), 408, "body")
 
 
+@pytest.mark.slow
 def test_an_idle_kept_alive_connection_is_closed_even_after_a_byte_of_the_next_request(quick):
     for after in (b"", b"P"):
         sock = connect(quick)
@@ -476,6 +479,7 @@ with LoopbackServer(load, ServeLimits(max_connections=5000)) as s:
 """
 
 
+@pytest.mark.slow
 def test_the_open_files_limit_does_not_flood_the_log(tmp_path):
     """At the open-files limit asyncio retries the accept once per connection in the backlog, logging a traceback
     each time: megabytes of log a second. The server logs one line per interval."""
@@ -564,6 +568,7 @@ def test_the_pairs_of_a_client_that_hung_up_are_never_computed(model_dir):  # no
 
 # 5. Shutdown, and the loopback warning -----------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_stop_answers_the_queue_with_json_503_and_retry_after(model_dir, caplog):  # noqa: F811
     caplog.set_level(logging.INFO)
     gate = Gate(model_dir())
@@ -628,6 +633,7 @@ def test_serve_warns_of_other_machines_only_off_loopback(host, model_dir, monkey
 
 # A bounded soak -----------------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_hostile_and_slow_clients_do_not_change_normal_answers(model_dir, caplog):  # noqa: F811
     """Normal clients alongside idle, dripping, half-sending, hanging-up, cross-origin and garbage-sending ones, for a
     few seconds: every normal answer is the one Pipeline.answer gives alone, and the log stays a few lines.

@@ -94,6 +94,7 @@ def test_soup_keeps_what_helps_on_dev_and_writes_the_average(qa_slices, tmp_path
     assert metadata["soup"] == report
 
 
+@pytest.mark.slow
 def test_soup_verb_on_real_dev_scores_and_its_refusals(qa_slices, tmp_path, capsys):
     from arabert_pipeline.artifacts import read_metadata, write_metadata
     from arabert_pipeline.cli import main

@@ -104,6 +104,7 @@ def test_the_shipped_form_holds_one_int8_copy_of_the_weights(task_models):
         assert meta["task"] == read_metadata(task_models.root / name.removesuffix("-int8"))["task"]
 
 
+@pytest.mark.slow
 def test_the_standalone_export_never_replaces_what_it_did_not_write(task_models, tmp_path):
     foreign = tmp_path / "mine"
     foreign.mkdir()
@@ -128,6 +129,7 @@ def test_the_standalone_export_never_replaces_what_it_did_not_write(task_models,
     assert (foreign / "notes.txt").read_text() == "mine"
 
 
+@pytest.mark.slow
 def test_the_4bit_form_is_smaller_answers_as_torch_and_may_replace_the_int8_form(task_models, tmp_path):
     import onnx
 

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "arabert_pipeline" / "models" / "arabert-mini"
 
@@ -46,6 +48,7 @@ def test_the_profile_counts_windows_and_answers_exact_in_tokens(tmp_path):
     assert float(cells[6]) == 25.0  # "شوقي" after its "و"
 
 
+@pytest.mark.slow
 def test_answers_the_preprocessing_loses_count_as_not_exact_and_bad_input_is_named(tmp_path):
     data = tmp_path / "qa.json"
     context = "قال الكاتب وَشوقي شاعر ولقبه Ἀλέξανδρος"

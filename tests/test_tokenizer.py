@@ -170,6 +170,7 @@ def test_wordpiece_keeps_diacritics_hamza_and_case(work):
     assert tokenizer.backend_tokenizer.normalizer.normalize_str(text) == text
 
 
+@pytest.mark.slow
 def test_offsets_round_trip_on_arcd_contexts(work, shared_data):
     from arabert_pipeline import Preprocessor
 
