@@ -158,8 +158,7 @@ class Trainer(Engine):
                 "Use more text or a smaller --batch-size.",
                 path=", ".join(config.corpus),
             )
-        optimizer = make_optimizer(parameter_groups(objective, config.weight_decay), config.lr,
-                                   fused=self.accelerator.device.type == "cuda")
+        optimizer = make_optimizer(parameter_groups(objective, config.weight_decay), config.lr)
         self.collator = objective.collator
         self.batches = PretrainBatches(self.data, self.collator, config.seed)
         self.model_flops = self.count_flops_per_token(objective)

@@ -95,7 +95,9 @@ def parameter_groups(module: torch.nn.Module, weight_decay: float, layer_lr_deca
             for (scale, decay), params in sorted(groups.items(), key=lambda item: (-item[0][0], -item[0][1]))]
 
 
-def make_optimizer(groups: list[dict], lr: float, fused: bool = False) -> torch.optim.Optimizer:
-    """BERT's AdamW (β = 0.9, 0.999; ε = 1e-6); `fused`: one kernel for all parameters (a GPU run's choice: the
-    per-tensor update launches hundreds of small kernels a step)."""
-    return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), eps=1e-6, **({"fused": True} if fused else {}))
+def make_optimizer(groups: list[dict], lr: float) -> torch.optim.Optimizer:
+    """BERT's AdamW (β = 0.9, 0.999; ε = 1e-6); on a GPU fused (one kernel for all parameters instead of hundreds of
+    small ones a step). The engine trains on the GPU whenever torch sees one, and the parameters, still on the CPU
+    here, move there before the first step."""
+    fused = {"fused": True} if torch.cuda.is_available() else {}
+    return torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.999), eps=1e-6, **fused)
