@@ -298,18 +298,43 @@ def test_local_models_load_without_network(model_dir, tmp_path, monkeypatch):
         Pipeline(model_dir(), preprocessing="arabertv2")
 
 
+def _fp32_reference(directory):
+    """A Pipeline on the stored weights loaded here by transformers in fp32 and checked against the file, not through
+    the loader under test (whose own fp32 load is then compared with it)."""
+    from safetensors.torch import load_file
+    from transformers import AutoModelForQuestionAnswering
+
+    from arabert_pipeline import Pipeline
+    from arabert_pipeline.qa.transformer.model import QAModel
+
+    model = AutoModelForQuestionAnswering.from_pretrained(directory, dtype=torch.float32).eval()
+    stored = load_file(str(directory / "model.safetensors"))
+    weights = model.state_dict()
+    assert stored and all(torch.equal(weights[name], tensor.float()) for name, tensor in stored.items())
+    assert {p.dtype for p in model.parameters()} == {torch.float32}
+    settings_only = QAModel.load(directory)  # its tokenizer and settings; its weights are replaced
+    return Pipeline(QAModel(model, settings_only.tokenizer, settings_only.preprocessing, settings_only.settings))
+
+
 def test_quantized_and_fp16_models_answer_spans(model_dir, tmp_path):
     from arabert_pipeline import Pipeline
 
     # The answers' texts are sliced from the context whatever the weights: only a comparison with fp32 shows the
     # int8 and fp16 weights to be the model's. A random model's context logits spread over about 0.5; int8 moves
     # them by under 0.01 here, fp16 weights by under 2e-4.
-    fp32 = Pipeline(model_dir())
+    fp32 = _fp32_reference(model_dir())
     asked = [("ماذا شاهدنا؟", NOISY_CONTEXT), (Q, C)]
+    loaded = Pipeline(model_dir())
+    for question, context in asked:  # the loader's fp32 is the file's: the same logits, bit for bit
+        for got, expected in zip(_context_logits(loaded, question, context), _context_logits(fp32, question, context)):
+            np.testing.assert_array_equal(got, expected)
     qa = Pipeline(model_dir(), quantize=True)
     assert any("quantized.dynamic" in type(m).__module__ for m in qa.qa.model.modules())
     for question, context in asked:
         _assert_same_model(fp32, qa, question, context, atol=0.03, top=10)
+        # int8 weights are not the fp32 ones: an int8 request answered in fp32 would compute these logits exactly.
+        assert any(not np.array_equal(got, expected) for got, expected in
+                   zip(_context_logits(qa, question, context), _context_logits(fp32, question, context)))
     half = tmp_path / "fp16"
     shutil.copytree(model_dir(), half)
     from transformers import AutoModelForQuestionAnswering
