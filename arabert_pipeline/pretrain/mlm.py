@@ -203,15 +203,17 @@ class MLMCollator:
             starts = word_starts[row, positions] | (np.diff(positions, prepend=-2) != 1)
             word_of = np.cumsum(starts) - 1
             sizes = np.bincount(word_of)
-            picked, total = [], 0
-            for word in rng.permutation(len(sizes)):
-                if total + sizes[word] > targets[row]:
+            # The greedy walk on plain Python ints: NumPy scalars made it most of a GPU step's batch time.
+            picked = np.zeros(len(sizes), dtype=bool)
+            target, total, size_of = int(targets[row]), 0, sizes.tolist()
+            for word in rng.permutation(len(sizes)).tolist():
+                if total + size_of[word] > target:
                     continue
-                picked.append(word)
-                total += sizes[word]
-                if total == targets[row]:
+                picked[word] = True
+                total += size_of[word]
+                if total == target:
                     break
-            chosen[row, positions[np.isin(word_of, picked)]] = True
+            chosen[row, positions[picked[word_of]]] = True
         return chosen
 
 
