@@ -101,3 +101,27 @@ def test_bf16_auto_is_decided_by_measuring_this_cpu(monkeypatch):
     for speedup, expected in ((0.1, False), (1.0, False), (2.7, True)):  # AVX2-only, no gain, AVX512-BF16
         monkeypatch.setattr(optim, "cpu_bf16_speedup", lambda: speedup)
         assert optim.use_bf16("auto", cpu) is expected
+
+
+def test_the_optimizer_is_fused_where_a_gpu_trains_and_updates_as_the_unfused_one(monkeypatch):
+    """Fused AdamW is a GPU run's choice; torch's fused kernel also runs on the CPU, so both ways are checked here:
+    the same weights after a few steps (within float rounding) as the per-tensor AdamW."""
+    torch = pytest.importorskip("torch")
+    from arabert_pipeline.training import make_optimizer, parameter_groups
+
+    def trained(cuda: bool):
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.LayerNorm(16), torch.nn.Linear(16, 2))
+        optimizer = make_optimizer(parameter_groups(model, 0.01), 1e-2)
+        for step in range(5):
+            torch.manual_seed(step)
+            model(torch.randn(4, 8)).square().mean().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        return optimizer, [p.detach().clone() for p in model.parameters()]
+
+    fused, fused_weights = trained(cuda=True)
+    plain, plain_weights = trained(cuda=False)
+    assert fused.defaults["fused"] is True and not plain.defaults.get("fused")
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(fused_weights, plain_weights))
