@@ -24,6 +24,36 @@ def vectors(workdir, corpus):  # noqa: F811
     return out
 
 
+def _expected_rows(tokenizer, vectors_dir) -> dict[int, np.ndarray]:
+    """Token id → the vector of the word it is, read here from the vectors' own files (words.txt lines
+    `word<TAB>count`, vectors.npy rows in their order): the pairing the start must have, taken without
+    static_vector_rows. Word2vec has vectors for words only: whole-word tokens ("▁word" in SentencePiece, "word" but
+    not "##piece" in WordPiece), never special tokens."""
+    words = [line.split("\t")[0] for line in (vectors_dir / "words.txt").read_text(encoding="utf-8").splitlines()]
+    by_word = dict(zip(words, np.load(vectors_dir / "vectors.npy", allow_pickle=False)))
+    vocabulary = tokenizer.get_vocab()
+    sentencepiece = any(token.startswith("▁") for token in vocabulary)
+    expected = {}
+    for token, index in vocabulary.items():
+        if index in tokenizer.all_special_ids or token.startswith("##") or (sentencepiece and token[:1] != "▁"):
+            continue
+        word = token[1:] if sentencepiece else token
+        if word in by_word:
+            expected[index] = by_word[word]
+    return expected
+
+
+def _assert_started_from(table: np.ndarray, expected: dict[int, np.ndarray]) -> None:
+    """The rows of `expected`'s tokens are their vectors through one orthonormal projection and scale: the centred
+    vectors' inner products, up to that scale (a token given another word's vector changes them)."""
+    ids = np.fromiter(expected, dtype=np.int64)
+    started = table[ids]
+    original = np.stack([expected[i] for i in ids]).astype(np.float64)
+    original -= original.mean(0)
+    scale = np.linalg.norm(started) / np.linalg.norm(original)
+    np.testing.assert_allclose(started @ started.T, scale**2 * (original @ original.T), rtol=1e-4, atol=1e-9)
+
+
 def _objective(tokenizer_path, corpus_path, output, **overrides):
     from transformers import AutoTokenizer
 
@@ -45,24 +75,16 @@ def test_whole_word_tokens_start_from_their_vectors_at_the_init_scale(request, t
 
     tokenizer_path = request.getfixturevalue(tokenizer_fixture)
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
-    static = Embeddings.load(vectors)
-    rows = static_vector_rows(tokenizer, static)
-    assert len(rows) > 50
-    sentencepiece = tokenizer_fixture == "unigram_dir"
-    for index in rows:  # only whole-word tokens (word2vec has no vectors for pieces), never special tokens
-        token = tokenizer.convert_ids_to_tokens(index)
-        assert (token.startswith("▁") if sentencepiece else not token.startswith("##"))
-        assert index not in tokenizer.all_special_ids
+    expected = _expected_rows(tokenizer, vectors)
+    assert len(expected) > 50
+    rows = static_vector_rows(tokenizer, Embeddings.load(vectors))
+    assert rows.keys() == expected.keys()
+    assert all(np.array_equal(rows[i], expected[i]) for i in expected)
     objective, _ = _objective(tokenizer_path, corpus, tmp_path / "run", init_embeddings=str(vectors))
     table = objective.model.get_input_embeddings().weight.detach().double().numpy()
-    ids = np.fromiter(rows, dtype=np.int64)
-    started = table[ids]
-    assert started.std() == pytest.approx(objective.model.config.initializer_range, rel=1e-3)
-    # An orthonormal projection and one scale: the centred vectors' inner products, up to that scale.
-    original = np.stack([rows[i] for i in ids]).astype(np.float64)
-    original -= original.mean(0)
-    scale = np.linalg.norm(started) / np.linalg.norm(original)
-    np.testing.assert_allclose(started @ started.T, scale**2 * (original @ original.T), rtol=1e-4, atol=1e-9)
+    ids = np.fromiter(expected, dtype=np.int64)
+    assert table[ids].std() == pytest.approx(objective.model.config.initializer_range, rel=1e-3)
+    _assert_started_from(table, expected)
     # The tokens without a vector keep the random start of a model built without --init-embeddings.
     plain, _ = _objective(tokenizer_path, corpus, tmp_path / "plain")
     others = np.setdiff1d(np.arange(len(table)), ids)
@@ -76,8 +98,6 @@ def test_a_run_with_static_vectors_trains_and_records_them(tokenizer_dir, corpus
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
     from arabert_pipeline.cli import main
-    from arabert_pipeline.embeddings import Embeddings
-    from arabert_pipeline.pretrain.objectives import static_vector_rows
 
     out = tmp_path / "run"
     # A learning rate too small to move a float32 weight: the exported table is the one the run started from.
@@ -90,13 +110,11 @@ def test_a_run_with_static_vectors_trains_and_records_them(tokenizer_dir, corpus
     assert recorded["pretrain"]["config"]["init_embeddings"] == str(vectors) and recorded["pretrain"]["steps"] == 4
     # The run's own start, not just the recorded path: the exported rows of the words with a vector are the vectors
     # through one orthonormal projection and scale (their inner products kept), as the objective built here has them.
-    rows = static_vector_rows(AutoTokenizer.from_pretrained(tokenizer_dir), Embeddings.load(vectors))
-    ids = np.fromiter(rows, dtype=np.int64)
-    exported = AutoModelForMaskedLM.from_pretrained(out).get_input_embeddings().weight.detach().double().numpy()[ids]
-    original = np.stack([rows[i] for i in ids]).astype(np.float64)
-    original -= original.mean(0)
-    scale = np.linalg.norm(exported) / np.linalg.norm(original)
-    np.testing.assert_allclose(exported @ exported.T, scale**2 * (original @ original.T), rtol=1e-4, atol=1e-9)
+    expected = _expected_rows(AutoTokenizer.from_pretrained(tokenizer_dir), vectors)
+    ids = np.fromiter(expected, dtype=np.int64)
+    table = AutoModelForMaskedLM.from_pretrained(out).get_input_embeddings().weight.detach().double().numpy()
+    _assert_started_from(table, expected)
+    exported = table[ids]
     built, _ = _objective(tokenizer_dir, corpus, tmp_path / "built", init_embeddings=str(vectors))
     np.testing.assert_allclose(exported, built.model.get_input_embeddings().weight.detach().double().numpy()[ids],
                                rtol=0, atol=1e-9)
