@@ -40,6 +40,15 @@ SHIPPED_MODELS = {"arabert": "arabert-mini", "arabert-mini": "arabert-mini", "ar
                   "arabert-ner": "arabert-ner"}
 
 
+def shipped_model_dir(name: str | os.PathLike) -> Path | None:
+    """The folder in the package of the shipped model `name` names (arabert, arabert-mini, arabert-sentiment,
+    arabert-ner), as Pipeline resolves it; None for any other name, or where a local path of that name exists."""
+    name = os.fspath(name)
+    if name not in SHIPPED_MODELS or Path(name).exists():
+        return None
+    return PACKAGED_MODELS_DIR / SHIPPED_MODELS[name]
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
@@ -324,6 +333,15 @@ def json_lines(text: str, *, path: object = None) -> Iterator[tuple[int, Any]]:
     for number, line in enumerate(text.split("\n"), start=1):
         if line.strip():
             yield number, parse_json(line, path=path, line=number)
+
+
+def json_line_id(value: Any, *, path: object = None, line: int | None = None) -> str | int:
+    """A JSON line's "id": a string or an integer. A float, a bool, null or an object is refused: str() would make
+    another id of it ("nan", "None", "{'a': 1}") that no other file holds."""
+    if not isinstance(value, (str, int)) or isinstance(value, bool):
+        raise InputError(f"must be a string or an integer, got {json.dumps(value)[:80]}", path=path, line=line,
+                         field="id")
+    return value
 
 
 # A SQuAD file, a predictions file: data read whole, far larger than metadata but still bounded (a symlink to

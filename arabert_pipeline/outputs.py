@@ -58,14 +58,19 @@ class OutputKind:
             return False
 
 
-def check_not_input(output: str | os.PathLike, inputs: Iterable[str | os.PathLike], flag: str = "-o") -> None:
-    """Refuse an output path that is one of the inputs or a directory holding one."""
+def check_not_input(output: str | os.PathLike, inputs: Iterable[str | os.PathLike], flag: str = "-o", *,
+                    within: bool = False) -> None:
+    """Refuse an output path that is one of the inputs or a directory holding one; `within`: or a path inside an
+    input directory (a model dir made inside the runs it is made from would change them, its lock file first)."""
     target = Path(output).resolve()
     for source in inputs:
         resolved = Path(source).resolve()
         if resolved == target or target in resolved.parents:
             where = "is" if resolved == target else "contains"
             raise ConfigError(f"{flag} {output} {where} the input {source}: writing it would destroy the input")
+        if within and resolved in target.parents:
+            raise ConfigError(f"{flag} {output} is inside the input {source}: inputs are read, never written into; "
+                              "choose a directory outside it")
 
 
 def claim_output_dir(output: str | os.PathLike, kind: OutputKind, *, inputs: Iterable[str | os.PathLike] = (),

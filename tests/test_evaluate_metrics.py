@@ -79,6 +79,23 @@ def test_max_over_gold_answers_and_variants_disagree_on_orthography():
     assert m.score_question(ex, "مصر")["soqal_em"] == 1.0  # second gold answer
 
 
+def test_f1_is_the_best_over_every_gold_answer():
+    # Against the first gold answer "عاصمة مصر القاهرة" alone, "القاهرة" has P 1, R 1/3: F1 1/2; the second is it.
+    ex = example("عاصمة مصر القاهرة", ("عاصمة مصر القاهرة", 0), ("القاهرة", 10))
+    scores = m.score_question(ex, "القاهرة")
+    assert scores["arabic_f1"] == 1.0 and scores["arabic_em"] == 1.0
+    assert scores["soqal_f1"] == 1.0 and scores["soqal_em"] == 1.0
+
+
+def test_f1_counts_repeated_tokens_as_often_as_both_sides_have_them():
+    # "باب باب" vs "باب باب بيت": 2 tokens in common (a multiset), P 2/2, R 2/3 → F1 4/5; counted as sets, 1 in
+    # common would give P 1/2, R 1/3 → 2/5.
+    for normalize, empty in ((m.arabic_normalize, True), (m.soqal_normalize, False)):
+        assert m.token_f1("باب باب", "باب باب بيت", normalize, empty_matches_empty=empty) == pytest.approx(0.8)
+        # Three in the prediction, two in the gold: only two count. P 2/3, R 2/2 → F1 4/5.
+        assert m.token_f1("باب باب باب", "باب باب", normalize, empty_matches_empty=empty) == pytest.approx(0.8)
+
+
 def test_empty_answers():
     assert m.token_f1("", "", m.soqal_normalize, empty_matches_empty=False) == 0.0
     assert m.exact_match("", "", m.soqal_normalize) == 1.0
@@ -151,6 +168,27 @@ def test_span_crossing_sentences_scores_zero_in_soqal():
     assert scores["soqal_sm"] == 0.0
     assert scores["arabic_sm"] == 1.0  # the gold answer covers both sentences
     assert scores["soqal_em"] == 1.0
+
+
+def test_soqal_sm_takes_the_last_sentence_holding_the_answer():
+    """SOQAL's script keeps the last Punkt sentence that holds the first gold answer's text (and the prediction's)."""
+    context = "ذهب علي إلى السوق. ثم عاد علي إلى البيت."
+    assert sentences(context, m.punkt_sentence_spans) == ["ذهب علي إلى السوق.", "ثم عاد علي إلى البيت."]
+    ex = example(context, ("علي", context.index("علي")))  # in both sentences
+    assert m.score_question(ex, "البيت")["soqal_sm"] == 1.0
+    assert m.score_question(ex, "السوق")["soqal_sm"] == 0.0
+    assert m.soqal_sentence_match(context, "البيت", "علي") == 1.0
+
+
+def test_arabic_sm_refuses_a_prediction_that_runs_past_the_gold_sentence():
+    context = "ولد في بيروت. ثم درس في القاهرة."
+    answers = {"text": ["بيروت"], "answer_start": [context.index("بيروت")]}
+    assert m.arabic_sentence_match(context, "في بيروت.", answers, prediction_start=4) == 1.0
+    past = "بيروت. ثم درس"  # starts in the gold sentence, ends in the next
+    assert m.arabic_sentence_match(context, past, answers, prediction_start=context.index(past)) == 0.0
+    assert m.score_question({"context": context, "answers": answers}, past, context.index(past))["arabic_sm"] == 0.0
+    before = {"text": ["القاهرة"], "answer_start": [context.index("القاهرة")]}  # ends in it, starts before it
+    assert m.arabic_sentence_match(context, past, before, prediction_start=context.index(past)) == 0.0
 
 
 def test_soqal_empty_prediction_quirk():

@@ -321,3 +321,115 @@ def test_task_models_whose_metadata_fits_load(tiny_task_models):
     for load in (TokenTagger.load, OnnxTokenTagger.load):
         tagger = load(tiny_task_models["ner" if load is TokenTagger.load else "ner_onnx"])
         assert tagger.labels == ["O", "B-LOC", "I-LOC"] and tagger.max_seq_length == 32
+
+
+# The minor list -------------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("verb", ["classify", "tag"])
+def test_output_dash_is_stdout_as_for_answer(verb, tmp_path, monkeypatch, capsys):
+    from arabert_pipeline.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main([verb, "--output", "-", "زار الرئيس مدينة بيروت"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [line["id"] for line in lines] == [1] and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("value", ['{"a": 1}', "NaN", "null", "true", "1.5", "[1]"])
+def test_a_json_line_id_that_is_not_a_string_or_an_integer_is_refused(tmp_path, value):
+    path = write(tmp_path, "a.jsonl", '{"id": "x", "text": "نص", "label": "POS"}\n'
+                                      f'{{"id": {value}, "text": "نص آخر", "label": "NEG"}}\n')
+    with pytest.raises(InputError, match=r"a\.jsonl: line 2: id: must be a string or an integer, got "):
+        read_texts(path)
+
+
+def test_only_a_docstart_marker_is_dropped_from_conll(tmp_path):
+    from arabert_pipeline.ner.data import read_conll
+
+    path = write(tmp_path, "a.conll", "-DOCSTART- -X- -X- O\n\n-DOCSTART-x\tB-ORG\nزار\tO\n\n-DOCSTART-\tO\n\n"
+                                      "-DOCSTART-\tB-MISC\nفي\tO\n\n")
+    assert [e["words"] for e in read_conll(path).examples] == [["-DOCSTART-x", "زار"], ["-DOCSTART-", "في"]]
+
+
+def test_make_synthetic_qa_leaves_no_parts_after_an_input_error(tmp_path, capsys):
+    from arabert_pipeline.cli import main
+
+    corpus = write(tmp_path, "corpus.txt", "قال الرئيس سلمان العدنان إن المدينة جميلة.\n")
+    hold_out = write(tmp_path, "dev.json", json.dumps(squad_file("q1", "عن ماذا النص؟", "نص عن موضوع آخر", "موضوع")))
+    broken_hold_out = write(tmp_path, "broken.json", '{"data": [')
+    broken_corpus = tmp_path / "broken.txt"
+    broken_corpus.write_bytes("سطر\n".encode("utf-8") + b"\xff\xfe\n")
+    for corpus_file, hold in ((corpus, broken_hold_out), (broken_corpus, hold_out)):
+        assert main(["make-synthetic-qa", str(corpus_file), "-o", str(tmp_path / "out.json"), "--hold-out", str(hold),
+                     "--no-progress"]) == 2
+        assert "broken" in capsys.readouterr().err
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["broken.json", "broken.txt", "corpus.txt", "dev.json"]
+
+
+def test_a_model_onnx_that_is_not_a_regular_file_is_named_not_missing(tiny_task_models, tmp_path):
+    import os
+
+    from arabert_pipeline import Pipeline
+    from test_hostile_round3 import within
+
+    for source in (tiny_task_models["ner"], tiny_task_models["ner_onnx"]):
+        directory = tmp_path / source.name
+        shutil.copytree(source, directory)
+        (directory / "model.onnx").unlink(missing_ok=True)
+        os.mkfifo(directory / "model.onnx")
+        for backend in ("auto", "onnx"):
+            with within(20), pytest.raises(InputError, match=r"model\.onnx: is a FIFO, not a regular file"):
+                Pipeline(str(directory), backend=backend)
+    qa = tmp_path / "qa"
+    shutil.copytree(tiny_task_models["cls"], qa, ignore=shutil.ignore_patterns("arabert_pipeline.json"))
+    os.mkfifo(qa / "model.onnx")
+    with within(20), pytest.raises(InputError, match=r"model\.onnx: is a FIFO, not a regular file"):
+        Pipeline(str(qa), preprocessing="none")
+
+
+def test_task_pipelines_are_named_as_given_not_by_the_package_path():
+    from arabert_pipeline import Pipeline
+
+    assert Pipeline("arabert-sentiment").source == "arabert-sentiment"
+    assert Pipeline("arabert", task="ner").source == "arabert"
+
+
+@pytest.mark.parametrize("name, task", [("arabert-ner", "qa"), ("arabert-sentiment", "question-answering"),
+                                        ("arabert-ner", None)])
+def test_a_shipped_task_model_asked_to_answer_questions_is_named_at_once(name, task, monkeypatch):
+    import huggingface_hub
+
+    from arabert_pipeline import Pipeline
+    from arabert_pipeline.errors import ConfigError
+    from arabert_pipeline.pipeline.core import Pipeline as QAPipeline
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", lambda *_, **__: pytest.fail("the hub was asked"))
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", lambda *_, **__: pytest.fail("the hub was asked"))
+    expected = f"'{name}' is the shipped {'ner' if 'ner' in name else 'sentiment'} model, not a question-answering one"
+    with pytest.raises(ConfigError, match=expected):
+        if task is None:
+            QAPipeline.__init__(object.__new__(QAPipeline), name)
+        else:
+            Pipeline(name, task=task)
+
+
+def test_tune_decoding_resolves_a_shipped_models_name(tmp_path, capsys):
+    from arabert_pipeline.cli import main
+
+    missing = tmp_path / "no-such-dev.json"
+    assert main(["tune-decoding", "arabert-mini", "--dev", str(missing), "-o", str(tmp_path / "tuned")]) == 2
+    err = capsys.readouterr().err
+    assert "no-such-dev.json" in err and "arabert_pipeline.json not found" not in err, err
+
+
+def test_soup_refuses_an_output_inside_an_input_run(tmp_path):
+    from test_soup import tiny_qa_models
+
+    from arabert_pipeline.errors import ConfigError
+    from arabert_pipeline.qa.transformer.soup import make_soup
+
+    models = tiny_qa_models(tmp_path, [r["text"] for r in __import__("task_toys").texts(40, 0)], 2)
+    before = sorted(p.name for p in models[0].iterdir())
+    with pytest.raises(ConfigError, match=r"-o .*m0/inner is inside the input .*m0: inputs are read, never written"):
+        make_soup(models, [str(tmp_path / "dev.json")], models[0] / "inner", say=lambda _: None)
+    assert sorted(p.name for p in models[0].iterdir()) == before

@@ -20,8 +20,8 @@ import io
 from pathlib import Path
 from typing import Any, Sequence
 
-from ..artifacts import (DATA_ROOT_ENV, MAX_DATA_FILE_BYTES, check_input_file, data_root, json_lines,
-                         read_text_file)
+from ..artifacts import (DATA_ROOT_ENV, MAX_DATA_FILE_BYTES, check_input_file, data_root, json_line_id,
+                         json_lines, read_text_file)
 from ..errors import ConfigError, DataNotFoundError, InputError
 
 FORMATS = ("csv", "tsv", "jsonl")
@@ -155,7 +155,7 @@ def read_texts(source: str | Path, *, text_column: str | None = None, label_colu
         if allowed is not None and label not in allowed:
             raise InputError(f"unknown label {label!r} (labels: {', '.join(sorted(allowed))})", path=path, line=line,
                              field=label_column)
-        example_id = str(record.get("\0id", line))
+        example_id = str(json_line_id(record.get("\0id", line), path=path, line=line))
         if example_id in seen:
             raise InputError(f"duplicate id {example_id!r} (first on line {seen[example_id]})", path=path, line=line,
                              field="id")

@@ -72,9 +72,9 @@ def register(subparsers) -> None:
     tasks.add_argument("--task", choices=("qa", "classification", "ner"), default="qa",
                        help="qa (default): EM/F1/SM on SQuAD sets; classification: accuracy, macro-F1, F1-PN, per-class "
                             "F1 on labelled texts; ner: entity micro / macro / per-type F1 on CoNLL sets")
-    tasks.add_argument("--train", nargs="+", default=[], metavar="NAME_OR_FILE",
+    tasks.add_argument("--train", nargs="+", action="extend", default=[], metavar="NAME_OR_FILE",
                        help="classification / ner: the sets the baselines are fitted on")
-    tasks.add_argument("--dev", nargs="+", default=[], metavar="NAME_OR_FILE",
+    tasks.add_argument("--dev", nargs="+", action="extend", default=[], metavar="NAME_OR_FILE",
                        help="classification / ner: the sets the baselines' settings are chosen on")
     tasks.add_argument("--text-column", help="classification: the text column (default: text, or the registered set's)")
     tasks.add_argument("--label-column", default="label", help="classification: the label column (default: label)")
@@ -105,11 +105,11 @@ _DEFAULT_OF_TASK = {"qa": "arabert-mini", "classification": "arabert-sentiment",
 def shipped_or_given(kind: str, source: str, task: str = "qa") -> tuple[str, str]:
     """A --model naming a model shipped in the package (arabert, arabert-sentiment, ...) → its directory there, as
     Pipeline resolves it; a path that exists, a --predictions file or a hub id as given."""
-    from ..artifacts import PACKAGED_MODELS_DIR, SHIPPED_MODELS
+    from ..artifacts import shipped_model_dir
 
-    if kind == "model" and source in SHIPPED_MODELS and not Path(source).exists():
-        folder = _DEFAULT_OF_TASK[task] if source == "arabert" else SHIPPED_MODELS[source]
-        return kind, str(PACKAGED_MODELS_DIR / folder)
+    found = shipped_model_dir(source) if kind == "model" else None
+    if found is not None:
+        return kind, str(found.with_name(_DEFAULT_OF_TASK[task]) if source == "arabert" else found)
     return kind, source
 
 

@@ -312,3 +312,16 @@ def head_outputs(session, output_name: str) -> int | None:
         if output.name == output_name and output.shape:
             return output.shape[-1] if type(output.shape[-1]) is int else None
     return None
+
+
+def has_onnx_graph(directory: Path) -> bool:
+    """Whether DIR/model.onnx is there to run; something there that is not a regular file (a FIFO, a device, a
+    folder) is an InputError naming it: told it is "missing", the user would look for a file that is there, and
+    opening a FIFO would hang."""
+    from ..artifacts import check_input_file
+
+    path = Path(directory) / ONNX_FILE
+    if not os.path.lexists(path):
+        return False
+    check_input_file(path, f"ONNX graph ({ONNX_FILE})")
+    return True

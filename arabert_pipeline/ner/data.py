@@ -141,7 +141,7 @@ def read_conll(source: str | Path, policy: str = "error") -> TaggedSentences:
         if not line.strip():
             close()
             continue
-        if line.startswith("-DOCSTART-"):
+        if _is_docstart(line):
             continue
         fields = line.split("\t")
         if len(fields) != 2:
@@ -163,3 +163,10 @@ def read_conll(source: str | Path, policy: str = "error") -> TaggedSentences:
     if not examples:
         raise InputError("no sentences in the file (it is empty)", path=path)
     return TaggedSentences(str(source), path, examples, repaired, policy)
+
+
+def _is_docstart(line: str) -> bool:
+    """A document marker: `-DOCSTART-` alone as the token, with no tag or O (CoNLL-2003's `-DOCSTART- -X- -X- O`).
+    A token that only starts so (`-DOCSTART-x`), or one tagged as an entity, is a word of the sentence."""
+    fields = line.split()
+    return bool(fields) and fields[0] == "-DOCSTART-" and (len(fields) == 1 or fields[-1] == "O")

@@ -148,16 +148,14 @@ def json_records(path: Path):
     """(line number, id, object) of each non-blank line of a JSON lines file, its id the "id" field (a string or an
     integer, unique in the file) or the line number; an InputError names the file and the line of a bad one. `answer`,
     `classify` and `tag` read their files through it."""
-    from ..artifacts import parse_json
+    from ..artifacts import json_line_id, parse_json
 
     seen = {}
     for number, line in text_lines(path):
         record = parse_json(line, path=path, line=number)
         if not isinstance(record, dict):
             raise InputError(f"expected a JSON object, got {type(record).__name__}", path=path, line=number)
-        qid = record.get("id", number)
-        if not isinstance(qid, (str, int)) or isinstance(qid, bool):
-            raise InputError(f"must be a string or an integer, got {qid!r}", path=path, line=number, field="id")
+        qid = json_line_id(record.get("id", number), path=path, line=number)
         if qid in seen:
             raise InputError(f"duplicate id {qid!r} (first on line {seen[qid]})", path=path, line=number, field="id")
         seen[qid] = number

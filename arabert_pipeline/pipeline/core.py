@@ -28,9 +28,10 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from ..artifacts import METADATA_FILE, looks_like_local_path, torch_device
+from ..artifacts import METADATA_FILE, SHIPPED_MODELS, looks_like_local_path, torch_device
 from ..errors import ConfigError, InputError
 from ..finetuning.export import ONNX_FILE
+from ..finetuning.runtime import has_onnx_graph
 from .inputs import (  # noqa: F401 (re-exported: serve and the CLIs import them from here)
     BACKENDS, BUNDLED_MODELS, DEFAULT_MODEL, MAX_CONTEXT_CHARS, MAX_QUESTION_CHARS, check_inputs,
     check_text, check_top_k, has_arabic_letter, surrogate_problem, text_problem, warn_non_arabic,
@@ -275,7 +276,7 @@ def choose_backend(model: "str | os.PathLike | QAModel", device: str, backend: s
     if backend == "torch":
         return "torch"
     path = _resolve(model)
-    onnx_file = isinstance(path, Path) and (path / ONNX_FILE).is_file()
+    onnx_file = isinstance(path, Path) and has_onnx_graph(path)
     if backend == "auto":
         return "onnx" if onnx_file and device == "cpu" and find_spec("onnxruntime") is not None else "torch"
     if not onnx_file:
@@ -296,6 +297,13 @@ def _resolve(model: str | os.PathLike) -> Path | str:
                           f"got {model!r}")
     if name in BUNDLED_MODELS:
         return bundled_model_dir(name)
+    if name in SHIPPED_MODELS:  # a shipped task model asked to answer questions: not a hub id to retry for
+        from .tasks import BUNDLED_TASK_MODELS, TASK_NAMES
+
+        task = next(t for t, (kind, default) in TASK_NAMES.items() if kind == BUNDLED_TASK_MODELS[name])
+        raise ConfigError(f"{name!r} is the shipped {task} model, not a question-answering one: "
+                          f"Pipeline({name!r}) or task={task!r} answers with it; the QA model is "
+                          f"{DEFAULT_MODEL!r}")
     if Path(name).expanduser().exists():
         path = Path(name).expanduser()
         if os.path.lexists(path / "config.json") and not (path / "config.json").is_file():

@@ -42,8 +42,8 @@ def register(subparsers) -> None:
         p.add_argument("texts", nargs="*", metavar="TEXT", help="texts to read (none: --input, else stdin)")
         p.add_argument("--input", metavar="FILE",
                        help='JSON lines, one {"id"?, "text"} per line; a .txt file or - (stdin): one text per line')
-        p.add_argument("--output", metavar="JSONL", help="write the lines to this new file (default: stdout); only "
-                                                         "regular files are written")
+        p.add_argument("--output", metavar="JSONL", help="write the lines to this new file (default, or -: stdout); "
+                                                         "only regular files are written")
         p.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
         p.add_argument("--model", default=model, help=f"shipped task model name or model dir (default: {model})")
         p.add_argument("--preprocessing", help="for model dirs without arabert_pipeline.json: arabertv02, arabertv2 "
@@ -91,6 +91,8 @@ def run_task_verb(args: argparse.Namespace) -> int:
             raise InputError(f"must be ≥ 1, got {value}", field=flag)
     if args.texts and args.input is not None:
         raise InputError("give texts as arguments or --input, not both", field="--input")
+    if args.output == STDIN:  # as `answer --output -`: stdout, never a file named "-"
+        args.output = None
     if args.texts:
         records = []
         for number, text in enumerate(args.texts, start=1):

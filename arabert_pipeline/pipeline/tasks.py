@@ -63,7 +63,10 @@ def task_pipeline(model: object, task: str | None, **options):
         raise ConfigError(f"{', '.join(unknown)}: not an option of the {kind} pipeline "
                           f"({', '.join(sorted(known))})")
     cls = TextClassificationPipeline if kind == TEXT_CLASSIFICATION else TokenClassificationPipeline
-    return cls(directory, **options)
+    pipeline = cls(directory, **options)
+    # Named as given, as serve's /health names the QA model: a shipped model's name, not where the package is installed.
+    pipeline.source = str(model)
+    return pipeline
 
 
 def resolve_task_model(model: object, task: str | None) -> tuple[Path, str]:
@@ -133,7 +136,9 @@ def task_backend(directory: Path, device: str = "cpu", backend: str = "auto") ->
 
     if backend not in BACKENDS:
         raise ConfigError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
-    has_onnx = (directory / "model.onnx").is_file()
+    from ..finetuning.runtime import has_onnx_graph
+
+    has_onnx = has_onnx_graph(directory)
     if backend == "onnx" and not has_onnx:
         raise ConfigError(f"backend='onnx': {directory} has no model.onnx (`arabert-pipeline export-onnx` writes one)")
     use_onnx = backend == "onnx" or (backend == "auto" and has_onnx and device == "cpu"

@@ -333,8 +333,8 @@ def make_synthetic_qa(config: SyntheticConfig) -> SyntheticReport:
                 raise ConfigError(f"{parts} holds an unfinished run: pass --resume to continue it or --overwrite to "
                                   "start again")
             shutil.rmtree(parts)
-        parts.mkdir(exist_ok=True)
-        (parts / "owner.json").write_text(json.dumps({"verb": "make-synthetic-qa"}), encoding="utf-8")
+        # Every input is read (the hold-out sets, then the corpus by the gazetteer pass) before OUT.parts/ is made: a
+        # bad one leaves nothing behind that a later run would take for an unfinished one.
         hold_out_files = [read_squad(source, misaligned="keep") for source in config.hold_out]
         hold_out = [(source, f.examples) for source, f in zip(config.hold_out, hold_out_files)]
         # By content: a part made against another --hold-out file left out other documents, whatever the file's name.
@@ -344,10 +344,14 @@ def make_synthetic_qa(config: SyntheticConfig) -> SyntheticReport:
         inputs_digest = _digest([[str(Path(p).resolve()), Path(p).stat().st_size, Path(p).stat().st_mtime_ns]
                                  for p in config.corpus] + [config.min_count, FORMAT])
         stored = json.loads(gazetteer_file.read_text(encoding="utf-8")) if gazetteer_file.exists() else {}
-        if stored.get("inputs") == inputs_digest:
-            gazetteers = Gazetteers.from_json(stored["gazetteers"])
-        else:
+        collected = stored.get("inputs") != inputs_digest
+        if collected:
             gazetteers = collect_gazetteers(config.corpus, config.min_count, config.progress)
+        else:
+            gazetteers = Gazetteers.from_json(stored["gazetteers"])
+        parts.mkdir(exist_ok=True)
+        (parts / "owner.json").write_text(json.dumps({"verb": "make-synthetic-qa"}), encoding="utf-8")
+        if collected:
             with atomic_write(gazetteer_file) as f:
                 json.dump({"inputs": inputs_digest, "gazetteers": gazetteers.to_json()}, f, ensure_ascii=False)
         gazetteer_digest = _digest(gazetteers.to_json())

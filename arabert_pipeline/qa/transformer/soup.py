@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 from ...artifacts import METADATA_FILE, atomic_directory, check_local_source, read_metadata, write_metadata
 from ...errors import ConfigError
-from ...outputs import MODEL_DIR_FILES, OutputKind, OutputLock, claim_output_dir
+from ...outputs import MODEL_DIR_FILES, OutputKind, OutputLock, check_not_input, claim_output_dir
 from ..data import read_squad, sets_trained_on
 from .bonuses import SENTENCE_IDF_FILE
 from .model import QAModel
@@ -132,6 +132,7 @@ def make_soup(models: Sequence[str | Path], dev: Sequence[str], output: str | Pa
                                   f"{metadata[first].get(name)!r}: a soup needs runs of one recipe")
         if tokenizer_of(model) != tokenizer_of(first):
             raise ConfigError(f"{model}: its tokenizer.json differs from {first}'s")
+    check_not_input(output, models, within=True)
     with OutputLock(output, "soup"):
         dev_files = [read_squad(source, misaligned="keep") for source in dev]
         for model in models:

@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 
 from ...artifacts import (
-    atomic_directory, check_local_source, portable_path, read_metadata, torch_device, write_metadata,
+    atomic_directory, check_local_source, portable_path, read_metadata, shipped_model_dir, torch_device,
+    write_metadata,
 )
 from ...errors import ConfigError
 from ...outputs import MODEL_DIR_FILES, OutputKind, OutputLock, claim_output_dir
@@ -267,7 +268,8 @@ def tune_model_decoding(model_dir: str | Path, dev: list[str], output: str | Pat
     has is kept and re-weighed. Returns (chosen settings, dev score of each decoding tried, no-answer dev scores)."""
     import tempfile
 
-    model_dir, output = Path(model_dir), Path(output)
+    # A shipped model's name names its folder in the package, as Pipeline and evaluate read it.
+    model_dir, output = shipped_model_dir(model_dir) or Path(model_dir), Path(output)
     check_local_source(model_dir)
     fixed = {name: (fixed or {}).get(name) for name in DECODING_FIELDS}
     for name in ("sentence_prior", "reader_weight", "expected_f1_temperature", "decoding"):
