@@ -47,3 +47,28 @@ def test_flag_defaults_are_the_config_defaults(verb):
             wrong.append(f"--{action.dest}: flag {given!r}, {VERBS[verb].__name__} {expected!r}")
     assert not wrong, "\n".join(wrong)
     assert checked >= 5 or verb == "train-tokenizer"  # its flags override a recipe, so all default to "not given"
+
+
+def _multi_value_flags(parser: argparse.ArgumentParser, verb: str = ""):
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _multi_value_flags(sub, name)
+        elif action.option_strings and action.nargs in ("+", "*"):
+            yield verb, action
+
+
+def test_a_repeated_multi_value_flag_adds_to_its_values_instead_of_replacing_them():
+    """`--train a --train b` trains on both: with argparse's default store action the second flag silently replaced
+    the first. A default list would be extended rather than replaced, so such flags default to empty."""
+    flags = list(_multi_value_flags(build_parser()))
+    assert len(flags) > 15
+    for verb, action in flags:
+        assert isinstance(action, argparse._ExtendAction), f"{verb} {action.option_strings[0]} keeps only its last use"
+        assert not action.default, f"{verb} {action.option_strings[0]}: a non-empty default would be extended"
+    args = build_parser().parse_args(["finetune", "--model", "m", "-o", "out", "--train", "a", "b", "--train", "c",
+                                      "--dev", "d", "--dev", "e"])
+    assert args.train == ["a", "b", "c"] and args.dev == ["d", "e"]
+    args = build_parser().parse_args(["make-synthetic-qa", "corpus.txt", "-o", "out", "--hold-out", "h",
+                                      "--types", "date", "--types", "number"])
+    assert args.types == ["date", "number"]

@@ -26,10 +26,11 @@ def register(subparsers) -> None:
                     "with lexical/ (arrays and JSON, no pickle) and the weight in its arabert_pipeline.json. The "
                     "model then answers with both, in Python, in `classify`, `serve` and `evaluate`.")
     parser.add_argument("model", help="a text-classification model dir (finetune --task classification)")
-    parser.add_argument("--train", nargs="+", required=True, metavar="FILE_OR_NAME", help="training sets")
-    parser.add_argument("--dev", nargs="+", required=True, metavar="FILE_OR_NAME",
+    parser.add_argument("--train", nargs="+", action="extend", required=True, metavar="FILE_OR_NAME",
+                        help="training sets")
+    parser.add_argument("--dev", nargs="+", action="extend", required=True, metavar="FILE_OR_NAME",
                         help="dev sets: the companion's C and its weight are chosen on them")
-    parser.add_argument("--hold-out", nargs="+", default=[], metavar="FILE_OR_NAME",
+    parser.add_argument("--hold-out", nargs="+", action="extend", default=[], metavar="FILE_OR_NAME",
                         help="sets it will be scored on: training texts that leak into them are dropped")
     parser.add_argument("-o", "--output", required=True, help="directory to create")
     parser.add_argument("--text-column", help="the text column of CSV / TSV / JSON lines files")

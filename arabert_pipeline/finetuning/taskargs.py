@@ -27,7 +27,7 @@ def add_task_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--label-column", default=None,
                        help="classification: the label column (default: label; arsarcasm-v2: sentiment, sarcasm or "
                             "dialect)")
-    group.add_argument("--labels", nargs="+", metavar="LABEL",
+    group.add_argument("--labels", nargs="+", action="extend", metavar="LABEL",
                        help="classification: the classes in the head's order; a row with another label is an error "
                             "(default: the training labels, sorted)")
     group.add_argument("--format", choices=("csv", "tsv", "jsonl"), help="classification: the files' format "

@@ -22,7 +22,7 @@ def register(subparsers) -> None:
     )
     p.add_argument("--tokenizer", required=True, metavar="DIR",
                    help="tokenizer directory (arabert-pipeline train-tokenizer)")
-    p.add_argument("--corpus", required=True, nargs="+", metavar="FILE",
+    p.add_argument("--corpus", required=True, nargs="+", action="extend", metavar="FILE",
                    help="preprocessed corpus files (.txt/.txt.gz/.txt.xz, blank line between documents)")
     p.add_argument("-o", "--output", required=True, metavar="OUT",
                    help="run directory: log.jsonl, checkpoints/, and at the end the Hugging Face model")

@@ -25,8 +25,9 @@ def register_export_contexts(subparsers) -> None:
         "fine-tuning. Questions and answers are not written; a paragraph the leakage guard finds in a --hold-out set "
         "is left out.",
     )
-    p.add_argument("--train", nargs="+", required=True, metavar="FILE_OR_NAME", help="training sets (files or names)")
-    p.add_argument("--hold-out", nargs="+", default=[], metavar="FILE_OR_NAME",
+    p.add_argument("--train", nargs="+", action="extend", required=True, metavar="FILE_OR_NAME",
+                   help="training sets (files or names)")
+    p.add_argument("--hold-out", nargs="+", action="extend", default=[], metavar="FILE_OR_NAME",
                    help="sets whose paragraphs must not be written (dev and test sets)")
     p.add_argument("-o", "--output", required=True, metavar="FILE.txt", help="the corpus file to write")
     p.add_argument("--overwrite", action="store_true", help="replace an existing file")
@@ -50,9 +51,10 @@ def register_synthetic(subparsers) -> None:
     p.add_argument("corpus", nargs="+", metavar="CORPUS",
                    help="corpus files (.txt/.gz/.xz, a paragraph a line, a blank line between documents), raw text")
     p.add_argument("-o", "--output", required=True, metavar="FILE.json", help="the SQuAD JSON to write")
-    p.add_argument("--hold-out", nargs="+", required=True, metavar="FILE_OR_NAME",
+    p.add_argument("--hold-out", nargs="+", action="extend", required=True, metavar="FILE_OR_NAME",
                    help="QA sets whose documents must not be used (the dev and test sets)")
-    p.add_argument("--types", nargs="+", default=list(ANSWER_TYPES), choices=ANSWER_TYPES, help="answer types")
+    p.add_argument("--types", nargs="+", action="extend", choices=ANSWER_TYPES,
+                   help=f"answer types (default: all, {' '.join(ANSWER_TYPES)})")
     p.add_argument("--max-per-document", type=int, default=defaults.max_per_document)
     p.add_argument("--min-count", type=int, default=defaults.min_count,
                    help="occurrences after a title / place noun / organisation noun that enter a gazetteer")
@@ -71,9 +73,10 @@ def register_synthetic(subparsers) -> None:
 def run_synthetic(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from .synthetic import SyntheticConfig, make_synthetic_qa
+    from .synthetic import ANSWER_TYPES, SyntheticConfig, make_synthetic_qa
 
     fields = {f.name for f in dataclasses.fields(SyntheticConfig)}
+    args.types = args.types or list(ANSWER_TYPES)  # a default list would be extended by the flag, not replaced
     config = SyntheticConfig(**{k: (tuple(v) if k == "types" else v) for k, v in vars(args).items() if k in fields})
     report = make_synthetic_qa(config)
     types = ", ".join(f"{t} {n}" for t, n in report.per_type.items())

@@ -22,10 +22,11 @@ def register(subparsers) -> None:
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     train.add_argument("--embeddings", required=True, metavar="DIR", help="a train-embeddings output directory")
-    train.add_argument("--train", nargs="+", required=True, metavar="FILE_OR_NAME", help="training sets")
-    train.add_argument("--dev", nargs="+", required=True, metavar="FILE_OR_NAME",
+    train.add_argument("--train", nargs="+", action="extend", required=True, metavar="FILE_OR_NAME",
+                       help="training sets")
+    train.add_argument("--dev", nargs="+", action="extend", required=True, metavar="FILE_OR_NAME",
                        help="dev sets, scored after every epoch")
-    train.add_argument("--hold-out", nargs="+", default=[], metavar="FILE_OR_NAME",
+    train.add_argument("--hold-out", nargs="+", action="extend", default=[], metavar="FILE_OR_NAME",
                        help="sets it will be scored on: the training questions that leak into them are dropped")
     train.add_argument("-o", "--output", dest="output_dir", required=True, help="directory to create")
     train.add_argument("--hidden", type=int, default=_DEFAULTS.hidden, help="LSTM size per direction")
@@ -55,7 +56,8 @@ def register(subparsers) -> None:
                     '{"id": {"text", "start"}}, spans of the original contexts: `evaluate --predictions FILE`.',
     )
     predict.add_argument("reader", metavar="READER_DIR", help="a train-reader output directory")
-    predict.add_argument("--data", nargs="+", required=True, metavar="FILE_OR_NAME", help="SQuAD v1.1 sets")
+    predict.add_argument("--data", nargs="+", action="extend", required=True, metavar="FILE_OR_NAME",
+                         help="SQuAD v1.1 sets")
     predict.add_argument("-o", "--output", required=True, metavar="FILE.json", help="predictions file to write")
     predict.add_argument("--embeddings", metavar="DIR",
                          help="the vectors' directory, when it moved since training (default: the one recorded)")

@@ -25,12 +25,12 @@ def register(subparsers) -> None:
     )
     p.add_argument("--model", required=True, help="checkpoint dir (MLM or QA) or hub id")
     p.add_argument("-o", "--output", required=True, help="output model dir (checkpoints go in OUTPUT/checkpoints)")
-    p.add_argument("--train", nargs="+", default=[], metavar="FILE_OR_NAME", help="training sets")
-    p.add_argument("--dev", nargs="+", default=[], metavar="FILE_OR_NAME",
+    p.add_argument("--train", nargs="+", action="extend", default=[], metavar="FILE_OR_NAME", help="training sets")
+    p.add_argument("--dev", nargs="+", action="extend", default=[], metavar="FILE_OR_NAME",
                    help="dev sets, scored after every epoch: the best epoch is kept and the sentence prior chosen")
-    p.add_argument("--eval", nargs="+", default=[], metavar="FILE_OR_NAME",
+    p.add_argument("--eval", nargs="+", action="extend", default=[], metavar="FILE_OR_NAME",
                    help="evaluation sets (predicted and scored at the end)")
-    p.add_argument("--hold-out", nargs="+", default=[], metavar="FILE_OR_NAME",
+    p.add_argument("--hold-out", nargs="+", action="extend", default=[], metavar="FILE_OR_NAME",
                    help="sets kept out of training by the leakage guard but never scored (the test sets while "
                    "choosing on --dev)")
     p.add_argument("--protocol", choices=list(PROTOCOLS),
@@ -123,7 +123,8 @@ def register_tune_decoding(subparsers) -> None:
         "will report on.",
     )
     p.add_argument("model_dir", metavar="MODEL_DIR", help="a QA model dir (finetune's output)")
-    p.add_argument("--dev", nargs="+", required=True, metavar="FILE_OR_NAME", help="dev sets (files or names)")
+    p.add_argument("--dev", nargs="+", action="extend", required=True, metavar="FILE_OR_NAME",
+                   help="dev sets (files or names)")
     p.add_argument("-o", "--output", required=True, help="the tuned copy of MODEL_DIR (a new directory)")
     add_decoding_flags(p, without_dev=False)
     p.add_argument("--expected-f1-temperature", type=float, metavar="T",
@@ -134,7 +135,7 @@ def register_tune_decoding(subparsers) -> None:
     p.add_argument("--reader-weight", type=float, metavar="WEIGHT",
                    help="keep this reader weight (default: chosen on --dev from 0, 2, 4, 8, 16 when there is a "
                         "reader)")
-    p.add_argument("--leading-words", nargs="+", metavar="WORD",
+    p.add_argument("--leading-words", nargs="+", action="extend", metavar="WORD",
                    help="keep these words (normalized: no diacritics, alef forms as ا, ى as ي, ة as ه) as the first "
                         "words dropped from answers, or 'none' to drop none (default: chosen on --dev among "
                         "prepositions, حوالي/نحو, عام/سنة and هو/هي)")
@@ -183,7 +184,8 @@ def register_soup(subparsers) -> None:
         "recipe from one start (checked) and not trained on the dev sets; run tune-decoding on the soup afterwards.",
     )
     p.add_argument("models", nargs="+", metavar="MODEL_DIR", help="QA model dirs (finetune outputs), at least two")
-    p.add_argument("--dev", nargs="+", required=True, metavar="FILE_OR_NAME", help="dev sets (files or names)")
+    p.add_argument("--dev", nargs="+", action="extend", required=True, metavar="FILE_OR_NAME",
+                   help="dev sets (files or names)")
     p.add_argument("-o", "--output", required=True, help="the soup's model dir (a new directory)")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--device", default="cpu", help="where the models predict: cpu, cuda, cuda:1, mps")
