@@ -105,11 +105,11 @@ _DEFAULT_OF_TASK = {"qa": "arabert-mini", "classification": "arabert-sentiment",
 def shipped_or_given(kind: str, source: str, task: str = "qa") -> tuple[str, str]:
     """A --model naming a model shipped in the package (arabert, arabert-sentiment, ...) → its directory there, as
     Pipeline resolves it; a path that exists, a --predictions file or a hub id as given."""
-    from ..artifacts import PACKAGED_MODELS_DIR, SHIPPED_MODELS
+    from ..artifacts import shipped_model_dir
 
-    if kind == "model" and source in SHIPPED_MODELS and not Path(source).exists():
-        folder = _DEFAULT_OF_TASK[task] if source == "arabert" else SHIPPED_MODELS[source]
-        return kind, str(PACKAGED_MODELS_DIR / folder)
+    found = shipped_model_dir(source) if kind == "model" else None
+    if found is not None:
+        return kind, str(found.with_name(_DEFAULT_OF_TASK[task]) if source == "arabert" else found)
     return kind, source
 
 
