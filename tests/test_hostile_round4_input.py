@@ -422,14 +422,25 @@ def test_tune_decoding_resolves_a_shipped_models_name(tmp_path, capsys):
     assert "no-such-dev.json" in err and "arabert_pipeline.json not found" not in err, err
 
 
-def test_soup_refuses_an_output_inside_an_input_run(tmp_path):
+def test_model_dir_verbs_refuse_an_output_inside_an_input_model(tiny_task_models, tmp_path):
+    """soup, tune-decoding and add-lexical make a model dir from model dirs: one made inside an input (its lock file
+    first) would change the run it reads."""
     from test_soup import tiny_qa_models
 
+    from arabert_pipeline.classification.addlexical import add_lexical
     from arabert_pipeline.errors import ConfigError
     from arabert_pipeline.qa.transformer.soup import make_soup
+    from arabert_pipeline.qa.transformer.tune import tune_model_decoding
 
-    models = tiny_qa_models(tmp_path, [r["text"] for r in __import__("task_toys").texts(40, 0)], 2)
-    before = sorted(p.name for p in models[0].iterdir())
-    with pytest.raises(ConfigError, match=r"-o .*m0/inner is inside the input .*m0: inputs are read, never written"):
-        make_soup(models, [str(tmp_path / "dev.json")], models[0] / "inner", say=lambda _: None)
-    assert sorted(p.name for p in models[0].iterdir()) == before
+    models = tiny_qa_models(tmp_path, [r["text"] for r in tiny_task_models["rows"]], 2)
+    classifier = tmp_path / "cls"
+    shutil.copytree(tiny_task_models["cls"], classifier)
+    dev = str(tmp_path / "dev.json")
+    for model, make in ((models[0], lambda out: make_soup(models, [dev], out, say=lambda _: None)),
+                        (models[1], lambda out: tune_model_decoding(models[1], [dev], out)),
+                        (classifier, lambda out: add_lexical(classifier, [dev], [dev], out, say=lambda _: None))):
+        before = sorted(p.name for p in model.iterdir())
+        with pytest.raises(ConfigError, match=rf"-o .*{model.name}/inner is inside the input .*{model.name}: inputs "
+                                              "are read, never written"):
+            make(model / "inner")
+        assert sorted(p.name for p in model.iterdir()) == before

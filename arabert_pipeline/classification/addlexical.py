@@ -34,7 +34,7 @@ def add_lexical(model_dir: str | Path, train: list[str], dev: list[str], output:
     from ..finetuning.leakage import text_leakage_finder
     from ..finetuning.modeldir import model_metadata
     from ..finetuning.sets import read_labelled_sets
-    from ..outputs import OutputLock, claim_output_dir
+    from ..outputs import OutputLock, check_not_input, claim_output_dir
     from .baselines import fit_baseline
     from .data import read_texts
     from .metrics import confusion, score_confusion
@@ -60,6 +60,7 @@ def add_lexical(model_dir: str | Path, train: list[str], dev: list[str], output:
     def read(source: str, _policy: str):
         return read_texts(source, text_column=text_column, label_column=label_column, format=format, labels=classes)
 
+    check_not_input(output, [model_dir], within=True)
     with OutputLock(output, "add-lexical"):
         sets = read_labelled_sets(read, text_leakage_finder(lambda e: e["text"]), train=train, dev=dev,
                                   hold_out=hold_out, policy="drop", say=say, unit="examples")

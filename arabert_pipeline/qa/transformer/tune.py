@@ -23,7 +23,7 @@ from ...artifacts import (
     write_metadata,
 )
 from ...errors import ConfigError
-from ...outputs import MODEL_DIR_FILES, OutputKind, OutputLock, claim_output_dir
+from ...outputs import MODEL_DIR_FILES, OutputKind, OutputLock, check_not_input, claim_output_dir
 from ..data import SquadFile, read_squad, sets_trained_on, unanswerable_examples
 from ..metrics import DEV_METRIC, score_question
 from .bonuses import SENTENCE_IDF_FILE
@@ -287,6 +287,7 @@ def tune_model_decoding(model_dir: str | Path, dev: list[str], output: str | Pat
                           "'question-answering'): fine-tune it first with `arabert-pipeline finetune`")
     if reader is not None and not Path(reader).is_dir():
         raise ConfigError(f"--reader {reader}: no such directory (expected a train-reader output)")
+    check_not_input(output, [model_dir, *([reader] if reader is not None else [])], within=True)
     with OutputLock(output, "tune-decoding"), tempfile.TemporaryDirectory(prefix="arabert-reader-") as scratch:
         dev_files = [read_squad(source, misaligned="keep") for source in dev]
         overlap = sets_trained_on(metadata.get("training_data"), dev_files)
