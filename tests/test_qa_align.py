@@ -70,3 +70,25 @@ def test_answers_align_through_arabertv2_segmentation(shared_data):
         for first, last in entry["spans"]:
             start, end = entry["aligned"].to_original(first, last)
             assert example["context"][start:end] in example["answers"]["text"][0]
+
+
+def test_the_context_cache_keeps_repeated_contexts_and_a_bounded_number_of_characters():
+    """Questions on one context share its alignment; a server sent a new context per request kept every one of them
+    (its memory grew without bound)."""
+    from arabert_pipeline.qa.align import CONTEXT_CACHE_CHARS
+
+    preprocessing = QAPreprocessing("arabertv02")
+    popular = "ذهب الولد إلى المدرسة."
+    first = preprocessing.context(popular)
+    assert preprocessing.context(popular) is first
+    size = 10_000
+    for i in range(3 * CONTEXT_CACHE_CHARS // size):
+        context = f"{'ب ' * (size // 2 - 4)}رقم {i:04d}"
+        assert len(context) == size
+        aligned = preprocessing.context(context)
+        assert aligned.original == context and aligned.text.endswith(f"رقم {i:04d}")
+        assert preprocessing.context(context) is aligned  # the one just asked stays
+        assert preprocessing.context(popular) is first  # and one asked all along: the least recent go first
+    kept = sum(len(text) for text in preprocessing._contexts)
+    assert kept == preprocessing.cached_chars <= CONTEXT_CACHE_CHARS
+    assert kept >= CONTEXT_CACHE_CHARS - size  # full up to one context: still a cache

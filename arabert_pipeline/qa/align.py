@@ -10,10 +10,17 @@ through the offsets or is reported as unaligned. AlignedText, the offset map its
 from __future__ import annotations
 
 import dataclasses
+from collections import OrderedDict
 from typing import Any, Iterable
 
 from ..errors import InputError
 from ..finetuning.offsets import AlignedText, preprocess_aligned  # noqa: F401 (AlignedText: qa.align's name for it)
+
+
+# The contexts' characters the cache keeps, the least recently asked dropped first: a SQuAD file lists a context's
+# questions together, so a cache this size hits as often as an unbounded one did, whose memory grew with every new
+# context a server was sent (each kept with its offsets: ~35 bytes a character).
+CONTEXT_CACHE_CHARS = 1_000_000
 
 
 class QAPreprocessing:
@@ -26,15 +33,22 @@ class QAPreprocessing:
         if preprocessor is None and name != "none":
             preprocessor = _load_preprocessor(name)
         self._preprocessor = preprocessor
-        self._contexts: dict[str, AlignedText] = {}
+        self._contexts: OrderedDict[str, AlignedText] = OrderedDict()
+        self.cached_chars = 0
 
     def question(self, text: str) -> str:
         return text if self._preprocessor is None else self._preprocessor.preprocess(text)
 
     def context(self, text: str) -> AlignedText:
         aligned = self._contexts.get(text)
-        if aligned is None:
-            aligned = self._contexts[text] = self._align(text)
+        if aligned is not None:
+            self._contexts.move_to_end(text)
+            return aligned
+        aligned = self._contexts[text] = self._align(text)
+        self.cached_chars += len(text)
+        while self.cached_chars > CONTEXT_CACHE_CHARS and len(self._contexts) > 1:
+            dropped, _ = self._contexts.popitem(last=False)
+            self.cached_chars -= len(dropped)
         return aligned
 
     def _align(self, text: str) -> AlignedText:
