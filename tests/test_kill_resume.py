@@ -54,11 +54,14 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
-def signal_when(command: list[str], ready, signum: int, env: dict | None = None, timeout: float = 300) -> int:
-    """Run `command`, send it `signum` as soon as `ready()` holds, and return its exit code."""
+def signal_when(command: list[str], ready, signum: int, env: dict | None = None, timeout: float = 300,
+                group: bool = False) -> int:
+    """Run `command`, send it `signum` as soon as `ready()` holds, and return its exit code. `group`: the command
+    runs as a process group of its own and the signal goes to all of it, as Ctrl-C or a cluster's scheduler send it."""
     with tempfile.TemporaryFile("w+", encoding="utf-8") as stderr:  # a pipe left unread could fill and block it
         process = subprocess.Popen(command, env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO),
-                                                 **(env or {})}, stdout=subprocess.DEVNULL, stderr=stderr)
+                                                 **(env or {})}, stdout=subprocess.DEVNULL, stderr=stderr,
+                                   start_new_session=group)
         deadline = time.monotonic() + timeout
         try:
             while not ready():
@@ -68,7 +71,10 @@ def signal_when(command: list[str], ready, signum: int, env: dict | None = None,
                                 f"{stderr.read()[-2000:]}")
                 assert time.monotonic() < deadline, "the point to stop the run at never came"
                 time.sleep(0.005)
-            process.send_signal(signum)
+            if group:
+                os.killpg(process.pid, signum)
+            else:
+                process.send_signal(signum)
             return process.wait(timeout=timeout)
         finally:
             if process.poll() is None:
@@ -76,10 +82,11 @@ def signal_when(command: list[str], ready, signum: int, env: dict | None = None,
                 process.wait()
 
 
-def held_run(argv: list[str], out: Path, step: int, signum: int) -> int:
+def held_run(argv: list[str], out: Path, step: int, signum: int, group: bool = False) -> int:
     marker = out.parent / f"{out.name}.step"
+    marker.unlink(missing_ok=True)
     return signal_when([sys.executable, "-c", HELD_CLI, *argv, "-o", str(out)], marker.exists, signum,
-                       env={"HOLD_AFTER_STEP": str(step), "HOLD_MARKER": str(marker)})
+                       env={"HOLD_AFTER_STEP": str(step), "HOLD_MARKER": str(marker)}, group=group)
 
 
 def signal_self_at(monkeypatch, step: int, signum: int) -> None:
@@ -147,6 +154,34 @@ def test_pretraining_killed_then_terminated_resumes_to_the_uninterrupted_model(t
     assert checkpoint_steps(out)[-1] == stop  # the handler let the step finish and saved it
     monkeypatch.undo()
     assert main([*argv, "-o", str(out), "--resume"]) == 0
+    assert curve(out) == curve(straight)
+    same_weights(out, straight)
+
+
+def test_pretraining_with_loader_workers_stops_cleanly_on_a_sigterm_to_its_process_group(tmp_path):
+    """A cluster's scheduler (or Ctrl-C) signals the whole process group, the loader's workers with the trainer: the
+    trainer still finishes its step, saves a checkpoint and exits 130, and the resumed run ends as an uninterrupted
+    one trained in one process."""
+    if not SHARD.exists():
+        pytest.skip(f"needs the shared corpus at {SHARD}")
+    from arabert_pipeline.tokenizer import train_tokenizer
+
+    torch.set_num_threads(1)
+    corpus = write_first_documents(SHARD, tmp_path / "corpus.txt", 60)
+    train_tokenizer([str(corpus)], tmp_path / "tok", model_type="wordpiece", vocab_size=500, preprocess="none",
+                    threads=1, progress=False)
+    argv = ["pretrain", "--tokenizer", str(tmp_path / "tok"), "--corpus", str(corpus), "--model-size", "tiny",
+            "--max-seq-length", "32", "--steps", "12", "--batch-size", "4", "--eval-sequences", "8", "--eval-every",
+            "6", "--log-every", "1", "--save-every", "100", "--bf16", "off", "--whole-word-masking", "--cache-dir",
+            str(tmp_path / "cache"), "--no-progress"]
+    straight, out = tmp_path / "straight", tmp_path / "run"
+    assert main([*argv, "-o", str(straight), "--loader-workers", "0"]) == 0
+    with_workers = [*argv, "--loader-workers", "2"]
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        code = held_run(with_workers + (["--resume"] if out.exists() else []), out, step=3, signum=signum, group=True)
+        assert code == 130, f"{signal.Signals(signum).name} to the group: exit {code}"
+        assert checkpoint_steps(out) and not (out / "config.json").exists()
+    assert main([*with_workers, "-o", str(out), "--resume"]) == 0
     assert curve(out) == curve(straight)
     same_weights(out, straight)
 

@@ -383,7 +383,7 @@ def test_loader_workers_train_and_resume_exactly_as_in_process(tokenizer_dir, co
     from arabert_pipeline.pretrain.trainer import pretrain
 
     torch.set_num_threads(1)
-    options = dict(whole_word_masking=True, grad_accum=2, steps=150, log_every=10, eval_every=75, dropout=0.0)
+    options = dict(whole_word_masking=True, grad_accum=2, steps=150, log_every=10, eval_every=75)  # dropout on
     straight, workers = workdir / "in-process", workdir / "workers"
     config = tiny_config(tokenizer_dir, corpus, straight, loader_workers=0, **options)
     assert pretrain(config)

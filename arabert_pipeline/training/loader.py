@@ -64,8 +64,10 @@ class Prefetcher:
         self.loader = torch.utils.data.DataLoader(
             _Batches(make), sampler=schedule, batch_size=None, num_workers=workers, pin_memory=pin_memory,
             prefetch_factor=PREFETCH_PER_WORKER, persistent_workers=False,
-            # Each worker's torch ops on one thread: the batch maker is NumPy; threads would fight the trainer's.
-            worker_init_fn=_one_thread,
+            # The workers' seed drawn from a generator of their own: from torch's global one, starting the loader
+            # would move the dropout masks of every step after it, so a run with workers would train differently.
+            generator=torch.Generator().manual_seed(0),
+            worker_init_fn=_start_worker,
         )
         self.batches = iter(self.loader)
 
@@ -83,8 +85,11 @@ class Prefetcher:
         self.batches = iter(())
 
 
-def _one_thread(_worker_id: int) -> None:
+def _start_worker(_worker_id: int) -> None:
+    # Torch ops on one thread: the batch maker is NumPy, and threads would fight the trainer's.
     torch.set_num_threads(1)
-    # Ctrl-C reaches the whole process group: the trainer finishes its step and saves a checkpoint, which needs the
-    # workers alive until it closes them.
+    # Ctrl-C, and a cluster scheduler's SIGTERM, reach the whole process group: the trainer finishes its step and
+    # saves a checkpoint, which needs the workers alive until it closes them. A second SIGTERM (the shutdown's own,
+    # for a worker that did not stop when told) ends the worker.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: signal.signal(signal.SIGTERM, signal.SIG_DFL))
