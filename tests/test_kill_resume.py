@@ -128,7 +128,8 @@ def curve(run: Path) -> list[tuple]:
 
 # Pretraining -------------------------------------------------------------------------------------------------------
 
-def test_pretraining_killed_then_terminated_resumes_to_the_uninterrupted_model(tmp_path, monkeypatch):
+def tiny_pretraining(tmp_path: Path, steps: int) -> list[str]:
+    """`pretrain` arguments for a tiny run of `steps` steps on 60 documents of the shard (the tokenizer trained here)."""
     if not SHARD.exists():
         pytest.skip(f"needs the shared corpus at {SHARD}")
     from arabert_pipeline.tokenizer import train_tokenizer
@@ -137,10 +138,14 @@ def test_pretraining_killed_then_terminated_resumes_to_the_uninterrupted_model(t
     corpus = write_first_documents(SHARD, tmp_path / "corpus.txt", 60)
     train_tokenizer([str(corpus)], tmp_path / "tok", model_type="wordpiece", vocab_size=500, preprocess="none",
                     threads=1, progress=False)
-    argv = ["pretrain", "--tokenizer", str(tmp_path / "tok"), "--corpus", str(corpus), "--model-size", "tiny",
-            "--max-seq-length", "32", "--steps", "16", "--batch-size", "4", "--eval-sequences", "8", "--eval-every",
-            "6", "--log-every", "1", "--keep-checkpoints", "2", "--bf16", "off", "--cache-dir",
-            str(tmp_path / "cache"), "--no-progress"]
+    return ["pretrain", "--tokenizer", str(tmp_path / "tok"), "--corpus", str(corpus), "--model-size", "tiny",
+            "--max-seq-length", "32", "--steps", str(steps), "--batch-size", "4", "--eval-sequences", "8",
+            "--eval-every", "6", "--log-every", "1", "--bf16", "off", "--cache-dir", str(tmp_path / "cache"),
+            "--no-progress"]
+
+
+def test_pretraining_killed_then_terminated_resumes_to_the_uninterrupted_model(tmp_path, monkeypatch):
+    argv = [*tiny_pretraining(tmp_path, steps=16), "--keep-checkpoints", "2"]
     straight, out = tmp_path / "straight", tmp_path / "run"
     assert main([*argv, "-o", str(straight), "--save-every", "16"]) == 0
     argv += ["--save-every", "1"]  # a checkpoint at every step: the kill may well land in the writing of one
@@ -162,18 +167,7 @@ def test_pretraining_with_loader_workers_stops_cleanly_on_a_sigterm_to_its_proce
     """A cluster's scheduler (or Ctrl-C) signals the whole process group, the loader's workers with the trainer: the
     trainer still finishes its step, saves a checkpoint and exits 130, and the resumed run ends as an uninterrupted
     one trained in one process."""
-    if not SHARD.exists():
-        pytest.skip(f"needs the shared corpus at {SHARD}")
-    from arabert_pipeline.tokenizer import train_tokenizer
-
-    torch.set_num_threads(1)
-    corpus = write_first_documents(SHARD, tmp_path / "corpus.txt", 60)
-    train_tokenizer([str(corpus)], tmp_path / "tok", model_type="wordpiece", vocab_size=500, preprocess="none",
-                    threads=1, progress=False)
-    argv = ["pretrain", "--tokenizer", str(tmp_path / "tok"), "--corpus", str(corpus), "--model-size", "tiny",
-            "--max-seq-length", "32", "--steps", "12", "--batch-size", "4", "--eval-sequences", "8", "--eval-every",
-            "6", "--log-every", "1", "--save-every", "100", "--bf16", "off", "--whole-word-masking", "--cache-dir",
-            str(tmp_path / "cache"), "--no-progress"]
+    argv = [*tiny_pretraining(tmp_path, steps=12), "--save-every", "100", "--whole-word-masking"]
     straight, out = tmp_path / "straight", tmp_path / "run"
     assert main([*argv, "-o", str(straight), "--loader-workers", "0"]) == 0
     with_workers = [*argv, "--loader-workers", "2"]
