@@ -142,9 +142,12 @@ def test_the_docs_show_every_verb():
 
 
 def test_readme_keeps_the_ci_test_command():
-    """.ci/run runs exactly the README's test command; the README must still show it in a bash block."""
-    ci_command = (REPO / ".ci" / "run").read_text(encoding="utf-8").strip().splitlines()[-1]
-    assert ci_command in bash_commands((REPO / "README.md").read_text(encoding="utf-8"))
+    """.ci/run runs exactly the README's test command (its one line that runs pytest; other checks may follow it);
+    the README must still show it in a bash block."""
+    ci_lines = (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    ci_commands = [line for line in ci_lines if re.search(r"\bpytest\b", line) and not line.lstrip().startswith("#")]
+    assert len(ci_commands) == 1, ci_commands
+    assert ci_commands[0] in bash_commands((REPO / "README.md").read_text(encoding="utf-8"))
 
 
 README_MAX_LINES = README_MAX_WIDTH = 120  # issue 53: the README is a front page; the detail lives in docs/

@@ -54,6 +54,7 @@ def test_first_sentence_baseline_on_arcd_test(full_data, capsys):
     assert means["soqal_em"] < 1 and means["arabic_em"] < 1
 
 
+@pytest.mark.slow
 def test_cli_end_to_end_with_prediction_files(shared_data, tmp_path, capsys):
     data, examples = write_slice(tmp_path / "arcd-test-slice.json")
     first = tmp_path / "first.json"

@@ -63,6 +63,7 @@ def test_a_run_ended_inside_an_epoch_saves_the_kept_epochs_weights(toy, tmp_path
 
 
 
+@pytest.mark.slow
 def test_qa_finetune_ended_inside_an_epoch_saves_the_kept_epochs_weights(tiny_mlm, qa_slices, tmp_path, monkeypatch):
     """The same engine under QA's finetune: the run capped one step into epoch 2."""
     from safetensors.torch import load_file
@@ -165,6 +166,7 @@ def test_a_classifier_without_the_companion_its_metadata_records_is_refused(clas
     assert "no lexical/ folder" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_the_standalone_export_carries_the_lexical_companion(classifier_with_lexical, tmp_path):
     import numpy as np
 

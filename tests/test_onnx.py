@@ -298,6 +298,7 @@ def test_the_onnx_path_imports_neither_torch_nor_transformers():
 
 # Refusals -----------------------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_stale_foreign_or_missing_exports_are_refused(tiny_onnx, tmp_path):
     from arabert_pipeline import Pipeline
     from arabert_pipeline.qa.transformer.export import export_onnx

@@ -282,6 +282,7 @@ def pretrain_args(tokenizer, corpus, output, *extra):
             "--eval-sequences", "4", "--cache-dir", str(output.parent / "cache"), "--no-progress", *extra]
 
 
+@pytest.mark.slow
 def test_pretrain_never_overwrites_a_foreign_directory_and_replaces_its_own_only_with_overwrite(pretrain_setup,
                                                                                                   tmp_path, capsys):
     tokenizer, corpus = pretrain_setup
@@ -317,6 +318,7 @@ def test_pretrain_never_overwrites_a_foreign_directory_and_replaces_its_own_only
         holder.wait()
 
 
+@pytest.mark.slow
 def test_resume_removes_what_a_kill_during_a_save_left(pretrain_setup, tmp_path):
     from arabert_pipeline.pretrain.trainer import pretrain
 
@@ -355,6 +357,7 @@ def test_pretrain_names_a_truncated_compressed_corpus(pretrain_setup, tmp_path, 
     assert "corpus.txt.xz: line" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_pretrain_names_a_broken_init_from_model(pretrain_setup, tmp_path, capsys):
     import shutil
 

@@ -115,6 +115,7 @@ def test_markers_are_kept_whole_only_where_the_vocabulary_has_them(offline_hub):
         assert v02[-1] == "[رابط]"
 
 
+@pytest.mark.slow
 def test_finetuned_hub_arabertv2_saves_the_mended_tokenizer(finetuned_v2):
     """The model dir is loaded by plain transformers (no package): it must split as the model was trained."""
     from transformers import AutoTokenizer
@@ -151,6 +152,7 @@ def test_finetune_accumulates_gradients_and_stops_at_max_steps(offline_hub, slic
     assert last["lr"] == pytest.approx(logged_lr(2)) and last["lr"] != pytest.approx(logged_lr(planned))
 
 
+@pytest.mark.slow
 def test_a_checkpoint_from_before_these_settings_resumes(offline_hub, slices, tmp_path):
     """A run interrupted under the previous version (its checkpoint's config lacks grad_accum, max_steps,
     time_budget) continues: it ran with their defaults."""
@@ -213,6 +215,7 @@ def test_evaluate_scores_a_hub_qa_checkpoint_with_its_preprocessing(offline_hub,
                  "--resamples", "100", "--baselines", "none"]) == 2  # no preprocessing recorded, none given
 
 
+@pytest.mark.slow
 def test_evaluate_and_tune_decoding_refuse_a_missing_device_before_work(finetuned_v2, tmp_path, capsys, monkeypatch):
     import torch
 
@@ -229,6 +232,7 @@ def test_evaluate_and_tune_decoding_refuse_a_missing_device_before_work(finetune
 
 # 6. The report's notes from what was run ------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_report_notes_say_what_the_models_are(finetuned_v2, slices, tmp_path):
     from arabert_pipeline.evaluate.report import System, describe_setup
     from arabert_pipeline.cli import main
@@ -266,6 +270,7 @@ def test_unsegmented_preprocessing_is_refused_for_a_segmented_vocabulary(offline
         run_finetune(config)
 
 
+@pytest.mark.slow
 def test_segmented_preprocessing_for_a_vocabulary_without_markers_is_warned(offline_hub, slices, tmp_path):
     from arabert_pipeline.qa.transformer.finetune import FinetuneConfig, run_finetune
 

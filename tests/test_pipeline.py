@@ -121,7 +121,8 @@ def _assert_same_model(reference, qa, question: str, context: str, atol: float, 
 
 # Answers are spans of the original context ---------------------------------------------------------------------
 
-@pytest.mark.parametrize("preprocessing", ["none", "arabertv02", "arabertv2"])
+@pytest.mark.parametrize("preprocessing", [pytest.param("none", marks=pytest.mark.slow),
+                                           pytest.param("arabertv02", marks=pytest.mark.slow), "arabertv2"])
 def test_answers_are_spans_of_the_original_context(model_dir, preprocessing):
     from arabert_pipeline import Pipeline
 
@@ -215,6 +216,7 @@ def test_top_k_is_ordered_distinct_and_consistent_with_top_1(pipeline):
     assert best.score == pytest.approx(answers[0].score)
 
 
+@pytest.mark.slow
 def test_batch_gives_the_individual_results(pipeline, monkeypatch):
     questions = [e["question"] for e in DEMO] + ["ماذا شاهدنا؟"]
     contexts = [e["context"] for e in DEMO] + [_long_context(2)]
@@ -316,6 +318,7 @@ def _fp32_reference(directory):
     return Pipeline(QAModel(model, settings_only.tokenizer, settings_only.preprocessing, settings_only.settings))
 
 
+@pytest.mark.slow
 def test_quantized_and_fp16_models_answer_spans(model_dir, tmp_path):
     from arabert_pipeline import Pipeline
 

@@ -146,6 +146,7 @@ URLISH = st.lists(st.sampled_from(["a", "b", "co", "com", "m", ".", ".com", ".c"
 
 @settings(max_examples=1500, deadline=None)
 @given(URLISH)
+@pytest.mark.slow
 def test_placeholder_passes_match_the_reference_patterns(x):
     from arabert_pipeline.preprocess.normalize import _PLACEHOLDER_PASSES
 

@@ -462,6 +462,7 @@ def test_the_lexical_companion_is_scikit_learns_model_stored_as_arrays(tmp_path,
         LexicalCompanion.load(tmp_path / "lexical", labels, "arabertv2")
 
 
+@pytest.mark.slow
 def test_add_lexical_weighs_the_companion_on_dev_and_the_model_answers_with_it(task_models, tmp_path, capsys):
     import numpy as np
 
