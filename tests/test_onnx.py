@@ -344,6 +344,7 @@ def test_export_refuses_a_tokenizer_that_tokenizers_alone_reads_otherwise(tiny_o
         export_onnx(copy)
 
 
+@pytest.mark.slow
 def test_cli_export_onnx_then_answer_on_onnx(tiny_onnx, tmp_path, capsys):
     from arabert_pipeline.cli import main
 

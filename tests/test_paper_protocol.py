@@ -282,6 +282,7 @@ def test_segmented_preprocessing_for_a_vocabulary_without_markers_is_warned(offl
 
 # 8. Minor ---------------------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_no_progress_means_no_bar_and_outputs_are_not_private(offline_hub, slices, tmp_path, capfd):
     out = tmp_path / "qa"
     capfd.readouterr()

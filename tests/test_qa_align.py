@@ -72,6 +72,7 @@ def test_answers_align_through_arabertv2_segmentation(shared_data):
             assert example["context"][start:end] in example["answers"]["text"][0]
 
 
+@pytest.mark.slow
 def test_the_context_cache_keeps_repeated_contexts_and_a_bounded_number_of_characters():
     """Questions on one context share its alignment; a server sent a new context per request kept every one of them
     (its memory grew without bound)."""

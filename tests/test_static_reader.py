@@ -115,6 +115,7 @@ def test_predictions_are_exact_original_spans_and_right(trained, tmp_path):
     assert any(answers[e["id"]]["text"] != _bare(answers[e["id"]]["text"]) for e in dev)
 
 
+@pytest.mark.slow
 def test_predictions_load_in_evaluate(trained, tmp_path):
     base, out, dev = trained
     predictions = tmp_path / "p.json"

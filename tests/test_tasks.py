@@ -437,7 +437,7 @@ def _three_class_texts(n: int, seed: int) -> list[dict]:
     return rows
 
 
-@pytest.mark.parametrize("classes", [2, 3])
+@pytest.mark.parametrize("classes", [2, pytest.param(3, marks=pytest.mark.slow)])
 def test_the_lexical_companion_is_scikit_learns_model_stored_as_arrays(tmp_path, classes):
     """Saved (JSON + an npz read without pickle) and loaded back, the companion gives the probabilities of the
     scikit-learn pipeline it was taken from, two classes (one coefficient row in sklearn) or three."""
