@@ -1,6 +1,8 @@
 """Answer-score calibration: the maps, their choice out of fold, their checks when read back, and their use."""
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -148,3 +150,135 @@ def test_a_few_right_answers_at_the_top_do_not_map_the_highest_scores_to_one():
     calibration = fit("isotonic", scores, correct)
     assert calibration(1.0) < 0.8 and calibration(0.0) > 0.1
     assert len(calibration.x) <= 2 * (len(scores) // 20)  # steps rest on runs of answers, not on single ones
+
+
+# ----------------------------------------------------------------------------------------- the multi-feature map (issue 54)
+
+def shifted_questions(n: int, easy_share: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """answer_features rows of answers to two kinds of question: on "easy" ones (the answer's sentence repeats the
+    question's words, a short context) an answer is right far more often than its decoder score says. A set's share
+    of easy questions is what differs between sets, as between dev and a user's questions."""
+    from arabert_pipeline.qa.transformer.calibration import FEATURES
+
+    rng = np.random.default_rng(seed)
+    easy = rng.uniform(size=n) < easy_share
+    score = rng.normal(0.0, 1.0, n)  # the decoder's expected F1, as a logit
+    rows = np.zeros((n, len(FEATURES)))
+    rows[:, FEATURES.index("expected-f1")] = score
+    rows[:, FEATURES.index("probability")] = score + rng.normal(0, 0.5, n)
+    rows[:, FEATURES.index("question-overlap")] = np.where(easy, rng.uniform(0.7, 1.0, n), rng.uniform(0.0, 0.4, n))
+    rows[:, FEATURES.index("context-words")] = np.where(easy, np.log1p(40), np.log1p(300)) + rng.normal(0, 0.2, n)
+    right = rng.uniform(size=n) < 1 / (1 + np.exp(-(0.8 * score + np.where(easy, 1.5, -1.0))))
+    return rows, right
+
+
+def test_a_logistic_map_reads_the_features_and_transfers_where_a_one_input_map_does_not():
+    from arabert_pipeline.qa.transformer.calibration import FEATURES, auroc, fit_logistic
+
+    train_x, train_y = shifted_questions(3000, 0.2, seed=0)  # dev: hard questions
+    held_x, held_y = shifted_questions(3000, 0.8, seed=1)  # a user's: mostly easy ones
+    logistic = fit_logistic(train_x, train_y)
+    one_input = fit("platt", 1 / (1 + np.exp(-train_x[:, 0])), train_y, input="expected-f1")
+    new, old = logistic.apply(held_x), one_input.apply(held_x)
+    assert expected_calibration_error(old, held_y) > 0.15  # carries dev's base rate to the easy questions
+    assert expected_calibration_error(new, held_y) < 0.05
+    assert auroc(new, held_y) > auroc(old, held_y) + 0.05
+    # The features are read: the same answers on other questions get other scores, and blanking them changes them.
+    blank = held_x.copy()
+    blank[:, [FEATURES.index("question-overlap"), FEATURES.index("context-words")]] = 0.0
+    assert np.abs(logistic.apply(blank) - new).max() > 0.2
+    assert logistic.weights[logistic.features.index("question-overlap")] > 0
+    again = Calibration.from_json(json.loads(json.dumps(logistic.to_json())))
+    assert again == logistic and np.allclose(again.apply(held_x), new)
+
+
+def test_mapped_scores_never_increase_down_an_answer_list():
+    from arabert_pipeline.qa.transformer.calibration import FEATURES, monotone
+
+    # A map that prefers long answers would score a later, longer answer above the first one.
+    rows = np.zeros((3, len(FEATURES)))
+    rows[:, FEATURES.index("answer-words")] = [0.5, 2.0, 1.0]
+    favour_length = Calibration("logistic", input="expected-f1", features=("answer-words",), weights=(3.0,))
+    raw = favour_length.apply(rows)
+    assert raw[1] > raw[0]
+    assert list(monotone(raw)) == [raw[0], raw[0], raw[0]]  # each capped by the answer above it
+    backwards = monotone(raw[::-1])
+    assert backwards[0] == raw[2] and np.all(np.diff(backwards) <= 0) and np.all(backwards <= raw[::-1])
+    assert monotone(np.array([])).size == 0
+
+
+@pytest.mark.parametrize("stored, field", [
+    ({"method": "logistic", "features": ["bogus"], "weights": [1.0], "bias": 0.0}, r"\.features must be"),
+    ({"method": "logistic", "features": ["margin", "margin"], "weights": [1.0, 1.0], "bias": 0.0}, r"\.features"),
+    ({"method": "logistic", "features": ["margin"], "weights": [1.0, 2.0], "bias": 0.0}, r"\.weights must be"),
+    ({"method": "logistic", "features": ["margin"], "weights": [float("inf")], "bias": 0.0}, r"\.weights must be"),
+    ({"method": "logistic", "features": ["margin"], "weights": [1.0]}, r"\.weights must be"),
+])
+def test_a_damaged_logistic_map_is_refused(stored, field):
+    with pytest.raises(ConfigError, match=f"model/arabert_pipeline.json: calibration.*{field}"):
+        QASettings.from_metadata({"calibration": stored}, "model/arabert_pipeline.json")
+
+
+def test_answer_features_type_overlap_and_length():
+    from arabert_pipeline.qa.transformer.calibration import FEATURES, answer_features, question_type
+
+    assert question_type("متى تأسست المدينة؟") == "date" and question_type("في أي عام تأسست؟") == "date"
+    assert question_type("كم عدد سكانها؟") == "number" and question_type("من أسس المدينة؟") is None
+    context = "تأسست مدينة البصرة عام 636 م على يد عتبة بن غزوان. ويبلغ عدد سكانها 2,600,000 نسمة."
+    year, founder = context.index("636"), context.index("عتبة")
+    spans = [(year, year + 3), (founder, founder + len("عتبة بن غزوان"))]
+    one = np.array([0.6, 0.3])
+    rows = answer_features("متى تأسست مدينة البصرة؟", context, spans, one, one, np.array([1.0, 0.0]))
+    fit_, miss = FEATURES.index("type-fit"), FEATURES.index("type-miss")
+    assert list(rows[:, fit_]) == [1.0, 0.0] and list(rows[:, miss]) == [0.0, 1.0]
+    assert rows[0, FEATURES.index("question-overlap")] == 1.0  # تأسست, مدينة, البصرة: all in the answer's sentence
+    assert rows[1, FEATURES.index("answer-words")] == pytest.approx(np.log1p(3))
+    assert rows[0, FEATURES.index("margin")] == pytest.approx(np.log(2)) and rows[1, FEATURES.index("margin")] < 0
+    other = answer_features("من أسس البصرة؟", context, spans, one, one, np.array([1.0, 0.0]))
+    assert not other[:, [fit_, miss]].any()  # no type asked: neither fit nor miss
+
+
+@pytest.mark.parametrize("decoding", ["max-score", "expected-f1"])
+def test_a_logistic_map_keeps_the_answers_and_their_order_under_every_decoding(tmp_path, decoding):
+    import dataclasses
+
+    pytest.importorskip("torch")
+    from test_pipeline import PLANTED_WRITTEN, build_model
+
+    from arabert_pipeline.qa.transformer.model import QAModel
+
+    qa = QAModel.load(build_model(tmp_path / "model", "arabertv02", planted=True, max_seq_length=96, doc_stride=32))
+    qa.settings = dataclasses.replace(qa.settings, decoding=decoding, calibration=None)
+    example = [{"question": "إلى أين وصلنا؟", "context": f"سافرنا طويلا ثم وصلنا إلى {PLANTED_WRITTEN} في المساء."}]
+    logits = qa.logits(example)
+    raw = qa.decode(logits, top_k=5)[0]
+    tables: list = []
+    qa.decode(logits, top_k=5, features=tables)
+    # Long answers and answers unlike the top span favoured: unchecked, later answers would outscore the first.
+    reverse = Calibration("logistic", input="expected-f1", features=("answer-words", "top-span-f1"),
+                          weights=(4.0, -4.0), bias=-1.0)
+    assert np.any(np.diff(reverse.apply(tables[0][:len(raw)])) > 0)
+    qa.settings = dataclasses.replace(qa.settings, calibration=reverse)
+    mapped = qa.decode(logits, top_k=5)[0]
+    assert [(a.text, a.start, a.end) for a in mapped] == [(a.text, a.start, a.end) for a in raw]
+    assert all(b.score <= a.score for a, b in zip(mapped, mapped[1:]))
+    assert mapped[0].score == pytest.approx(float(reverse.apply(tables[0][:1])[0]))
+
+
+def test_with_two_dev_sets_the_map_is_chosen_by_leaving_one_set_out():
+    hard_x, hard_y = shifted_questions(1500, 0.2, seed=2)
+    easy_x, easy_y = shifted_questions(1500, 0.8, seed=3)
+    x, y = np.concatenate([hard_x, easy_x]), np.concatenate([hard_y, easy_y])
+    groups = np.repeat([0, 1], 1500)
+    expected = {"expected-f1": 1 / (1 + np.exp(-x[:, 0]))}
+    calibration, report = choose_calibration(expected, y, features=x, groups=groups)
+    assert report["scheme"] == "leave one dev set out" and report["folds"] == 2
+    assert calibration.method == report["method"] == "logistic" and report["input"] == "features"
+    one_input = min(row["brier"] for row in report["candidates"] if row["method"] != "logistic")
+    assert report["brier_out_of_fold"] < one_input - 0.01
+    assert all(row["ece_held_out"] < 0.06 for row in report["per_set"].values())
+    # Without features, the one-input maps alone; without groups, random folds.
+    plain, report = choose_calibration(expected, y)
+    assert plain.method in ("isotonic", "platt") and report["scheme"] == "5 random folds"
+    with pytest.raises(ConfigError, match="needs the answers' features"):
+        choose_calibration(expected, y, "logistic")

@@ -139,9 +139,11 @@ def register_tune_decoding(subparsers) -> None:
                    help="keep these words (normalized: no diacritics, alef forms as ا, ى as ي, ة as ه) as the first "
                         "words dropped from answers, or 'none' to drop none (default: chosen on --dev among "
                         "prepositions, حوالي/نحو, عام/سنة and هو/هي)")
-    p.add_argument("--calibration", default="auto", choices=["auto", "isotonic", "platt", "none"],
-                   help="map answer scores to the dev rate of right answers (SOQAL F1 >= 0.5): auto chooses the map "
-                        "with the lowest out-of-fold calibration error on --dev (default: %(default)s)")
+    p.add_argument("--calibration", default="auto", choices=["auto", "isotonic", "platt", "logistic", "none"],
+                   help="map answer scores to the probability that the answer is right (SOQAL F1 >= 0.5): auto "
+                        "chooses the map with the lowest held-out Brier score on --dev, leaving one dev set out when "
+                        "there are two or more; logistic reads several features of the answer and its question "
+                        "(default: %(default)s)")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--device", default="cpu", help="where the model predicts: cpu, cuda, cuda:1, mps")
     p.add_argument("--overwrite", action="store_true", help="replace an earlier tune-decoding output in OUTPUT")

@@ -385,14 +385,18 @@ def candidates(logits: Logits, settings: QASettings, *, sentence_idf: KeyIDF | N
 
 
 def decode(logits: Logits, settings: QASettings, *, top_k: int = 1, whole_words: bool = True,
-           **bonuses) -> list[list[Answer]]:
+           features: list | None = None, **bonuses) -> list[list[Answer]]:
     """Window logits → at most `top_k` answers per example in original-context coordinates, best first; `bonuses`:
-    `candidates`' sentence_idf, reader and reader_scores."""
+    `candidates`' sentence_idf, reader and reader_scores. `features`: a list that receives, per example, the
+    calibration.answer_features of its answers (all of them, before the cut to top_k), whatever the map."""
+    from .calibration import answer_features, monotone
+
     pool = max(top_k, settings.n_best)
     leading_words = frozenset(settings.leading_words)
+    calibration = settings.calibration
     answers = []
-    for (_, aligned), ranked in zip(logits.prepared, candidates(logits, settings, top_k=top_k,
-                                                                whole_words=whole_words, **bonuses)):
+    for (question, aligned), ranked in zip(logits.prepared, candidates(logits, settings, top_k=top_k,
+                                                                       whole_words=whole_words, **bonuses)):
         every = ranked
         if settings.decoding == "expected-f1" and ranked:
             order, _ = rank_by_expected_f1(aligned.original, [(a.start, a.end) for a in ranked],
@@ -402,13 +406,34 @@ def decode(logits: Logits, settings: QASettings, *, top_k: int = 1, whole_words:
         if whole_words:
             ranked = trimmed(aligned.original, ranked, by_score=settings.decoding == "max-score",
                              leading_words=leading_words)
-        if settings.calibration is not None and settings.calibration.input == "expected-f1" and ranked:
-            # The map reads each answer's expected F1 under the distribution over every candidate, not its probability.
-            expected = expected_f1(aligned.original, [(a.start, a.end) for a in ranked],
-                                   [(a.start, a.end) for a in every], [a.score for a in every],
-                                   settings.expected_f1_temperature)
-            ranked = [dataclasses.replace(a, score=float(e)) for a, e in zip(ranked, expected)]
-        if settings.calibration is not None:
-            ranked = [dataclasses.replace(a, score=settings.calibration(a.score)) for a in ranked]
+        if ranked and (features is not None or (calibration is not None and calibration.method == "logistic")):
+            # What a logistic map reads (calibration.FEATURES): the answer's probability, its expected F1 under the
+            # distribution over every candidate, its agreement with the best-scoring span, its question and context.
+            spans = [(a.start, a.end) for a in ranked]
+            expected = expected_f1(aligned.original, spans, [(a.start, a.end) for a in every],
+                                   [a.score for a in every], settings.expected_f1_temperature)
+            top = max(every, key=lambda a: a.score)
+            agreement = expected_f1(aligned.original, spans, [(top.start, top.end)], [0.0])
+            table = answer_features(question, aligned.original, spans, np.asarray([a.score for a in ranked]),
+                                    expected, agreement)
+            if features is not None:
+                features.append(table)
+            if calibration is not None and calibration.method == "logistic":
+                ranked = [dataclasses.replace(a, score=float(s))
+                          for a, s in zip(ranked, monotone(calibration.apply(table)))]
+        elif features is not None:
+            features.append(answer_features(question, aligned.original, [], np.zeros(0), np.zeros(0), np.zeros(0)))
+        if calibration is not None and calibration.method != "logistic" and ranked:
+            if calibration.input == "expected-f1":
+                # The map reads each answer's expected F1 under the distribution over every candidate, not its
+                # probability.
+                expected = expected_f1(aligned.original, [(a.start, a.end) for a in ranked],
+                                       [(a.start, a.end) for a in every], [a.score for a in every],
+                                       settings.expected_f1_temperature)
+                ranked = [dataclasses.replace(a, score=float(e)) for a, e in zip(ranked, expected)]
+            # Mapped, then never increasing down the list: under max-score decoding the answers are ordered by
+            # probability while a map may read their expected F1.
+            mapped = monotone(calibration.apply(np.asarray([a.score for a in ranked])))
+            ranked = [dataclasses.replace(a, score=float(s)) for a, s in zip(ranked, mapped)]
         answers.append(ranked[:top_k])
     return answers

@@ -184,12 +184,12 @@ class QAModel:
         return Logits(prepared, windows, *self.window_logits(windows, batch_size))
 
     def decode(self, logits: Logits, top_k: int = 1, settings: QASettings | None = None,
-               reader_scores=None) -> list[list[Answer]]:
+               reader_scores=None, features: list | None = None) -> list[list[Answer]]:
         """Window logits → answers in original-context coordinates (decode.decode); `settings` overrides the model's
         decoding settings, `reader_scores` (`self.reader_scores(logits.prepared)`) saves the reader's run when the
-        caller decodes the same examples many times."""
+        caller decodes the same examples many times; `features` receives each example's calibration features."""
         return decode(logits, settings or self.settings, top_k=top_k, whole_words=self.whole_words,
-                      **self._bonuses(reader_scores))
+                      features=features, **self._bonuses(reader_scores))
 
     def candidates(self, logits: Logits, top_k: int = 1, settings: QASettings | None = None, reader_scores=None,
                    every_candidate: bool = False) -> list[list[Answer]]:
