@@ -152,18 +152,23 @@ def quick_imports(modules: dict[str, Path]) -> set[str]:
     """The package modules the quick tests (and the test helpers and fixtures they use) name."""
     names: set[str] = set()
     for path in sorted(TESTS.glob("*.py")):
-        tree = parse(path)
-        if path.name.startswith("test_"):
-            quick, tree = quick_part(tree)
-            if not quick:
-                continue
-        names |= imported(tree, f"tests.{path.stem}", False)
+        if not has_slow_marks(path):  # every test of it is quick: its imports, read as a package module's are
+            names |= package_imports(path, f"tests.{path.stem}")
+            continue
+        quick, tree = quick_part(parse(path))
+        if quick:
+            names |= imported(tree, f"tests.{path.stem}", False)
     return with_parents(names, modules)
+
+
+def has_slow_marks(path: Path) -> bool:
+    """Whether a test file marks anything slow (only those are parsed: the rest of a file is quick whole)."""
+    return "pytest.mark.slow" in path.read_text(encoding="utf-8")
 
 
 def test_every_test_file_keeps_a_quick_test():
     files = set(TESTS.glob("test_*.py")) - set(TESTS.glob(BENCHMARK_SCRIPTS))
-    without = {path.name for path in files if not quick_part(parse(path))[0]}
+    without = {path.name for path in files if has_slow_marks(path) and not quick_part(parse(path))[0]}
     assert without - set(ALL_SLOW) == set(), \
         "test files with no test outside `slow`: give each a quick smoke test, or name it in ALL_SLOW with the reason"
     assert set(ALL_SLOW) - without == set(), "ALL_SLOW names files that have a quick test (or no longer exist)"
