@@ -155,6 +155,47 @@ def _assert_int8_answers_as_fp32(exact, int8) -> None:
     assert answers[0].score == pytest.approx(expected[0].score, abs=0.01)
 
 
+@pytest.mark.parametrize("block", [None, 16])
+def test_int8_row_storage_runs_the_same_fp32_weights_on_both_backends(tiny_onnx, tmp_path, block):
+    """Issue 53's compact storage: int8 rows in model.safetensors, widened to fp32 by the torch loader and by the
+    graph (the word embeddings looked up before they are widened); both backends give the same answers, a stale
+    export is refused, and --plain writes a checkpoint transformers loads alone."""
+    import onnx
+    from transformers import AutoModelForQuestionAnswering
+
+    from arabert_pipeline import Pipeline
+    from arabert_pipeline.qa.transformer.export import export_onnx
+    from arabert_pipeline.weights import compact, dequantized_arrays, storage_of, write_plain
+
+    directory = tmp_path / "int8"
+    shutil.copytree(tiny_onnx, directory)
+    counts = compact(tiny_onnx / "model.safetensors", directory / "model.safetensors", min_elements=1024,
+                     blocks={"": block})  # one scale per row, or per 16 values of a row
+    assert counts["quantized"] >= 5 and storage_of(directory / "model.safetensors") == "int8-rows"
+    with pytest.raises(ConfigError, match="re-export"):
+        Pipeline(directory, backend="onnx")
+    export_onnx(directory)
+    graph = onnx.load(str(directory / "model.onnx"), load_external_data=False).graph
+    gathers = [n for n in graph.node if n.op_type == "Gather" and n.input[0].endswith("word_embeddings.weight")]
+    assert gathers and {i.data_type for i in graph.initializer if i.name == gathers[0].input[0]} == {onnx.TensorProto.INT8}
+    onnx_qa, torch_qa = Pipeline(directory), Pipeline(directory, backend="torch")
+    assert (onnx_qa.backend, torch_qa.backend) == ("onnx", "torch")
+    stored = dequantized_arrays(directory / "model.safetensors")
+    for name, values in torch_qa.qa.model.state_dict().items():
+        if name in stored:
+            assert np.array_equal(values.numpy(), stored[name].astype(np.float32)), name
+    questions = [e["question"] for e in DEMO] + [QUESTION]
+    contexts = [e["context"] for e in DEMO] + [CONTEXT]
+    ours, theirs = onnx_qa.answer(questions, contexts, top_k=5), torch_qa.answer(questions, contexts, top_k=5)
+    assert _spans(ours) == _spans(theirs)
+    assert Pipeline(directory, quantize=True).answer(questions[0], contexts[0]) is not None  # dynamic int8 still runs
+    plain = write_plain(directory, tmp_path / "plain")
+    model = AutoModelForQuestionAnswering.from_pretrained(plain, dtype=torch.float32)
+    for name, values in model.state_dict().items():
+        if name in stored:
+            assert np.array_equal(values.numpy(), stored[name].astype(np.float32)), name
+
+
 def test_int8_onnx_model_answers_spans(tiny_onnx):
     import onnx
 

@@ -244,9 +244,43 @@ def test_the_shipped_reader_records_the_checksum_of_each_of_its_files():
     model = Path(__file__).resolve().parents[1] / "arabert_pipeline" / "models" / "arabert-mini"
     config = json.loads((model / "reader" / "reader.json").read_text(encoding="utf-8"))
     for name, field in (("words.txt", "words_sha256"), ("vectors.npy", "table_sha256"),
-                        ("reader.onnx", "graph_sha256")):
+                        ("reader.onnx", "graph_sha256"), ("vector_scales.npy", "scales_sha256")):
         assert config[field] == file_digest(model / "reader" / name), name
     assert len(Companion.load(model, "arabertv02").vocabulary.index) == config["words"]
+
+
+def test_the_compact_reader_reads_its_int8_rows_and_refuses_other_scales(tuned, tmp_path):
+    """Issue 53's compact reader: the table as int8 rows with float32 row scales, reader.onnx's weights as int8 rows
+    widened in the graph; the rows it looks up are the int8 values times their scales, on both backends, and scales
+    that are not the recorded file are refused."""
+    import numpy as np
+
+    from arabert_pipeline import Pipeline
+    from arabert_pipeline.qa.transformer.companion import Companion, compact_companion
+    from arabert_pipeline.weights import dequantize_rows
+
+    _, out, _, _ = tuned
+    compact = tmp_path / "compact"
+    shutil.copytree(out, compact)
+    before = np.load(out / "reader" / "vectors.npy").astype(np.float32)
+    compact_companion(compact, min_elements=1024)  # the toy reader's LSTMs are small
+    table = np.load(compact / "reader" / "vectors.npy")
+    scales = np.load(compact / "reader" / "vector_scales.npy")
+    assert table.dtype == np.int8 and scales.dtype == np.float32 and scales.shape == (len(table),)
+    widened = dequantize_rows(table, scales[:, None])
+    assert np.abs(widened - before).max() <= np.abs(before).max(axis=1).max() / 254 + 1e-6
+    companion = Companion.load(compact, "arabertv02")
+    assert np.array_equal(companion.table[[3, 5]].astype(np.float32) * companion.scales[[3, 5]][:, None],
+                          widened[[3, 5]])
+    assert (compact / "reader" / "reader.onnx").stat().st_size < 0.5 * (out / "reader" / "reader.onnx").stat().st_size
+    examples = _squad(tmp_path / "fresh.json", 12, seed=7)
+    questions, contexts = [f"ما {MARKER} ؟"] * len(examples), [e["context"] for e in examples]
+    gold = [e["answers"]["text"][0] for e in examples]
+    answers = Pipeline(str(compact), backend="torch").answer(questions, contexts)
+    assert sum(a.text == g for a, g in zip(answers, gold)) >= 10
+    np.save(compact / "reader" / "vector_scales.npy", scales * 2)
+    with pytest.raises(ConfigError, match="vector_scales.npy is missing or not the file"):
+        Pipeline(str(compact), backend="torch")
 
 
 def _exported(tuned, tmp_path):

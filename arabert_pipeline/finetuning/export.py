@@ -197,20 +197,43 @@ def _stored_tensors(weights: Path) -> dict:
     import numpy as np
 
     header, data_start, _ = read_safetensors_header(weights)
+    from ..weights import SCALE_SUFFIX, dequantize_rows, storage_of
+
     data = weights.read_bytes()
+    compact = storage_of(weights) is not None
     stored = {}
     for name, entry in header.items():
-        if entry["dtype"] not in _SAFETENSORS_TYPES:
-            continue
         begin, end = entry["data_offsets"]
         raw = data[data_start + begin : data_start + end]
+        scale_entry = header.get(name + SCALE_SUFFIX) if compact else None
+        if entry["dtype"] == "I8" and scale_entry is not None:  # int8 rows: matched by their fp32 values
+            scale_begin, scale_end = scale_entry["data_offsets"]
+            scale = np.frombuffer(data[data_start + scale_begin : data_start + scale_end], dtype="<f4")
+            values = dequantize_rows(np.frombuffer(raw, dtype=np.int8).reshape(entry["shape"]),
+                                     scale.reshape(scale_entry["shape"]))
+            stored[name] = (values, "INT8", data_start + begin, end - begin,
+                            (scale_entry["shape"], data_start + scale_begin, scale_end - scale_begin))
+            continue
+        if entry["dtype"] not in _SAFETENSORS_TYPES or (compact and name.endswith(SCALE_SUFFIX)):
+            continue
         onnx_type, numpy_type = _SAFETENSORS_TYPES[entry["dtype"]]
         if numpy_type is None:  # bfloat16: the upper half of a float32
             values = (np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16).view(np.float32)
         else:
             values = np.frombuffer(raw, dtype=np.dtype(numpy_type).newbyteorder("<")).astype(np.float32)
-        stored[name] = (values.reshape(entry["shape"]), onnx_type, data_start + begin, end - begin)
+        stored[name] = (values.reshape(entry["shape"]), onnx_type, data_start + begin, end - begin, None)
     return stored
+
+
+def _external(name: str, data_type: int, dims, offset: int, length: int):
+    """A tensor read from WEIGHTS_FILE at (offset, length)."""
+    from onnx import TensorProto
+
+    tensor = TensorProto(name=name, data_type=data_type, dims=dims)
+    tensor.data_location = TensorProto.EXTERNAL
+    for field, value in (("location", WEIGHTS_FILE), ("offset", offset), ("length", length)):
+        tensor.external_data.add(key=field, value=str(value))
+    return tensor
 
 
 def _link_weights(graph, weights: Path) -> None:
@@ -235,7 +258,19 @@ def _link_weights(graph, weights: Path) -> None:
                 return key, True
         return None
 
-    kept, linked, as_float, nodes = [], {}, {}, []
+    # Traced weights that only Gather nodes read along their rows (word embeddings): stored as int8 rows, such a table
+    # is looked up before it is widened (_gathered_rows).
+    readers: dict[str, list] = {}
+    for node in graph.graph.node:
+        for name in node.input:
+            readers.setdefault(name, []).append(node)
+
+    def only_gathered(name: str) -> bool:
+        found = readers.get(name, [])
+        return bool(found) and all(node.op_type == "Gather" and node.input[0] == name and name not in node.input[1:]
+                                   and all(a.name != "axis" or a.i == 0 for a in node.attribute) for node in found)
+
+    kept, linked, as_float, nodes, gathered = [], {}, {}, [], {}
     for initializer in graph.graph.initializer:
         array = numpy_helper.to_array(initializer) if initializer.data_type == TensorProto.FLOAT else None
         match = find(initializer.name, array) if array is not None and array.size >= MIN_LINKED_ELEMENTS else None
@@ -243,28 +278,97 @@ def _link_weights(graph, weights: Path) -> None:
             kept.append(initializer)
             continue
         key, transposed = match
+        values, onnx_type, offset, length, scale = stored[key]
         if key not in linked:
-            values, onnx_type, offset, length = stored[key]
-            tensor = TensorProto(name=f"weights/{key}", data_type=getattr(TensorProto, onnx_type), dims=values.shape)
-            tensor.data_location = TensorProto.EXTERNAL
-            for field, value in (("location", WEIGHTS_FILE), ("offset", offset), ("length", length)):
-                tensor.external_data.add(key=field, value=str(value))
+            tensor = _external(f"weights/{key}", getattr(TensorProto, onnx_type), values.shape, offset, length)
             linked[key] = tensor
             as_float[key] = tensor.name
-            if onnx_type != "FLOAT":
-                as_float[key] = f"{tensor.name}/fp32"
-                nodes.append(helper.make_node("Cast", [tensor.name], [as_float[key]], to=TensorProto.FLOAT))
+            if scale is not None:
+                shape, scale_offset, scale_length = scale
+                linked[key + "/scale"] = _external(f"weights/{key}/scale", TensorProto.FLOAT, shape, scale_offset,
+                                                   scale_length)
+        if scale is not None and not transposed and only_gathered(initializer.name):
+            gathered[initializer.name] = (f"weights/{key}", f"weights/{key}/scale", values.shape, scale[0])
+            continue
+        if scale is not None and as_float[key] == f"weights/{key}":  # int8 rows: widened once, folded at load
+            as_float[key] = f"weights/{key}/fp32"
+            made, extra = _widen_int8(f"weights/{key}", f"weights/{key}/scale", values.shape, scale[0],
+                                      as_float[key])
+            nodes += made
+            kept += extra
+        elif scale is None and onnx_type != "FLOAT" and as_float[key] == f"weights/{key}":
+            as_float[key] = f"weights/{key}/fp32"
+            nodes.append(helper.make_node("Cast", [f"weights/{key}"], [as_float[key]], to=TensorProto.FLOAT))
         if transposed:
             nodes.append(helper.make_node("Transpose", [as_float[key]], [initializer.name], perm=[1, 0]))
         else:
             nodes.append(helper.make_node("Identity", [as_float[key]], [initializer.name]))
     if not linked:
         raise ConfigError(f"{weights}: none of the exported weights was found in this file")
+    traced = []
+    for node in graph.graph.node:
+        if node.op_type == "Gather" and node.input[0] in gathered:
+            table, scale_name, shape, scale_shape = gathered[node.input[0]]
+            made, extra = _gathered_rows(node, table, scale_name, shape, scale_shape)
+            traced += made
+            kept += extra
+        else:
+            traced.append(node)
     del graph.graph.initializer[:]
     graph.graph.initializer.extend([*kept, *linked.values()])
-    traced = list(graph.graph.node)
     del graph.graph.node[:]
     graph.graph.node.extend([*nodes, *traced])
+
+
+def _widen_int8(table: str, scale: str, shape, scale_shape, output: str) -> tuple[list, list]:
+    """(nodes, shape constants) widening an int8-row tensor to fp32: Cast, times its scales (per row, or per block of a
+    row through a reshape to rows × blocks × block and back). ONNX Runtime folds them into one fp32 constant."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    rows, columns = shape
+    blocks = scale_shape[-1]
+    nodes = [helper.make_node("Cast", [table], [f"{table}/int8_as_fp32"], to=TensorProto.FLOAT)]
+    if blocks == 1:
+        return nodes + [helper.make_node("Mul", [f"{table}/int8_as_fp32", scale], [output])], []
+    constants = [numpy_helper.from_array(np.array([rows, blocks, columns // blocks], np.int64), f"{table}/blocked"),
+                 numpy_helper.from_array(np.array([rows, blocks, 1], np.int64), f"{table}/scale_blocked"),
+                 numpy_helper.from_array(np.array([rows, columns], np.int64), f"{table}/rows")]
+    nodes += [helper.make_node("Reshape", [f"{table}/int8_as_fp32", f"{table}/blocked"], [f"{table}/blocks"]),
+              helper.make_node("Reshape", [scale, f"{table}/scale_blocked"], [f"{table}/scales"]),
+              helper.make_node("Mul", [f"{table}/blocks", f"{table}/scales"], [f"{table}/scaled"]),
+              helper.make_node("Reshape", [f"{table}/scaled", f"{table}/rows"], [output])]
+    return nodes, constants
+
+
+def _gathered_rows(gather, table: str, scale: str, shape, scale_shape) -> tuple[list, list]:
+    """(nodes, constants) in place of a Gather from an int8-row table: the int8 rows and their scales gathered, then
+    Cast and Mul — the same products as widening the whole table first, without an fp32 copy of it in memory or its
+    widening at each session start."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    out, ids = gather.output[0], gather.input[1]
+    columns, blocks = shape[1], scale_shape[-1]
+    nodes = [helper.make_node("Gather", [table, ids], [f"{out}/int8"], axis=0),
+             helper.make_node("Gather", [scale, ids], [f"{out}/scale"], axis=0),
+             helper.make_node("Cast", [f"{out}/int8"], [f"{out}/int8_as_fp32"], to=TensorProto.FLOAT)]
+    if blocks == 1:
+        return nodes + [helper.make_node("Mul", [f"{out}/int8_as_fp32", f"{out}/scale"], [out])], []
+    # ids of any rank: the gathered rows split into blocks and joined again (Reshape's 0 keeps a dimension); the
+    # shape of the ids is taken at run time
+    constants = [numpy_helper.from_array(np.array([blocks, columns // blocks], np.int64), f"{out}/split"),
+                 numpy_helper.from_array(np.array([blocks, 1], np.int64), f"{out}/scale_split"),
+                 numpy_helper.from_array(np.array([columns], np.int64), f"{out}/joined")]
+    nodes += [helper.make_node("Shape", [ids], [f"{out}/ids_shape"]),
+              helper.make_node("Concat", [f"{out}/ids_shape", f"{out}/split"], [f"{out}/blocked_shape"], axis=0),
+              helper.make_node("Concat", [f"{out}/ids_shape", f"{out}/scale_split"], [f"{out}/scale_shape"], axis=0),
+              helper.make_node("Concat", [f"{out}/ids_shape", f"{out}/joined"], [f"{out}/rows_shape"], axis=0),
+              helper.make_node("Reshape", [f"{out}/int8_as_fp32", f"{out}/blocked_shape"], [f"{out}/blocks"]),
+              helper.make_node("Reshape", [f"{out}/scale", f"{out}/scale_shape"], [f"{out}/scales"]),
+              helper.make_node("Mul", [f"{out}/blocks", f"{out}/scales"], [f"{out}/scaled"]),
+              helper.make_node("Reshape", [f"{out}/scaled", f"{out}/rows_shape"], [out])]
+    return nodes, constants
 
 
 def _check_against_torch(path: Path, model, inputs: list[str], output_names: tuple[str, ...], rng,

@@ -31,6 +31,7 @@ import numpy as np
 from ..artifacts import file_digest, portable_path, read_json_file, read_metadata
 from ..embeddings.vectors import Embeddings, read_words_and_digest
 from ..errors import ConfigError, InputError
+from ..weights import table_rows
 from .metrics import ner_report
 
 log = logging.getLogger(__name__)
@@ -71,8 +72,15 @@ def _reader_table(reader: Path) -> Embeddings:
     table = np.load(reader / "vectors.npy", allow_pickle=False)
     if table.shape != (len(words) + 2, dim):
         raise ConfigError(f"{reader / 'vectors.npy'}: expected ({len(words) + 2}, {dim}), found {table.shape}")
-    return Embeddings(words, table[2:].astype(np.float32), preprocessing=preprocessing, source=reader,
-                      words_sha256=words_sha256)
+    scales = None
+    if table.dtype == np.int8:  # int8 rows (issue 53): their float32 scales, checked as the table is
+        if file_digest(reader / "vector_scales.npy") != config.get("scales_sha256"):
+            raise ConfigError(f"{reader}: vector_scales.npy is not the file reader.json records")
+        scales = np.load(reader / "vector_scales.npy", allow_pickle=False)
+        if scales.shape != (len(table),):
+            raise ConfigError(f"{reader / 'vector_scales.npy'}: expected ({len(table)},), found {scales.shape}")
+    return Embeddings(words, table_rows(table, scales, np.arange(2, len(table))), preprocessing=preprocessing,
+                      source=reader, words_sha256=words_sha256)
 
 
 class WordVectors:

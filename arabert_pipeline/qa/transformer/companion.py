@@ -14,7 +14,9 @@ Runtime (a core dependency), so both of Pipeline's backends use it and neither n
                           the LSTMs read each question and context whole, as the packed training batches did)
     reader/vectors.npy    the embedding table, float16 (rows: padding, unknown word, then words.txt in order), the
                           fine-tuned question words' rows already in it; memory-mapped, looked up with numpy before
-                          the graph runs
+                          the graph runs. A shipped reader may store it as int8 rows instead (issue 53,
+                          `compact_companion`): int8 values and, in vector_scales.npy, one float32 scale per row,
+                          widened to float32 row by row as words are looked up
     reader/words.txt      the embeddings' words.txt (word<TAB>count), whose order the table's rows follow
     reader/reader.json    preprocessing, sizes, the checksums of the three files above (each checked at load: a
                           words.txt with two lines swapped would give every word another word's row), and the
@@ -37,9 +39,12 @@ import numpy as np
 
 from ...artifacts import file_digest, read_json_file, read_metadata
 from ...errors import ConfigError
+from ...weights import table_rows
 
 COMPANION_DIR = "reader"
 GRAPH_FILE, TABLE_FILE, WORDS_FILE, CONFIG_FILE = "reader.onnx", "vectors.npy", "words.txt", "reader.json"
+# An int8 table's row scales (compact_companion), checked against reader.json's scales_sha256.
+SCALES_FILE = "vector_scales.npy"
 COMPANION_FILES = (GRAPH_FILE, TABLE_FILE, WORDS_FILE, CONFIG_FILE)
 # reader.json's checksum of each file it vouches for.
 CHECKSUMS = ((WORDS_FILE, "words_sha256"), (TABLE_FILE, "table_sha256"), (GRAPH_FILE, "graph_sha256"))
@@ -130,8 +135,57 @@ def _check_against_torch(graph, path: Path, dim: int) -> None:
 def copy_companion(source: Path, target: Path) -> None:
     """Copy a model dir's reader/ into another model dir being written (tune-decoding's copy of a tuned model)."""
     (target / COMPANION_DIR).mkdir()
-    for name in COMPANION_FILES:
-        shutil.copy2(source / COMPANION_DIR / name, target / COMPANION_DIR / name)
+    for name in (*COMPANION_FILES, SCALES_FILE):
+        if name in COMPANION_FILES or (source / COMPANION_DIR / name).is_file():
+            shutil.copy2(source / COMPANION_DIR / name, target / COMPANION_DIR / name)
+
+
+def compact_companion(directory: str | os.PathLike, *, min_elements: int | None = None) -> None:
+    """Rewrite MODEL_DIR/reader/ in its compact form (issue 53): the table as int8 rows with float32 row scales
+    (SCALES_FILE), reader.onnx's fp32 weights as int8 rows widened in the graph (weights.compact_graph),
+    and reader.json's checksums to match (`min_elements`: the smallest graph weight stored so, weights.MIN_ELEMENTS by
+    default). Whether answers survive is measured by scripts/compact_gate.py."""
+    import onnx
+
+    from ...weights import MIN_ELEMENTS, compact_graph, quantize_rows
+
+    directory = Path(directory) / COMPANION_DIR
+    config = read_json_file(directory / CONFIG_FILE)
+    table = np.load(directory / TABLE_FILE, allow_pickle=False)
+    if table.dtype == np.float16:
+        quantized, scales = quantize_rows(table)
+        np.save(directory / TABLE_FILE, quantized, allow_pickle=False)
+        np.save(directory / SCALES_FILE, scales.reshape(-1), allow_pickle=False)
+    graph = onnx.load(str(directory / GRAPH_FILE))
+    if compact_graph(graph, MIN_ELEMENTS if min_elements is None else min_elements):
+        onnx.save(graph, str(directory / GRAPH_FILE))
+    config.update(table_sha256=file_digest(directory / TABLE_FILE), graph_sha256=file_digest(directory / GRAPH_FILE),
+                  scales_sha256=file_digest(directory / SCALES_FILE))
+    (directory / CONFIG_FILE).write_text(json.dumps(config, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+
+
+def read_table(directory: Path, config: dict, rows: int, *, mmap: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
+    """(table, row scales or None) of a reader/ whose reader.json `config` was read and checked: float16, or int8
+    rows with their scales (checked against scales_sha256). Memory-mapped unless `mmap` is False."""
+    mode = "r" if mmap else None
+    try:
+        table = np.load(directory / TABLE_FILE, mmap_mode=mode, allow_pickle=False)
+    except (ValueError, OSError) as exc:
+        raise ConfigError(f"{directory / TABLE_FILE}: not a numeric .npy array ({exc})") from None
+    if table.dtype not in (np.float16, np.int8) or table.shape != (rows, config["dim"]):
+        raise ConfigError(f"{directory / TABLE_FILE}: expected ({rows}, {config['dim']}) float16 or int8, "
+                          f"found {table.shape} {table.dtype}")
+    if table.dtype == np.float16:
+        return table, None
+    if not (directory / SCALES_FILE).is_file() or file_digest(directory / SCALES_FILE) != config.get("scales_sha256"):
+        raise ConfigError(f"{directory / SCALES_FILE} is missing or not the file {CONFIG_FILE} records: an int8 "
+                          "table needs its row scales")
+    scales = np.load(directory / SCALES_FILE, allow_pickle=False)
+    if scales.dtype != np.float32 or scales.shape != (rows,):
+        raise ConfigError(f"{directory / SCALES_FILE}: expected ({rows},) float32, found {scales.shape} {scales.dtype}")
+    return table, scales
+
+
 
 
 def load_companion(model_dir: str | os.PathLike, preprocessing: str, *, required: bool,
@@ -153,10 +207,10 @@ class Companion:
     """The reader of a model dir's reader/: per context character, the log-probability that the answer starts or ends
     in its word."""
 
-    def __init__(self, session, table: np.ndarray, words: list[str], preprocessing: str):
+    def __init__(self, session, table: tuple[np.ndarray, np.ndarray | None], words: list[str], preprocessing: str):
         from ..static.features import Vocabulary
 
-        self.session, self.table, self.vocabulary = session, table, Vocabulary(words)
+        (self.table, self.scales), self.session, self.vocabulary = table, session, Vocabulary(words)
         self.preprocessing = preprocessing
 
     @classmethod
@@ -185,16 +239,10 @@ class Companion:
             found = words_sha256 if name == WORDS_FILE else file_digest(directory / name)
             if found != config[field]:
                 raise ConfigError(f"{directory / name} is not the file {CONFIG_FILE} records (its checksum differs)")
-        # Memory-mapped and left in float16: rows are read (and widened) only for the words of a question, so a load
-        # neither reads nor doubles the 25 MB table. The checksum above vouches that it is the finite table written
-        # by export_companion.
-        try:
-            table = np.load(directory / TABLE_FILE, mmap_mode="r", allow_pickle=False)
-        except (ValueError, OSError) as exc:
-            raise ConfigError(f"{directory / TABLE_FILE}: not a numeric .npy array ({exc})") from None
-        if table.dtype != np.float16 or table.shape != (len(words) + 2, config["dim"]):
-            raise ConfigError(f"{directory / TABLE_FILE}: expected ({len(words) + 2}, {config['dim']}) float16, "
-                              f"found {table.shape} {table.dtype}")
+        # Memory-mapped and left in float16 (or int8): rows are read (and widened) only for the words of a question,
+        # so a load neither reads nor doubles the table. The checksum above vouches that it is the finite table
+        # written by export_companion (or compact_companion).
+        table = read_table(directory, config, len(words) + 2)
         options = session_options()
         if session is not None:
             return cls(session(directory / GRAPH_FILE, options), table, words, preprocessing)
@@ -216,9 +264,9 @@ class Companion:
         if not context_words or not question_words:
             empty = np.zeros(len(spans), dtype=np.float32)
             return spans, empty, empty
-        inputs = {"context": self.table[self.vocabulary.ids(context_words)].astype(np.float32)[None],
+        inputs = {"context": table_rows(self.table, self.scales, self.vocabulary.ids(context_words))[None],
                   "features": word_features(context_words, question_words)[None],
-                  "question": self.table[self.vocabulary.ids(question_words)].astype(np.float32)[None]}
+                  "question": table_rows(self.table, self.scales, self.vocabulary.ids(question_words))[None]}
         start, end = (logits[0].astype(np.float64) for logits in self.session.run(None, inputs))
         return spans, _log_softmax(start), _log_softmax(end)
 

@@ -1,0 +1,212 @@
+"""Compact weight storage for a shipped model (issue 53): int8 values with one fp32 scale per row in
+`model.safetensors`, widened to fp32 when the model is loaded, so a model computes exactly as an fp32 model whose
+weights are those dequantized values.
+
+    python -m arabert_pipeline.weights MODEL_DIR               # rewrite MODEL_DIR/model.safetensors in int8 rows
+    python -m arabert_pipeline.weights MODEL_DIR --plain OUT   # a plain fp32 transformers copy of MODEL_DIR
+
+Each 2-D floating tensor of at least `MIN_ELEMENTS` values (embedding tables, linear weights; or the ones chosen) is
+stored as int8 under its own name plus `NAME` + `SCALE_SUFFIX` (float32, rows × blocks: one scale per block of
+consecutive values of a row, or per row; symmetric: a block's largest |value| maps to 127); every other tensor keeps
+its stored dtype. The file's metadata says so (`STORAGE_KEY`), and only files that say so are
+read as int8 rows. Storage only: neither backend computes in int8. The torch backend gets the fp32 values through
+`dequantized_state_dict` (artifacts.load_pretrained_model), the ONNX graph through Cast and Mul nodes on the stored
+tensors that ONNX Runtime folds into fp32 constants when the session is created (finetuning/export.py), so both run the
+same fp32 weights. Such a file is not a plain transformers checkpoint: `--plain OUT` writes one (what
+`AutoModel...from_pretrained(OUT)` loads without this package), or pass `state_dict=dequantized_state_dict(...)` and
+`config=` to the concrete model class, as artifacts.load_pretrained_model does.
+
+Whether a model keeps its answers in this form is measured on dev before it ships (scripts/compact_gate.py).
+"""
+from __future__ import annotations
+
+import json
+import os
+import struct
+from pathlib import Path
+
+from .errors import ConfigError
+
+STORAGE_KEY = "arabert_pipeline.storage"
+INT8_ROWS = "int8-rows"
+SCALE_SUFFIX = ".int8_scale"
+MIN_ELEMENTS = 1 << 16
+
+
+def storage_of(path: str | os.PathLike) -> str | None:
+    """The storage a safetensors file's metadata records (INT8_ROWS), or None for a plain checkpoint."""
+    try:
+        with open(path, "rb") as f:
+            size = struct.unpack("<Q", f.read(8))[0]
+            header = json.loads(f.read(size))
+    except (OSError, ValueError, struct.error) as exc:
+        raise ConfigError(f"{path}: not a readable safetensors file ({exc})") from exc
+    return (header.get("__metadata__") or {}).get(STORAGE_KEY)
+
+
+def quantize_rows(values, block: int | None = None):
+    """(int8 values, float32 scales rows × blocks) of a 2-D array: symmetric, one scale per `block` consecutive values
+    of a row (None: per row, scales rows × 1)."""
+    import numpy as np
+
+    values = np.asarray(values, dtype=np.float32)
+    rows, columns = values.shape
+    block = block or columns
+    if columns % block:
+        raise ConfigError(f"a block of {block} does not divide rows of {columns} values")
+    grouped = values.reshape(rows, columns // block, block)
+    scale = np.abs(grouped).max(axis=2, keepdims=True) / 127.0
+    scale = np.where(scale > 0, scale, 1.0).astype(np.float32)
+    quantized = np.clip(np.rint(grouped / scale), -127, 127).astype(np.int8)
+    return quantized.reshape(rows, columns), scale.reshape(rows, columns // block)
+
+
+def dequantize_rows(quantized, scale):
+    """The fp32 values int8 rows stand for: each value times its block's scale (what the ONNX graph's Cast + Mul
+    compute); `scale` is rows × blocks (rows × 1: one per row)."""
+    import numpy as np
+
+    rows, columns = quantized.shape
+    blocks = scale.shape[-1]
+    widened = quantized.astype(np.float32).reshape(rows, blocks, columns // blocks)
+    return (widened * scale.astype(np.float32).reshape(rows, blocks, 1)).reshape(rows, columns)
+
+
+def table_rows(table, scales, ids):
+    """The float32 rows `ids` of a lookup table stored in float16, or in int8 rows with float32 `scales` (one per
+    row): the reader's word table (qa/transformer/companion.py, ner/bilstm.py)."""
+    import numpy as np
+
+    rows = table[ids].astype(np.float32)
+    return rows if scales is None else rows * scales[ids][..., None]
+
+
+def compact(source: str | os.PathLike, target: str | os.PathLike, *, min_elements: int = MIN_ELEMENTS,
+            blocks: dict[str, int | None] | None = None, only: tuple[str, ...] | None = None) -> dict[str, int]:
+    """Write SOURCE (a safetensors file) to TARGET in int8 rows (2-D tensors of ≥ `min_elements` values, or only those
+    whose name contains one of `only`); `blocks`: {name part: block size} (the first part found in a tensor's name
+    decides; none: one scale per row). Returns {"quantized": n, "kept": m}."""
+    import numpy as np
+    from safetensors.numpy import load_file, save_file
+
+    tensors = load_file(os.fspath(source))
+    out, quantized = {}, 0
+    for name, values in tensors.items():
+        if name.endswith(SCALE_SUFFIX):
+            raise ConfigError(f"{source}: already holds int8 rows ({name})")
+        chosen = only is None or any(part in name for part in only)
+        if chosen and values.ndim == 2 and values.dtype.kind == "f" and values.size >= min_elements:
+            block = next((size for part, size in (blocks or {}).items() if part in name), None)
+            out[name], out[name + SCALE_SUFFIX] = quantize_rows(values, block)
+            quantized += 1
+        else:
+            out[name] = np.ascontiguousarray(values)
+    save_file(out, os.fspath(target), metadata={"format": "pt", STORAGE_KEY: INT8_ROWS})
+    return {"quantized": quantized, "kept": len(tensors) - quantized}
+
+
+def compact_graph(graph, min_elements: int = MIN_ELEMENTS) -> int:
+    """Store, in place, each fp32 initializer of an ONNX graph with ≥ `min_elements` values and ≥ 2 axes as int8 rows
+    (along its last axis) and their float32 scales, a Cast and a Mul in front giving the original name: ONNX Runtime
+    folds them into the fp32 constant at session creation. Returns how many initializers were stored so."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    kept, nodes = [], []
+    for tensor in graph.graph.initializer:
+        if tensor.data_type != TensorProto.FLOAT or len(tensor.dims) < 2 or np.prod(tensor.dims) < min_elements:
+            kept.append(tensor)
+            continue
+        values = numpy_helper.to_array(tensor)
+        quantized, scale = quantize_rows(values.reshape(-1, values.shape[-1]))
+        name = tensor.name
+        kept += [numpy_helper.from_array(quantized.reshape(values.shape), f"{name}/int8"),
+                 numpy_helper.from_array(scale.reshape(*values.shape[:-1], 1), f"{name}/scale")]
+        nodes += [helper.make_node("Cast", [f"{name}/int8"], [f"{name}/int8_as_fp32"], to=TensorProto.FLOAT),
+                  helper.make_node("Mul", [f"{name}/int8_as_fp32", f"{name}/scale"], [name])]
+    del graph.graph.initializer[:]
+    graph.graph.initializer.extend(kept)
+    for node in reversed(nodes):
+        graph.graph.node.insert(0, node)
+    return len(nodes) // 2
+
+
+def dequantized_arrays(path: str | os.PathLike) -> dict:
+    """{name: numpy array} of a safetensors file, int8 rows widened to fp32 and their scales dropped."""
+    from safetensors.numpy import load_file
+
+    storage = storage_of(path)
+    tensors = load_file(os.fspath(path))
+    if storage is None:
+        return tensors
+    if storage != INT8_ROWS:
+        raise ConfigError(f"{path}: unknown weight storage {storage!r} (a newer arabert-pipeline wrote it?)")
+    out = {}
+    for name, values in tensors.items():
+        if name.endswith(SCALE_SUFFIX):
+            continue
+        scale = tensors.get(name + SCALE_SUFFIX)
+        out[name] = dequantize_rows(values, scale) if scale is not None else values
+    return out
+
+
+def dequantized_state_dict(path: str | os.PathLike) -> dict:
+    """dequantized_arrays as torch tensors: the state dict a transformers model loads."""
+    import torch
+
+    return {name: torch.from_numpy(values.copy()) for name, values in dequantized_arrays(path).items()}
+
+
+# What a plain transformers checkpoint copy of a model dir takes besides its weights.
+PLAIN_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
+               "sentencepiece.model")
+
+
+def write_plain(model_dir: str | os.PathLike, output: str | os.PathLike) -> Path:
+    """OUTPUT: a plain transformers checkpoint of MODEL_DIR (fp32 model.safetensors, config and tokenizer files), for
+    `AutoModel...from_pretrained(OUTPUT)` without this package. OUTPUT must not exist."""
+    import shutil
+
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    model_dir, output = Path(model_dir), Path(output)
+    output.mkdir(parents=True)
+    arrays = dequantized_arrays(model_dir / "model.safetensors")
+    save_file({k: np.ascontiguousarray(v, dtype=np.float32) for k, v in arrays.items()},
+              os.fspath(output / "model.safetensors"), metadata={"format": "pt"})
+    for name in PLAIN_FILES:
+        if (model_dir / name).is_file():
+            shutil.copyfile(model_dir / name, output / name)
+    return output
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m arabert_pipeline.weights",
+                                     description="Store a model dir's weights as int8 rows (re-export model.onnx "
+                                                 "after), or write a plain fp32 transformers copy of it (--plain).")
+    parser.add_argument("model_dir")
+    parser.add_argument("--plain", metavar="OUTPUT", help="write a plain transformers checkpoint of MODEL_DIR here")
+    args = parser.parse_args(argv)
+    if args.plain:
+        print(f"wrote {write_plain(args.model_dir, args.plain)}")
+        return 0
+    weights = Path(args.model_dir) / "model.safetensors"
+    temporary = weights.with_name(weights.name + ".int8.tmp")
+    try:
+        counts = compact(weights, temporary)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)
+        os.replace(temporary, weights)
+    finally:
+        temporary.unlink(missing_ok=True)
+    print(f"{weights}: {counts['quantized']} tensors in int8 rows, {counts['kept']} kept; re-export model.onnx "
+          f"(arabert-pipeline export-onnx {args.model_dir})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,79 @@
+"""How finely must the shipped QA model's weights be stored to keep its dev answers? The exploration behind issue 53's
+storage choices (docs/experiments/compact-storage.md): each variant stores the transformer's large 2-D tensors in
+int8 (per row, or per block of N values of a row) or leaves them, or takes a model dir as it is (a reader variant),
+and answers the dev questions; what it prints is compared with the shipped model's answers (identical share, ΔF1).
+
+    python scripts/compact_variants.py SHIPPED_DIR WORK_DIR emb:row:no emb16:16:no all:row:row /path/to/model_dir ...
+
+A variant NAME:EMBEDDINGS:LINEAR names the storage of the embedding tables and of the other large 2-D weights: `no`
+(as shipped, fp16), `row` (int8, one scale per row) or a block size. To be cheap it writes the int8 values widened
+back, as float32 safetensors (the same values the int8 form computes with, to float32 rounding), and re-exports
+model.onnx; scripts/compact_gate.py then gates the form a change ships in, with its cold start. Dev only.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from compact_gate import qa_answers  # noqa: E402
+
+DEV = ["arcd-dev", "mlqa-ar-dev"]
+
+
+def widened(values: np.ndarray, block: int | None) -> np.ndarray:
+    from arabert_pipeline.weights import dequantize_rows, quantize_rows
+
+    return dequantize_rows(*quantize_rows(values, block))
+
+
+def variant(shipped: Path, work: Path, name: str, embeddings: str, linear: str) -> Path:
+    from safetensors.numpy import load_file, save_file
+
+    directory = work / name
+    shutil.rmtree(directory, ignore_errors=True)
+    shutil.copytree(shipped, directory)
+    out = {}
+    for key, values in load_file(str(directory / "model.safetensors")).items():
+        storage = embeddings if "embeddings" in key else linear
+        if values.ndim == 2 and values.size >= 1 << 16 and storage != "no":
+            out[key] = widened(values, None if storage == "row" else int(storage))
+        else:
+            out[key] = values.astype(np.float32)
+    save_file(out, str(directory / "model.safetensors"), metadata={"format": "pt"})
+    subprocess.run([sys.executable, "-m", "arabert_pipeline.cli", "export-onnx", str(directory)], check=True,
+                   capture_output=True)
+    return directory
+
+
+def main() -> int:
+    shipped, work, *specs = sys.argv[1:]
+    shipped, work = Path(shipped), Path(work)
+    work.mkdir(parents=True, exist_ok=True)
+    cache = work / "shipped-answers.json"
+    if cache.is_file():
+        saved = json.loads(cache.read_text())
+        base, base_f1 = [tuple(k) if k else k for k in saved["keys"]], saved["f1"]
+    else:
+        base, base_f1 = qa_answers(str(shipped), DEV)
+        cache.write_text(json.dumps({"keys": base, "f1": base_f1}))
+    for spec in specs:
+        if "/" in spec:
+            directory, name = Path(spec), spec
+        else:
+            name, embeddings, linear = spec.split(":")
+            directory = variant(shipped, work, name, embeddings, linear)
+        keys, f1 = qa_answers(str(directory), DEV)
+        same = float(np.mean([a == (tuple(b) if b else b) for a, b in zip(base, keys)]))
+        print(json.dumps({"variant": name, "identical": round(same, 4), "f1": round(f1, 2),
+                          "delta_f1": round(f1 - base_f1, 2)}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
