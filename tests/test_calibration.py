@@ -177,7 +177,8 @@ def test_a_logistic_map_reads_the_features_and_transfers_where_a_one_input_map_d
 
     train_x, train_y = shifted_questions(3000, 0.2, seed=0)  # dev: hard questions
     held_x, held_y = shifted_questions(3000, 0.8, seed=1)  # a user's: mostly easy ones
-    logistic = fit_logistic(train_x, train_y)
+    read = ("expected-f1", "probability", "question-overlap", "context-words")
+    logistic = fit_logistic(train_x, train_y, read, ceiling=None)
     one_input = fit("platt", 1 / (1 + np.exp(-train_x[:, 0])), train_y, input="expected-f1")
     new, old = logistic.apply(held_x), one_input.apply(held_x)
     assert expected_calibration_error(old, held_y) > 0.15  # carries dev's base rate to the easy questions
@@ -190,6 +191,10 @@ def test_a_logistic_map_reads_the_features_and_transfers_where_a_one_input_map_d
     assert logistic.weights[logistic.features.index("question-overlap")] > 0
     again = Calibration.from_json(json.loads(json.dumps(logistic.to_json())))
     assert again == logistic and np.allclose(again.apply(held_x), new)
+    # By default a wrong dev answer above 0.8 caps the map there (issue 39: none above 0.8 on dev).
+    capped = fit_logistic(train_x, train_y, read)
+    assert capped.ceiling == 0.8 and capped.apply(held_x).max() == 0.8
+    assert Calibration.from_json(json.loads(json.dumps(capped.to_json()))) == capped
 
 
 def test_mapped_scores_never_increase_down_an_answer_list():
@@ -276,7 +281,7 @@ def test_with_two_dev_sets_the_map_is_chosen_by_leaving_one_set_out():
     assert calibration.method == report["method"] == "logistic" and report["input"] == "features"
     one_input = min(row["brier"] for row in report["candidates"] if row["method"] != "logistic")
     assert report["brier_out_of_fold"] < one_input - 0.01
-    assert all(row["ece_held_out"] < 0.06 for row in report["per_set"].values())
+    assert all(row["ece_held_out"] < 0.1 for row in report["per_set"].values())  # capped at 0.8: not 0
     # Without features, the one-input maps alone; without groups, random folds.
     plain, report = choose_calibration(expected, y)
     assert plain.method in ("isotonic", "platt") and report["scheme"] == "5 random folds"

@@ -67,12 +67,21 @@ FEATURES = (
     "question-overlap",  # share of the question's content words (overlap.question_keys) in the answer's sentence
     "context-words",  # log(1 + the context's words)
     "open-question",  # 1 when the question opens with ما / ماذا / كيف / لماذا ...: a definition, a reason, a manner
+    "transformer-f1",  # its word F1 with the transformer's own best span (no reader, no expected-F1 order)
+    "reader-f1",  # and with the reader's (companion.py; a model without one: the same as transformer-f1)
 )
 # The features and the L2 strength (C of scikit-learn's LogisticRegression on standardized features) that
 # `fit("logistic", ...)` uses: chosen by leave-one-set-out (scripts/calibration_loso.py, docs/experiments/).
-LOGISTIC_FEATURES = FEATURES
+# Chosen for the shipped model's answers (docs/experiments/calibration-loso.md): the expected F1, the agreement with
+# the transformer's own best span, a date/number answer where the question asks for one, and the question's overlap
+# with the answer's sentence; the other features did not lower the held-out Brier score.
+LOGISTIC_FEATURES = ("expected-f1", "transformer-f1", "type-fit", "question-overlap")
 LOGISTIC_C = 0.1
 _CLIP_LOGIT = 10.0
+# A user who keeps answers scored above 0.8 expects them right (issue 39: no wrong answer above 0.8). A few hundred dev
+# answers cannot show that a score above it is earned, so where a fitted logistic map scores a wrong dev answer above
+# CEILING, its scores stop there.
+CEILING = 0.8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -86,6 +95,7 @@ class Calibration:
     features: tuple[str, ...] = ()  # logistic: the FEATURES it reads,
     weights: tuple[float, ...] = ()  # their weights on the raw feature values,
     bias: float = 0.0  # and the intercept
+    ceiling: float = 1.0  # logistic: no score above it (CEILING where a wrong dev answer would score above it)
 
     def __call__(self, score: float) -> float:
         return float(self.apply(np.asarray([score]))[0])
@@ -98,7 +108,7 @@ class Calibration:
             if self.method == "logistic":
                 columns = [FEATURES.index(name) for name in self.features]
                 z = self.bias + scores[:, columns] @ np.asarray(self.weights, dtype=np.float64)
-                return 1.0 / (1.0 + np.exp(-np.clip(z, -50, 50)))
+                return np.minimum(1.0 / (1.0 + np.exp(-np.clip(z, -50, 50))), self.ceiling)
             return self.apply(_sigmoid(scores[:, FEATURES.index(self.input)]))
         if self.method == "logistic":
             raise ConfigError("a logistic calibration maps answer_features, not one score per answer")
@@ -116,7 +126,7 @@ class Calibration:
             return {"method": "platt", "a": self.a, "b": self.b, "input": self.input}
         if self.method == "logistic":
             return {"method": "logistic", "features": list(self.features), "weights": list(self.weights),
-                    "bias": self.bias, "input": self.input}
+                    "bias": self.bias, "ceiling": self.ceiling, "input": self.input}
         return {"method": "none", "input": self.input}
 
     @classmethod
@@ -150,8 +160,11 @@ class Calibration:
                     and all(_number(w) and abs(w) <= 100 for w in weights) and _number(bias) and abs(bias) <= 100):
                 raise ConfigError(f"{field}.weights must be one number in [-100, 100] per feature, and .bias one "
                                   "number in [-100, 100]")
+            ceiling = data.get("ceiling", 1.0)
+            if not (_number(ceiling) and 0.5 <= ceiling <= 1):
+                raise ConfigError(f"{field}.ceiling must be a number between 0.5 and 1")
             return cls("logistic", input=read, features=tuple(names), weights=tuple(map(float, weights)),
-                       bias=float(bias))
+                       bias=float(bias), ceiling=float(ceiling))
         return cls("none", input=read)
 
 
@@ -227,10 +240,12 @@ def _sentence_of(context: str, position: int) -> tuple[int, int]:
 
 
 def answer_features(question: str, context: str, spans: list[tuple[int, int]], probability: np.ndarray,
-                    expected_f1: np.ndarray, top_span_f1: np.ndarray) -> np.ndarray:
+                    expected_f1: np.ndarray, top_span_f1: np.ndarray, transformer_f1: np.ndarray | None = None,
+                    reader_f1: np.ndarray | None = None) -> np.ndarray:
     """The FEATURES of each of one question's answers (spans of `context`, in the decoder's order), one row each.
     `probability`: their softmax probabilities; `expected_f1`: their expected F1 against every candidate;
-    `top_span_f1`: their word F1 with the highest-scoring candidate span (the decoder computes all three)."""
+    `top_span_f1`: their word F1 with the highest-scoring candidate span; `transformer_f1`, `reader_f1`: with the
+    transformer's and the reader's own best spans (default: top_span_f1). The decoder computes the numbers."""
     n = len(spans)
     rows = np.zeros((n, len(FEATURES)), dtype=np.float64)
     if not n:
@@ -257,6 +272,8 @@ def answer_features(question: str, context: str, spans: list[tuple[int, int]], p
             rows[i, 7] = len(keys & sentence) / len(keys)
         rows[i, 8] = np.log1p(context_words)
     rows[:, 9] = float(any(normalize_word(w) in _OPEN_WORDS for w in question.split()[:2]))
+    rows[:, 10] = rows[:, 3] if transformer_f1 is None else np.asarray(transformer_f1, dtype=np.float64)
+    rows[:, 11] = rows[:, 10] if reader_f1 is None else np.asarray(reader_f1, dtype=np.float64)
     return rows
 
 
@@ -306,9 +323,10 @@ def _fit(method: str, scores: np.ndarray, correct: np.ndarray) -> Calibration:
 
 
 def fit_logistic(features: np.ndarray, correct: np.ndarray, names: tuple[str, ...] = LOGISTIC_FEATURES,
-                 c: float = LOGISTIC_C) -> Calibration:
+                 c: float = LOGISTIC_C, ceiling: float | None = CEILING) -> Calibration:
     """The logistic map over the `names` columns of an answer_features matrix (one row per dev answer), fitted on
-    standardized features with L2 strength `c`, stored with weights on the raw values."""
+    standardized features with L2 strength `c`, stored with weights on the raw values; its scores capped at
+    `ceiling` where it scores a wrong dev answer above it (None: never capped)."""
     from sklearn.linear_model import LogisticRegression
 
     features, correct = np.asarray(features, dtype=np.float64), np.asarray(correct, dtype=np.float64)
@@ -323,8 +341,11 @@ def fit_logistic(features: np.ndarray, correct: np.ndarray, names: tuple[str, ..
     weights = model.coef_[0] / scale
     bias = float(model.intercept_[0] - np.sum(weights * mean))
     weights = np.clip(weights, -100, 100)
-    return Calibration("logistic", input="expected-f1", features=tuple(names), weights=tuple(weights.tolist()),
-                       bias=float(np.clip(bias, -100, 100)))
+    calibration = Calibration("logistic", input="expected-f1", features=tuple(names),
+                              weights=tuple(weights.tolist()), bias=float(np.clip(bias, -100, 100)))
+    if ceiling is not None and np.any(calibration.apply(features)[correct < 0.5] > ceiling):
+        calibration = dataclasses.replace(calibration, ceiling=ceiling)
+    return calibration
 
 
 def auroc(scores: np.ndarray, correct: np.ndarray) -> float:

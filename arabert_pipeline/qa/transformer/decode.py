@@ -384,6 +384,11 @@ def candidates(logits: Logits, settings: QASettings, *, sentence_idf: KeyIDF | N
     return found_per_example
 
 
+# The reader weight at which the reader alone ranks the spans (the transformer's logits, a few units, then only break
+# its ties): the reader's own best span, for the calibration's reader-f1.
+READER_ALONE = 1000.0
+
+
 def decode(logits: Logits, settings: QASettings, *, top_k: int = 1, whole_words: bool = True,
            features: list | None = None, **bonuses) -> list[list[Answer]]:
     """Window logits → at most `top_k` answers per example in original-context coordinates, best first; `bonuses`:
@@ -394,9 +399,16 @@ def decode(logits: Logits, settings: QASettings, *, top_k: int = 1, whole_words:
     pool = max(top_k, settings.n_best)
     leading_words = frozenset(settings.leading_words)
     calibration = settings.calibration
+    tabled = features is not None or (calibration is not None and calibration.method == "logistic")
+    # The transformer's and the reader's own best spans, for the features that say whether they agree.
+    own_best: list[list] = [[], []]
+    if tabled and settings.reader_weight > 0:
+        for i, weight in enumerate((0.0, READER_ALONE)):
+            alone = dataclasses.replace(settings, reader_weight=weight, decoding="max-score", calibration=None)
+            own_best[i] = [found[:1] for found in candidates(logits, alone, whole_words=whole_words, **bonuses)]
     answers = []
-    for (question, aligned), ranked in zip(logits.prepared, candidates(logits, settings, top_k=top_k,
-                                                                       whole_words=whole_words, **bonuses)):
+    for index, ((question, aligned), ranked) in enumerate(zip(logits.prepared, candidates(
+            logits, settings, top_k=top_k, whole_words=whole_words, **bonuses))):
         every = ranked
         if settings.decoding == "expected-f1" and ranked:
             order, _ = rank_by_expected_f1(aligned.original, [(a.start, a.end) for a in ranked],
@@ -406,7 +418,7 @@ def decode(logits: Logits, settings: QASettings, *, top_k: int = 1, whole_words:
         if whole_words:
             ranked = trimmed(aligned.original, ranked, by_score=settings.decoding == "max-score",
                              leading_words=leading_words)
-        if ranked and (features is not None or (calibration is not None and calibration.method == "logistic")):
+        if ranked and tabled:
             # What a logistic map reads (calibration.FEATURES): the answer's probability, its expected F1 under the
             # distribution over every candidate, its agreement with the best-scoring span, its question and context.
             spans = [(a.start, a.end) for a in ranked]
@@ -414,8 +426,10 @@ def decode(logits: Logits, settings: QASettings, *, top_k: int = 1, whole_words:
                                    [a.score for a in every], settings.expected_f1_temperature)
             top = max(every, key=lambda a: a.score)
             agreement = expected_f1(aligned.original, spans, [(top.start, top.end)], [0.0])
+            own = [expected_f1(aligned.original, spans, [(best[index][0].start, best[index][0].end)], [0.0])
+                   if best and best[index] else None for best in own_best]
             table = answer_features(question, aligned.original, spans, np.asarray([a.score for a in ranked]),
-                                    expected, agreement)
+                                    expected, agreement, *own)
             if features is not None:
                 features.append(table)
             if calibration is not None and calibration.method == "logistic":
