@@ -27,7 +27,7 @@ from ...outputs import MODEL_DIR_FILES, OutputKind, OutputLock, check_not_input,
 from ..data import SquadFile, read_squad, sets_trained_on, unanswerable_examples
 from ..metrics import DEV_METRIC, score_question
 from .bonuses import SENTENCE_IDF_FILE
-from .calibration import CORRECT_AT, Calibration, choose_calibration
+from .calibration import CORRECT_AT, FEATURES, Calibration, choose_calibration
 from .companion import COMPANION_DIR, Companion, copy_companion, export_companion
 from .decode import Logits
 from .model import QAModel
@@ -177,6 +177,8 @@ class DevAnswers:
     top_score: dict[str, np.ndarray]  # its raw score per calibration input: the probability, the expected F1
     answerable_margin: np.ndarray  # null margin of each answerable question
     negative_margin: np.ndarray  # and of each unanswerable one (the question paired with another paragraph)
+    features: np.ndarray | None = None  # calibration.answer_features of each best answer (what a logistic map reads)
+    dev_set: np.ndarray | None = None  # which dev set (index into the passes) each answerable question is from
 
 
 def dev_answers(qa: QAModel, passes: list[DevPass]) -> DevAnswers:
@@ -185,23 +187,28 @@ def dev_answers(qa: QAModel, passes: list[DevPass]) -> DevAnswers:
     raw = {"probability": dataclasses.replace(qa.settings, calibration=None)}
     if qa.settings.decoding == "expected-f1":
         raw["expected-f1"] = dataclasses.replace(qa.settings, calibration=Calibration("none", input="expected-f1"))
-    metric, answerable_margin, negative_margin = [], [], []
+    metric, answerable_margin, negative_margin, features, dev_set = [], [], [], [], []
     top_score = {read: [] for read in raw}
-    for run in passes:
+    for index, run in enumerate(passes):
         n = len(run.examples)
         margins = qa.null_margins(run.logits)
         logits, reader_scores = run.answerable()
         for read, settings in raw.items():
-            answers = qa.decode(logits, settings=settings, reader_scores=reader_scores)
+            tables: list[np.ndarray] = []
+            answers = qa.decode(logits, settings=settings, reader_scores=reader_scores,
+                                features=tables if read == "probability" else None)
             for example, found in zip(run.examples, answers):
                 if read == "probability":  # the same spans under every input: only the score differs
                     metric.append(_best_score(example, found))
                 top_score[read].append(found[0].score if found else 0.0)
+            features.extend(t[0] if len(t) else np.zeros(len(FEATURES)) for t in tables)
         answerable_margin.extend(margins[:n])
         negative_margin.extend(margins[n:])
+        dev_set.extend([index] * n)
     return DevAnswers(np.asarray(metric, dtype=np.float64),
                       {read: np.asarray(values, dtype=np.float64) for read, values in top_score.items()},
-                      np.asarray(answerable_margin), np.asarray(negative_margin))
+                      np.asarray(answerable_margin), np.asarray(negative_margin),
+                      np.asarray(features, dtype=np.float64).reshape(-1, len(FEATURES)), np.asarray(dev_set))
 
 
 def tune_null_threshold(answers: DevAnswers) -> dict[str, Any]:
@@ -345,7 +352,11 @@ def tune_model_decoding(model_dir: str | Path, dev: list[str], output: str | Pat
 
 
 def calibrate(answers: DevAnswers, threshold: float, method: str = "auto") -> tuple[Calibration, dict[str, Any]]:
-    """The score calibration (calibration.py) fitted on the dev questions the model answers at `threshold`."""
+    """The score calibration (calibration.py) fitted on the dev questions the model answers at `threshold`: the
+    one-input maps and the logistic map over the answers' features, chosen by leaving one dev set out when there
+    are two or more (random folds otherwise)."""
     answered = answers.answerable_margin <= threshold
     return choose_calibration({read: values[answered] for read, values in answers.top_score.items()},
-                              answers.metric[answered] >= CORRECT_AT, method)
+                              answers.metric[answered] >= CORRECT_AT, method,
+                              features=answers.features[answered] if answers.features is not None else None,
+                              groups=answers.dev_set[answered] if answers.dev_set is not None else None)
