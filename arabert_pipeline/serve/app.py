@@ -12,7 +12,8 @@
     GET  /                  a small Arabic page: paste a context, ask, see the answer highlighted
 
 Every answer is a list of up to top_k {"text", "start", "end", "score"}, best first: `Pipeline.answer`'s Answers for
-the same inputs ([] where it returns None or []), start/end in code points of the context as sent.
+the same inputs ([] where it returns None or []), start/end in code points of the context as sent; with the shipped
+model, score is the probability that the answer is right (docs/answering.md), never higher down the list.
 /v1/classify and /v1/tag answer with the text tasks' pipelines (pipeline/tasks.py: Hugging Face's text- and
 token-classification shapes, start/end in code points of the text as sent), when serve was given their models.
 

@@ -101,8 +101,12 @@ def openapi(limits, decodings: tuple[str, ...], tasks=("classify", "tag")) -> di
                 "text": {"type": "string", "description": "context[start:end]"},
                 "start": {"type": "integer", "description": "Offset in code points of the context as sent."},
                 "end": {"type": "integer"},
-                "score": {"type": "number", "description": "The answer's probability among the model's candidate "
-                                                           "spans for the question, in (0, 1]."}}},
+                "score": {"type": "number", "description": (
+                    "The probability that the answer is right (SOQAL F1 >= 0.5 against a gold answer), for a model "
+                    "with a calibration (the shipped one has one, fitted on dev questions); for a model without "
+                    "one, the answer's probability among "
+                    "the model's candidate spans for the question. In [0, 1]; never higher than the answer before "
+                    "it in the list.")}}},
             "Answers": {"type": "object", "required": ["answers"], "properties": {
                 "answers": {"type": "array", "items": {"$ref": "#/components/schemas/Answer"},
                             "description": "Up to top_k answers, best first; empty for no answer."}}},
