@@ -287,3 +287,32 @@ def test_with_two_dev_sets_the_map_is_chosen_by_leaving_one_set_out():
     assert plain.method in ("isotonic", "platt") and report["scheme"] == "5 random folds"
     with pytest.raises(ConfigError, match="needs the answers' features"):
         choose_calibration(expected, y, "logistic")
+
+
+def test_the_features_say_whether_the_answer_is_the_transformers_or_the_readers_own_span(tmp_path):
+    import dataclasses
+
+    pytest.importorskip("torch")
+    from test_pipeline import PLANTED_WRITTEN, build_model
+
+    from arabert_pipeline.qa.transformer.calibration import FEATURES
+    from arabert_pipeline.qa.transformer.model import QAModel
+
+    qa = QAModel.load(build_model(tmp_path / "model", "arabertv02", planted=True, max_seq_length=96, doc_stride=32))
+    example = [{"question": "إلى أين وصلنا؟", "context": f"سافرنا طويلا ثم وصلنا إلى {PLANTED_WRITTEN} في المساء."}]
+    logits = qa.logits(example)
+    text = logits.prepared[0][1].text  # the preprocessed context the reader's scores index
+    word = text.index("المساء")
+    start, end = np.full(len(text), -30.0, dtype=np.float32), np.full(len(text), -30.0, dtype=np.float32)
+    start[word], end[word + len("المساء") - 1] = 0.0, 0.0  # a reader sure of "المساء"
+    settings = dataclasses.replace(qa.settings, reader_weight=1.0, decoding="expected-f1", calibration=None)
+    tables: list = []
+    found = qa.decode(logits, top_k=20, settings=settings, reader_scores=[(start, end)], features=tables)[0]
+    rows = {a.text: row for a, row in zip(found, tables[0])}
+    transformer, reader = FEATURES.index("transformer-f1"), FEATURES.index("reader-f1")
+    assert rows[PLANTED_WRITTEN][transformer] == 1.0 and rows[PLANTED_WRITTEN][reader] == 0.0
+    assert rows["المساء"][reader] == 1.0 and rows["المساء"][transformer] == 0.0
+    # Without a reader both read the transformer's span.
+    tables = []
+    qa.decode(logits, top_k=20, settings=dataclasses.replace(settings, reader_weight=0.0), features=tables)
+    assert np.array_equal(tables[0][:, transformer], tables[0][:, reader])
