@@ -12,11 +12,13 @@ model has one) runs on ONNX Runtime + `tokenizers` (qa/transformer/onnx.py): nei
 and windows, decoding and answers are the torch path's. Anything else, a device other than the CPU, or
 `backend="torch"` runs on torch + transformers (QAModel), which also trains.
 
-The score of an answer is a probability, the same in `Pipeline` and `QAModel.predict`: the softmax of the start + end
-logits over the model's candidate spans for that question (its max(n_best, top_k) best distinct spans over all of its
-windows; n_best = 20 by default). It lies in (0, 1], the scores of the top-k answers of one question sum to at most 1,
-and it is comparable across questions. It differs from Hugging Face's pipeline score (p_start · p_end within one
-window), which is not comparable across the windows of a long context.
+The score of an answer is the same in `Pipeline` and `QAModel.predict`. With a model that carries a `calibration` (the
+shipped one does) it is the probability that the answer is right (SOQAL F1 >= 0.5), as fitted on dev
+(qa/transformer/calibration.py, docs/answering.md), and never higher than the score of the answer above it. Without
+one it is the softmax of the start + end logits over the model's candidate spans for that question (its
+max(n_best, top_k) best distinct spans over all of its windows; n_best = 20 by default): in (0, 1], the top-k answers
+of one question sum to at most 1. Either is comparable across questions, unlike Hugging Face's pipeline score
+(p_start · p_end within one window), which is not comparable across the windows of a long context.
 """
 from __future__ import annotations
 
@@ -153,7 +155,8 @@ class Pipeline:
                allow_no_answer: bool = False):
         """Answer one question (str, str) or many (two lists of the same length).
 
-        Returns an Answer (text == context[start:end] of the given context, score = probability), or with top_k > 1
+        Returns an Answer (text == context[start:end] of the given context; score: the probability that it is right
+        for a calibrated model, else its softmax probability), or with top_k > 1
         a list of up to top_k Answers, best first; for list input, a list with one such result per question.
         A result is None (or an empty list) if the model proposes no non-empty span at all, or, with
         `allow_no_answer` (Hugging Face: handle_impossible_answer), if it judges that the context does not hold the
