@@ -77,8 +77,7 @@ def prepare(args) -> None:
         sys.exit(f"{folder} is not empty: give a new folder")
     folder.mkdir(parents=True, exist_ok=True)
     shutil.copy(Path(__file__), folder / Path(__file__).name)
-    shutil.copytree(REPO / "arabert_pipeline", folder / "src" / "arabert_pipeline",
-                    ignore=shutil.ignore_patterns("__pycache__", "models"))
+    copy_package(folder)
     raw = Path(tempfile.mkdtemp()) / "raw.txt"
     source = Path(args.corpus) if args.corpus else SHARED / "corpus" / f"{args.shard}.txt.xz"
     opener = lzma.open if source.suffix == ".xz" else open
@@ -90,10 +89,22 @@ def prepare(args) -> None:
     tokenizer = load_pretrained_tokenizer(args.tokenizer)
     save_pretrained_tokenizer(tokenizer, folder / "tokenizer")
     write_metadata(folder / "tokenizer", preprocessing=read_metadata(args.tokenizer)["preprocessing"])
+    check_folder_size(folder, "use fewer --lines")
+
+
+def copy_package(folder: Path) -> None:
+    """The package without its shipped models, as folder/src/arabert_pipeline (also bench_finetune_gpu.py's)."""
+    shutil.copytree(REPO / "arabert_pipeline", folder / "src" / "arabert_pipeline",
+                    ignore=shutil.ignore_patterns("__pycache__", "models"))
+
+
+def check_folder_size(folder: Path, advice: str) -> int:
+    """Prints the folder's size; exits, with `advice`, when it is over FOLDER_LIMIT."""
     size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
     print(f"{folder}: {size / 2**20:.1f} MiB (limit {FOLDER_LIMIT / 2**20:.0f})")
     if size > FOLDER_LIMIT:
-        sys.exit(f"{folder} is over {FOLDER_LIMIT / 2**20:.0f} MiB: use fewer --lines")
+        sys.exit(f"{folder} is over {FOLDER_LIMIT / 2**20:.0f} MiB: {advice}")
+    return size
 
 
 # ------------------------------------------------------------------------------------------------------- run

@@ -27,8 +27,8 @@
 # (needs the network). MAX_STEPS / TIME_BUDGET (minutes): a short run of every fine-tuning. REPORT: the report
 # directory (default notebooks/results/paper-table6, or RUNS_DIR/report in a dry run).
 #
-# DRY_RUN=1: stand-ins for everything that needs the network, built under RUNS_DIR (scripts/hub_standins.py): the five
-# checkpoints with their real vocabularies and file layouts and random weights (STANDIN_SIZE=tiny, or base for
+# DRY_RUN=1: stand-ins for everything that needs the network, built under RUNS_DIR (scripts/hub_standins.py): the
+# checkpoints of SYSTEMS with their real vocabularies and file layouts and random weights (STANDIN_SIZE=tiny, or base for
 # BERT-base) in an offline hub cache (HF_HUB_OFFLINE=1), and the protocol's sets cut to DRY_ARTICLES articles each,
 # XQuAD-ar standing in for Arabic-SQuAD; then every step above with MAX_STEPS=2, MICRO_BATCH=4 of BATCH=8 (so that
 # accumulation runs too), one seed. Any variable above still overrides. Needs the shared data (ARABERT_PIPELINE_DATA,
@@ -41,13 +41,39 @@ export PYTHONPATH=$here${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 runs=${1:-runs}
 ap() { "$python" -m arabert_pipeline.cli "$@"; }
 
+model_of() {
+    case $1 in
+        mbert) echo "${MBERT_MODEL:-bert-base-multilingual-cased}" ;;
+        arabertv01) echo "${ARABERTV01_MODEL:-aubmindlab/bert-base-arabertv01}" ;;
+        arabertv1) echo "${ARABERTV1_MODEL:-aubmindlab/bert-base-arabert}" ;;
+        arabertv02) echo "${ARABERTV02_MODEL:-aubmindlab/bert-base-arabertv02}" ;;
+        arabertv2) echo "${ARABERTV2_MODEL:-aubmindlab/bert-base-arabertv2}" ;;
+        *) echo "unknown system $1 (mbert arabertv01 arabertv1 arabertv02 arabertv2)" >&2; return 2 ;;
+    esac
+}
+preprocessing_of() {
+    case $1 in mbert) echo none ;; arabertv01 | arabertv02) echo arabertv02 ;; *) echo arabertv2 ;; esac
+}
+label_of() {
+    case $1 in mbert) echo mBERT ;; arabertv01) echo AraBERTv0.1 ;; arabertv1) echo AraBERTv1 ;;
+        arabertv02) echo AraBERTv0.2 ;; arabertv2) echo AraBERTv2 ;; esac
+}
+
 if [ -n "${DRY_RUN:-}" ]; then
     shared=${ARABERT_PIPELINE_DATA:-$here/../shared/data}
     dry=$runs/dry-run
     mkdir -p "$dry"
     "$python" "$here/scripts/hub_standins.py" --data-slices "$shared" "$dry/data" "${DRY_ARTICLES:-2}"
-    [ -d "$dry/hub" ] || "$python" "$here/scripts/hub_standins.py" --cache "$dry/hub" --vocab "$shared/vocab" \
-        --size "${STANDIN_SIZE:-tiny}" > /dev/null
+    # The stand-ins of SYSTEMS only (five BERT-base ones take minutes and GBs), each built once: the default hub ids,
+    # whatever *_MODEL says (a local directory needs none).
+    standins=()
+    for system in ${SYSTEMS:-mbert arabertv01 arabertv1 arabertv02 arabertv2}; do
+        id=$(MBERT_MODEL='' ARABERTV01_MODEL='' ARABERTV1_MODEL='' ARABERTV02_MODEL='' ARABERTV2_MODEL='' \
+            model_of "$system")
+        [ -d "$dry/hub/models--${id//\//--}" ] || standins+=("$id")
+    done
+    (( ${#standins[@]} == 0 )) || "$python" "$here/scripts/hub_standins.py" --cache "$dry/hub" \
+        --vocab "$shared/vocab" --size "${STANDIN_SIZE:-tiny}" "${standins[@]}" > /dev/null
     export ARABERT_PIPELINE_DATA=$dry/data HF_HUB_CACHE=$dry/hub HF_HUB_OFFLINE=1
     : "${MAX_STEPS:=2}" "${MICRO_BATCH:=4}" "${BATCH:=8}" "${SEEDS:=0}" "${REPORT:=$runs/report}" "${RESAMPLES:=200}"
 fi
@@ -67,24 +93,6 @@ short=()
 [ -n "${MAX_STEPS:-}" ] && short+=(--max-steps "$MAX_STEPS")
 [ -n "${TIME_BUDGET:-}" ] && short+=(--time-budget "$TIME_BUDGET")
 [ -n "${DOWNLOAD:-}" ] && short+=(--download)
-
-model_of() {
-    case $1 in
-        mbert) echo "${MBERT_MODEL:-bert-base-multilingual-cased}" ;;
-        arabertv01) echo "${ARABERTV01_MODEL:-aubmindlab/bert-base-arabertv01}" ;;
-        arabertv1) echo "${ARABERTV1_MODEL:-aubmindlab/bert-base-arabert}" ;;
-        arabertv02) echo "${ARABERTV02_MODEL:-aubmindlab/bert-base-arabertv02}" ;;
-        arabertv2) echo "${ARABERTV2_MODEL:-aubmindlab/bert-base-arabertv2}" ;;
-        *) echo "unknown system $1 (mbert arabertv01 arabertv1 arabertv02 arabertv2)" >&2; return 2 ;;
-    esac
-}
-preprocessing_of() {
-    case $1 in mbert) echo none ;; arabertv01 | arabertv02) echo arabertv02 ;; *) echo arabertv2 ;; esac
-}
-label_of() {
-    case $1 in mbert) echo mBERT ;; arabertv01) echo AraBERTv0.1 ;; arabertv1) echo AraBERTv1 ;;
-        arabertv02) echo AraBERTv0.2 ;; arabertv2) echo AraBERTv2 ;; esac
-}
 
 models=() names=()
 for system in "${systems[@]}"; do
