@@ -401,3 +401,15 @@ def test_cli_export_onnx_then_answer_on_onnx(tiny_onnx, tmp_path, capsys):
     assert first.splitlines()[0] == second.splitlines()[0]
     assert main(["export-onnx", str(tmp_path / "nothing")]) == 2
     assert "no config.json" in capsys.readouterr().err
+
+
+def test_answering_sessions_hold_no_memory_arena(tiny_onnx):
+    """ONNX Runtime's CPU arena keeps the peak memory of any run for the session's life: a server's memory rose to the
+    largest input it was ever sent and stayed there."""
+    from arabert_pipeline import Pipeline
+    from arabert_pipeline.finetuning.runtime import session_options
+
+    assert session_options().enable_cpu_mem_arena is False
+    for quantize in (False, True):
+        session = Pipeline(tiny_onnx, quantize=quantize).qa.session
+        assert session.get_session_options().enable_cpu_mem_arena is False

@@ -19,8 +19,8 @@ from ..finetuning.offsets import AlignedText, preprocess_aligned  # noqa: F401 (
 
 # The contexts' characters the cache keeps, the least recently asked dropped first: a SQuAD file lists a context's
 # questions together, so a cache this size hits as often as an unbounded one did, whose memory grew with every new
-# context a server was sent (each kept with its offsets: ~35 bytes a character).
-CONTEXT_CACHE_CHARS = 1_000_000
+# context a server was sent (each kept with its offsets and tables: up to ~55 bytes a character, ~11 MB in all).
+CONTEXT_CACHE_CHARS = 200_000
 
 
 class QAPreprocessing:

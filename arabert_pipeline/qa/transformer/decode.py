@@ -200,7 +200,9 @@ NUMBER_SEPARATORS = frozenset(".,\u066b\u066c")
 _SEPARATOR_IN_NUMBER = re.compile(r"(?<=\d)[" + re.escape("".join(sorted(NUMBER_SEPARATORS))) + r"](?=\d)")
 
 
-@functools.lru_cache(maxsize=64)  # contexts repeat across questions and calls
+# Contexts repeat across questions and calls, one after the other; each entry holds 16 bytes a character of its
+# context, so a server sent 64 new 100,000-character contexts kept 100 MB more: a few entries do the work.
+@functools.lru_cache(maxsize=8)
 def _word_boundaries(text: str) -> tuple[np.ndarray, np.ndarray]:
     """For each position 0..len(text): the nearest position at or before it, and at or after it, that is not inside a
     word (a position is inside a word when word characters stand on both sides of it). A decimal or thousands
