@@ -1,6 +1,6 @@
 """Which answer-score calibration transfers to questions unlike the ones it was fitted on (issue 54): leave one set out.
 
-    python scripts/calibration_loso.py [--model arabert-mini] [--cache /work/runs/calibration] \
+    python scripts/calibration_loso.py [--model arabert_pipeline/models/arabert-mini] [--cache runs/calibration-loso] \
         [-o notebooks/results/calibration-loso]
 
 Each dev set (arcd-dev, mlqa-ar-dev) runs through the model once (tune.dev_passes: its questions and their
@@ -135,7 +135,8 @@ def _sig(z: np.ndarray) -> np.ndarray:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="arabert_pipeline/models/arabert-mini")
-    parser.add_argument("--cache", default="/work/runs/calibration")
+    parser.add_argument("--cache", default="runs/calibration-loso",
+                        help="where the model's passes over the sets are pickled (reused when there)")
     parser.add_argument("--aqad-questions", type=int, default=500)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("-o", "--output", default="notebooks/results/calibration-loso")
