@@ -1,6 +1,8 @@
 """Copy a fine-tuned QA model dir into the package as the shipped default: the Hugging Face files, the sentence
 prior's IDF table and the reader/ that `tune-decoding --reader` attached (no checkpoints, no eval/), weights in fp16,
-metadata with portable paths. Run `arabert-pipeline export-onnx TARGET` afterwards.
+metadata with portable paths. Run `arabert-pipeline export-onnx TARGET` afterwards, then store it compactly as the
+shipped models are (issue 53: `compact_companion` for the reader, scripts/compact_models.py's steps) and commit it
+only once scripts/compact_gate.py passes against the uncompacted copy; tests/test_package_size.py holds the budgets.
 
     python scripts/ship_model.py runs/qa/arabert-mini arabert_pipeline/models/arabert-mini
 """
