@@ -172,6 +172,14 @@ def test_the_readme_is_a_front_page():
         "the README has two tables: the verbs and the results (the rest lives in docs/)"
 
 
+def test_the_readmes_verb_table_names_every_verb():
+    """The front page's table of verbs lists each verb the CLI has, by its name in backticks."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    rows = [line for line in readme.splitlines() if line.startswith("| [`") or line.startswith("| `")]
+    shown = {name for row in rows for name in re.findall(r"`([a-z][a-z-]*)`", row.split(" | ")[0])}
+    assert set(cli_options()) - shown == set()
+
+
 # The checks themselves: they must be able to fail.
 
 def test_the_front_page_check_catches_a_long_readme_and_a_wide_line():
