@@ -72,3 +72,19 @@ def test_a_repeated_multi_value_flag_adds_to_its_values_instead_of_replacing_the
     args = build_parser().parse_args(["make-synthetic-qa", "corpus.txt", "-o", "out", "--hold-out", "h",
                                       "--types", "date", "--types", "number"])
     assert args.types == ["date", "number"]
+
+
+def test_finetune_compile_reaches_the_training_loop_for_every_task_and_does_not_block_a_resume():
+    """`finetune --compile` (torch.compile of the training steps, tested on the engine by the pretraining tests) is
+    read by QA's config and the text tasks' alike, and a run may be resumed with or without it."""
+    from arabert_pipeline.finetuning.config import TaskConfig
+    from arabert_pipeline.finetuning.taskargs import task_config
+    from arabert_pipeline.qa.transformer.cli import config_from_args
+
+    common = ["finetune", "--model", "m", "-o", "out", "--train", "t.json"]
+    qa = config_from_args(build_parser().parse_args([*common, "--compile"]))
+    assert qa.compile and qa.loop_settings().compile
+    assert not config_from_args(build_parser().parse_args(common)).loop_settings().compile
+    assert "compile" not in qa.fingerprint()
+    text = task_config(TaskConfig, build_parser().parse_args([*common, "--task", "classification", "--compile"]))
+    assert text.compile and text.loop_settings().compile and "compile" not in text.fingerprint()

@@ -12,7 +12,7 @@ from ..errors import ConfigError
 MAX_GRAD_NORM = 1.0  # BERT's fine-tuning recipe clips gradients at norm 1
 LOG_EVERY = 20  # optimizer steps per log.jsonl row
 # What a resumed run may change without changing its trajectory.
-NOT_FINGERPRINTED = {"output", "resume", "overwrite", "progress", "save_steps"}
+NOT_FINGERPRINTED = {"output", "resume", "overwrite", "progress", "save_steps", "compile"}
 
 
 @dataclasses.dataclass
@@ -37,6 +37,7 @@ class TaskConfig:
     max_seq_length: int = 384  # tokens per example (NER: per piece of a longer sentence); QA's default too
     seed: int = 42
     bf16: str = "auto"
+    compile: bool = False  # torch.compile the training steps (a GPU's choice; the weights saved are the plain model's)
     save_steps: int = 0
     resume: str | None = None
     overwrite: bool = False
@@ -73,7 +74,7 @@ class TaskConfig:
             layer_lr_decay=self.layer_lr_decay, bf16=self.bf16, grad_accum=self.grad_accum,
             max_grad_norm=MAX_GRAD_NORM, time_budget=self.time_budget, log_every=LOG_EVERY,
             save_every=self.save_steps, keep_checkpoints=1, resume=self.resume, overwrite=self.overwrite,
-            progress=self.progress,
+            progress=self.progress, compile=self.compile,
         )
 
 

@@ -70,6 +70,8 @@ def register(subparsers) -> None:
     p.add_argument("--bf16", type=bf16_choice, choices=BF16_CHOICES, default=_DEFAULTS.bf16,
                    help="bf16 autocast; auto = on a GPU that supports it, or a CPU where a bf16 matmul measures "
                    "faster than fp32")
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile the training steps (GPU speed; the first steps compile)")
     p.add_argument("--save-steps", type=int, default=_DEFAULTS.save_steps,
                    help="extra checkpoint every N steps (one is always written per epoch)")
     p.add_argument("--resume", nargs="?", const="latest", metavar="CKPT",

@@ -61,6 +61,7 @@ class FinetuneConfig:
     max_answer_tokens: int = QASettings.max_answer_tokens
     seed: int = 42
     bf16: str = "auto"  # auto: on a bf16 GPU, or a CPU where bf16 measures faster (training.optim.use_bf16)
+    compile: bool = False  # torch.compile the training steps (a GPU's choice; the weights saved are the plain model's)
     save_steps: int = 0  # extra checkpoints every N optimizer steps (one is always written per epoch)
     resume: str | None = None  # "latest" (what --resume alone means) or a checkpoint directory
     overwrite: bool = False  # replace an earlier finetune output at `output`
@@ -100,7 +101,7 @@ class FinetuneConfig:
     def fingerprint(self) -> dict[str, Any]:
         """What a resumed run must share with the interrupted one (a time budget may change: the engine refits the
         schedule to the new one)."""
-        skip = {"output", "resume", "overwrite", "progress", "download", "save_steps"}
+        skip = {"output", "resume", "overwrite", "progress", "download", "save_steps", "compile"}
         return {k: v for k, v in dataclasses.asdict(self).items() if k not in skip}
 
     def loop_settings(self):
@@ -111,5 +112,5 @@ class FinetuneConfig:
             layer_lr_decay=self.layer_lr_decay, bf16=self.bf16, grad_accum=self.grad_accum,
             max_grad_norm=MAX_GRAD_NORM, time_budget=self.time_budget, log_every=LOG_EVERY,
             save_every=self.save_steps, keep_checkpoints=1, resume=self.resume, overwrite=self.overwrite,
-            progress=self.progress,
+            progress=self.progress, compile=self.compile,
         )
