@@ -534,7 +534,7 @@ def test_dropout_zero_makes_training_steps_deterministic_and_export_keeps_bert_d
     def two_losses(dropout):
         trainer = Trainer(tiny_config(tokenizer_dir, corpus, workdir / f"dropout-{dropout}", dropout=dropout))
         rows = trainer.data.epoch_batches(0)[0]
-        batch = trainer.collate(trainer.data.train, rows, np.random.default_rng(0))
+        batch = trainer.to_device(trainer.batches.make(trainer.data.train, rows, np.random.default_rng(0)))
         with torch.no_grad():
             return trainer, [trainer.model(batch)["loss"].item() for _ in range(2)]
 
@@ -632,7 +632,7 @@ def test_eval_mlm_perplexity_is_the_exp_of_the_token_weighted_held_out_loss(toke
     total, count = 0.0, 0
     with torch.no_grad():
         for index, rows in enumerate(batches):
-            batch = trainer.collate(trainer.data.eval, rows, np.random.default_rng([0, index, 2]))
+            batch = trainer.batches.make(trainer.data.eval, rows, np.random.default_rng([0, index, 2]))
             logits = model(input_ids=batch["input_ids"], attention_mask=batch.get("attention_mask")).logits
             logits = logits.reshape(-1, logits.size(-1))[batch["mlm_positions"]]
             scored = batch["mlm_labels"] != -100

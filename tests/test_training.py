@@ -128,3 +128,35 @@ def test_the_optimizer_is_fused_where_a_gpu_trains_and_updates_as_the_unfused_on
     plain, plain_weights = trained(cuda=False)
     assert fused.defaults["fused"] is True and not plain.defaults.get("fused")
     assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(fused_weights, plain_weights))
+
+
+def test_mfu_divides_by_the_peak_named_by_the_devices_whole_name(monkeypatch):
+    """CUDA names cards like "NVIDIA H100 80GB HBM3": a peak is found by whole words, so "L4" is not an L40's and
+    "H200" not a GH200's; an unknown card has no MFU unless the environment names its peak."""
+    from arabert_pipeline.training.logs import peak_flops
+
+    monkeypatch.delenv("ARABERT_PIPELINE_PEAK_TFLOPS", raising=False)
+    expected = {"NVIDIA H100 80GB HBM3": 989, "NVIDIA H100 PCIe": 756, "NVIDIA H100 NVL": 835, "NVIDIA H200": 989,
+                "NVIDIA GH200 480GB": 989, "NVIDIA A100-SXM4-80GB": 312, "NVIDIA L4": 121, "NVIDIA L40": 181,
+                "NVIDIA L40S": 362, "Tesla T4": None}
+    for name, tflops in expected.items():
+        assert peak_flops(name) == (tflops * 1e12 if tflops else None), name
+    monkeypatch.setenv("ARABERT_PIPELINE_PEAK_TFLOPS", "100")
+    assert peak_flops("Tesla T4") == 100e12
+
+
+def test_loader_workers_auto_share_this_process_cpu_set_among_the_nodes_training_processes(monkeypatch):
+    torch = pytest.importorskip("torch")
+    import os
+
+    from arabert_pipeline.training.loader import loader_workers
+
+    gpu, cpu = torch.device("cuda"), torch.device("cpu")
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: set(range(16)), raising=False)
+    monkeypatch.delenv("LOCAL_WORLD_SIZE", raising=False)
+    assert loader_workers(None, gpu) == 4 and loader_workers(None, cpu) == 0 and loader_workers(2, cpu) == 2
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "8")  # 8 ranks on 16 cores: one worker each, not four
+    assert loader_workers(None, gpu) == 1
+    monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {0, 1}, raising=False)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "1")
+    assert loader_workers(None, gpu) == 1

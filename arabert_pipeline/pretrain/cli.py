@@ -97,7 +97,8 @@ def register(subparsers) -> None:
                    help="processes that build batches ahead of the steps (default: 4 on a GPU, 0 on a CPU); the "
                    "batches are the same either way")
     p.add_argument("--compile", action="store_true",
-                   help="torch.compile the model for the training steps (GPU speed; the first steps compile)")
+                   help="torch.compile the model for the training steps (GPU speed; the first steps compile, "
+                   "and a --time-budget plan first counts that as step time)")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
     p.set_defaults(run=run)
 

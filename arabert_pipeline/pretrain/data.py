@@ -433,7 +433,6 @@ class PretrainingData:
         self.eval = chunks.subset(np.flatnonzero(held_out)[:eval_sequences])
         self.train_docs = np.setdiff1d(np.arange(store.n_documents), self.eval_docs)
         self._eval_doc_set = set(self.eval_docs.tolist())
-        self._epoch_plan: tuple[int, list[np.ndarray]] | None = None
 
     @property
     def specials_per_sequence(self) -> int:
@@ -445,11 +444,9 @@ class PretrainingData:
         return int(self.train.length.sum() + len(self.train) * self.specials_per_sequence)
 
     def epoch_batches(self, epoch: int) -> list[np.ndarray]:
-        if self._epoch_plan is None or self._epoch_plan[0] != epoch:
-            lengths = self.train.length + self.specials_per_sequence
-            rng = np.random.default_rng([self.seed, epoch, 0])
-            self._epoch_plan = (epoch, plan_batches(lengths, self.shape, rng))
-        return self._epoch_plan[1]
+        """The epoch's plan, computed anew (the training engine keeps the plans it uses: Engine.plan)."""
+        lengths = self.train.length + self.specials_per_sequence
+        return plan_batches(lengths, self.shape, np.random.default_rng([self.seed, epoch, 0]))
 
     def eval_batches(self) -> list[np.ndarray]:
         lengths = self.eval.length + self.specials_per_sequence

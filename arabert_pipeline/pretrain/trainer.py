@@ -96,8 +96,11 @@ class PretrainBatches:
         self.data, self.collator, self.seed = data, collator, seed
 
     def __call__(self, rows: np.ndarray, epoch: int, index: int) -> dict[str, torch.Tensor]:
-        rng = np.random.default_rng([self.seed, epoch, index, 1])
-        return self.collator(self.data.examples(self.data.train, rows, rng), rng)
+        return self.make(self.data.train, rows, np.random.default_rng([self.seed, epoch, index, 1]))
+
+    def make(self, chunks, rows: np.ndarray, rng: np.random.Generator) -> dict[str, torch.Tensor]:
+        """Rows of `chunks` (the training or the held-out sequences) as one batch drawn with `rng`."""
+        return self.collator(self.data.examples(chunks, rows, rng), rng)
 
 
 class Trainer(Engine):
@@ -148,7 +151,7 @@ class Trainer(Engine):
             token_budget=config.batch_size * config.max_seq_length, eval_sequences=config.eval_sequences,
             seed=config.seed, nsp=config.nsp,
         )
-        first_epoch = self.data.epoch_batches(0)
+        first_epoch = self.plan(0)
         step_tokens = self.batches_per_step * config.batch_size * config.max_seq_length
         if len(first_epoch) < self.batches_per_step or self.data.train_tokens < step_tokens:
             raise InputError(
@@ -203,9 +206,6 @@ class Trainer(Engine):
     def epoch_plan(self, epoch: int) -> list[np.ndarray]:
         return self.data.epoch_batches(epoch)
 
-    def collate(self, chunks, rows: np.ndarray, rng: np.random.Generator) -> dict[str, torch.Tensor]:
-        return self.to_device(self.collator(self.data.examples(chunks, rows, rng), rng))
-
     def make_batch(self, rows: np.ndarray, epoch: int, index: int) -> dict[str, torch.Tensor]:
         return self.to_device(self.batches(rows, epoch, index))
 
@@ -259,7 +259,8 @@ class Trainer(Engine):
         try:
             for index, rows in enumerate(self.data.eval_batches()):
                 with self.autocast():
-                    out = module(self.collate(self.data.eval, rows, np.random.default_rng([0, index, 2])))
+                    batch = self.batches.make(self.data.eval, rows, np.random.default_rng([0, index, 2]))
+                    out = module(self.to_device(batch))
                 weight = float(out.pop("weight", torch.tensor(1.0)))
                 total += weight
                 for key, value in out.items():

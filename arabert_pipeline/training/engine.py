@@ -233,9 +233,9 @@ class Engine(Checkpointing, OutputRules, RunLog, BudgetSteps):
         if self.prefetcher is not None:
             try:
                 return self.to_device(self.prefetcher.next(micro_batch.epoch, micro_batch.index))
-            except RuntimeError:
-                # A SIGTERM sent to the whole process group (a cluster's scheduler) ends the workers too; the step
-                # that the engine finishes before saving takes its batches here instead.
+            except RuntimeError:  # ScheduleDrift is not one: a drifted schedule always stops the run
+                # A worker ended by a signal to the whole process group (a second SIGTERM): the step that the engine
+                # finishes before saving takes its batches here instead.
                 if self.stop_signal is None:
                     raise
                 self.stop_loader()
@@ -313,7 +313,8 @@ class Engine(Checkpointing, OutputRules, RunLog, BudgetSteps):
                     row.update({key: self.mean_over_processes(value / self.window_steps)
                                 for key, value in self.window.items()})
                     row.update(peak_memory(self.accelerator.device))
-                    row.update(model_flops_utilization(row["tokens_per_second"], flops_per_token,
+                    # tokens_per_second counts every process's tokens; MFU is one device's share of its peak.
+                    row.update(model_flops_utilization(row["tokens_per_second"] / self.world, flops_per_token,
                                                        self.accelerator.device))
                     self.log(row, board)
                     bar.set_postfix(loss=f"{row['loss']:.3f}", tok_s=f"{row['tokens_per_second']:.0f}")

@@ -27,6 +27,10 @@ PREFETCH_PER_WORKER = 4
 AUTO_WORKERS = 4
 
 
+class ScheduleDrift(Exception):
+    """The loader's batch is not the one the step expects: a bug, never to be papered over with another batch."""
+
+
 class MicroBatch(NamedTuple):
     epoch: int
     index: int  # position in the epoch's plan: the batch's random draws are a function of (seed, epoch, index)
@@ -37,13 +41,17 @@ BatchMaker = Callable[[np.ndarray, int, int], dict]  # (rows, epoch, index) → 
 
 
 def loader_workers(setting: int | None, device: torch.device) -> int:
-    """Worker processes for a run: the number given, or (None) AUTO_WORKERS on a GPU and none on a CPU, where
-    every core already trains and a worker would only take one from the model."""
+    """Worker processes for this training process: the number given, or (None) none on a CPU, where every core
+    already trains and a worker would only take one from the model, and on a GPU AUTO_WORKERS, at most the cores this
+    process may use (a scheduler's CPU set, not the machine's) shared among the training processes of the node, one
+    left for the process itself."""
     if setting is not None:
         return setting
     if device.type != "cuda":
         return 0
-    return max(0, min(AUTO_WORKERS, (os.cpu_count() or 1) - 1))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    per_process = cores // max(1, int(os.environ.get("LOCAL_WORLD_SIZE", "1")))
+    return max(0, min(AUTO_WORKERS, per_process - 1))
 
 
 class _Batches(torch.utils.data.Dataset):
@@ -74,7 +82,7 @@ class Prefetcher:
     def next(self, epoch: int, index: int) -> dict:
         got_epoch, got_index, batch = next(self.batches)
         if (got_epoch, got_index) != (epoch, index):  # a schedule that drifted from the steps would train other data
-            raise RuntimeError(f"the loader produced micro-batch {got_index} of epoch {got_epoch}, the step expects "
+            raise ScheduleDrift(f"the loader produced micro-batch {got_index} of epoch {got_epoch}, the step expects "
                                f"{index} of epoch {epoch}")
         return batch
 

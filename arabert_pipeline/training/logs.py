@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 
 import torch
 
@@ -93,12 +94,11 @@ def peak_memory(device) -> dict[str, float]:
     return peak
 
 
-
-
-# Dense bf16 tensor-core peaks (TFLOP/s, no sparsity) by device name, most specific first: what MFU divides by. A device
-# not listed gets no MFU unless ARABERT_PIPELINE_PEAK_TFLOPS names its peak.
-PEAK_TFLOPS = (("H100 PCIe", 756.0), ("H100", 989.0), ("H200", 989.0), ("GH200", 989.0), ("A100", 312.0),
-               ("L40S", 362.0), ("L4", 121.0))
+# Dense bf16 tensor-core peaks (TFLOP/s, no sparsity) by the words of a device's name (CUDA names the card, e.g.
+# "NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe"), the most specific first: what MFU divides by. A device not listed gets
+# no MFU unless ARABERT_PIPELINE_PEAK_TFLOPS names its peak.
+PEAK_TFLOPS = (("GH200", 989.0), ("H200", 989.0), ("H100 PCIe", 756.0), ("H100 NVL", 835.0), ("H100", 989.0),
+               ("A100", 312.0), ("L40S", 362.0), ("L40", 181.0), ("L4", 121.0))
 
 
 def peak_flops(device_name: str) -> float | None:
@@ -109,7 +109,8 @@ def peak_flops(device_name: str) -> float | None:
             return float(override) * 1e12
         except ValueError:
             raise InputError(f"ARABERT_PIPELINE_PEAK_TFLOPS={override!r}: not a number") from None
-    return next((tflops * 1e12 for name, tflops in PEAK_TFLOPS if name.lower() in device_name.lower()), None)
+    return next((tflops * 1e12 for name, tflops in PEAK_TFLOPS
+                 if re.search(rf"(?<![\w-]){re.escape(name)}(?![^\W_])", device_name, re.IGNORECASE)), None)
 
 
 def transformer_flops_per_token(non_embedding_parameters: int, layers: int, hidden: int, seq_length: int) -> float:
