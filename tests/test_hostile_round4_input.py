@@ -58,6 +58,18 @@ def test_quoted_fields_over_several_lines_still_read(tmp_path):
         ("2", 'سطر أول\nسطر ثان, و"اقتباس"'), ("4", "نص")]
 
 
+@pytest.mark.parametrize("name", ["a.csv", "a.tsv"])
+def test_a_stray_quote_closing_before_a_delimiter_is_refused_not_merged(tmp_path, name):
+    # strict mode accepts this: the quote of line 2 closes on line 4 right before a delimiter, so lines 2-4 make one
+    # well-formed row whose text holds line 3, itself a whole row (5 rows read as 2, silently)
+    sep = "," if name.endswith("csv") else "\t"
+    rows = ["text,label", '"hello there,pos', "world,neg", 'third row is long",pos', "last,neg"]
+    path = write(tmp_path, name, "".join(r.replace(",", sep) + "\n" for r in rows))
+    with pytest.raises(InputError, match=rf"a\.{name[-3:]}: line 2: not {name[-3:].upper()}: .* line 2 runs on to "
+                                         r"line 4, and line 3 inside it reads as a row of its own; a stray quote\?"):
+        read_texts(path)
+
+
 # 11: CR line ends -----------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("ends", ["\r", "\r\n", "\n"])

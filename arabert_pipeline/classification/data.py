@@ -187,7 +187,10 @@ def _rows(text: str, path: Path, format: str):
         return
     # strict: a quote that opens a field must close where a field ends. Unstrict, a stray opening quote swallows
     # every row up to the next quote in the file into one field, and the rows after it still parse.
-    reader = csv.reader(io.StringIO(text, newline=""), delimiter="," if format == "csv" else "\t", strict=True)
+    delimiter = "," if format == "csv" else "\t"
+    # The physical lines as csv reads them (\n, \r\n or \r ends), kept to look inside a record that spans several.
+    lines = io.StringIO(text, newline="").readlines()
+    reader = csv.reader(lines, delimiter=delimiter, strict=True)
     try:
         header = next(reader)
     except StopIteration:
@@ -213,7 +216,30 @@ def _rows(text: str, path: Path, format: str):
         if len(row) != len(header):
             raise InputError(f"{len(row)} fields, but the header has {len(header)} ({', '.join(header)})", path=path,
                              line=start)
+        _check_no_row_inside(lines, start, reader.line_num, len(header), delimiter, format, path)
         yield start, dict(zip(header, row))
+
+
+def _check_no_row_inside(lines: list[str], start: int, end: int, width: int, delimiter: str, format: str,
+                         path: Path) -> None:
+    """Refuse a record of lines start..end whose quoted field holds a line that is itself a whole row. Strict mode
+    catches a stray quote only when it never closes where a field ends; one that closes right before a delimiter
+    (`third row",pos`) makes one well-formed record of every row in between, silently. The lines strictly between
+    the first and the last lie wholly inside the quoted field: rows swallowed by a stray quote read as rows of the
+    header's width there, a line of a legitimate multi-line text rarely does (the first and last lines are not
+    checked: a real field's closing line `end of text",POS` reads as a row too). With fewer than two columns every
+    line would read as a row, so nothing can be told apart."""
+    if end - start < 2 or width < 2:
+        return
+    for number in range(start + 1, end):
+        try:
+            fields = next(csv.reader([lines[number - 1]], delimiter=delimiter, strict=True), [])
+        except csv.Error:
+            continue  # not a row on its own: a piece of a quoted field
+        if len(fields) == width:
+            raise InputError(f"not {format.upper()}: a field opened with a quote in the row of line {start} runs on "
+                             f"to line {end}, and line {number} inside it reads as a row of its own; a stray quote? "
+                             "Quote such a field whole and double the quotes inside it", path=path, line=start)
 
 
 def _not_csv(exc: csv.Error, format: str, path: Path, start: int, end: int) -> InputError:
