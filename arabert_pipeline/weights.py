@@ -24,6 +24,7 @@ import json
 import os
 import struct
 from pathlib import Path
+from typing import NamedTuple
 
 from .errors import ConfigError
 
@@ -33,15 +34,89 @@ SCALE_SUFFIX = ".int8_scale"
 MIN_ELEMENTS = 1 << 16
 
 
-def storage_of(path: str | os.PathLike) -> str | None:
-    """The storage a safetensors file's metadata records (INT8_ROWS), or None for a plain checkpoint."""
+# The most header bytes a safetensors file may claim (the safetensors library's own bound): a larger length, as a
+# damaged or hostile file's first 8 bytes may give, is refused before anything is allocated for it.
+MAX_HEADER_BYTES = 100_000_000
+
+
+class SafetensorsHeader(NamedTuple):
+    tensors: dict  # name → {"dtype", "shape", "data_offsets"}, __metadata__ left out
+    metadata: dict  # __metadata__ ({} when there is none)
+    data_start: int  # offset of the data section in the file
+    raw: bytes  # the header's bytes as stored (finetuning/export.py fingerprints them)
+
+
+def read_safetensors_header(path: str | os.PathLike) -> SafetensorsHeader:
+    """The header of a safetensors file, read without its tensors; a file that is not one (unreadable, truncated, a
+    header length over MAX_HEADER_BYTES, not a JSON object) is a one-line ConfigError naming it."""
     try:
         with open(path, "rb") as f:
             size = struct.unpack("<Q", f.read(8))[0]
-            header = json.loads(f.read(size))
+            if size > MAX_HEADER_BYTES:
+                raise ValueError(f"its header claims {size:,} bytes, more than the {MAX_HEADER_BYTES:,} allowed")
+            raw = f.read(size)
+        if len(raw) != size:
+            raise ValueError("truncated header")
+        header = json.loads(raw)
+        if not isinstance(header, dict):
+            raise ValueError("the header is not a JSON object")
+        metadata = header.pop("__metadata__", None) or {}
+        if not isinstance(metadata, dict):
+            raise ValueError("its __metadata__ is not a JSON object")
     except (OSError, ValueError, struct.error) as exc:
-        raise ConfigError(f"{path}: not a readable safetensors file ({exc})") from exc
-    return (header.get("__metadata__") or {}).get(STORAGE_KEY)
+        message = " ".join(str(exc).split())
+        raise ConfigError(f"{path}: not a readable safetensors file ({message})") from exc
+    return SafetensorsHeader(header, metadata, 8 + size, raw)
+
+
+def storage_of(path: str | os.PathLike) -> str | None:
+    """The storage a safetensors file's metadata records (INT8_ROWS), or None for a plain checkpoint."""
+    return read_safetensors_header(path).metadata.get(STORAGE_KEY)
+
+
+# A reader's word table (qa/transformer/companion.py writes it, ner/bilstm.py reads it too): float16 rows, or int8 rows
+# with one float32 scale per row in READER_SCALES, checked against reader.json's scales_sha256.
+READER_TABLE, READER_SCALES = "vectors.npy", "vector_scales.npy"
+
+
+def _sha256(path: str | os.PathLike) -> str:
+    """SHA-256 of a file's bytes, as artifacts.file_digest computes it (that layer is above this one)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def read_table(directory: str | os.PathLike, config: dict, rows: int):
+    """(table, row scales or None) of a reader/ whose reader.json `config` was read and checked (its table_sha256
+    against READER_TABLE included): the table memory-mapped, float16 of (rows, config["dim"]), or int8 rows with their
+    float32 scales (checked against scales_sha256). Anything else is a ConfigError naming the file."""
+    import numpy as np
+
+    directory = Path(directory)
+    try:
+        table = np.load(directory / READER_TABLE, mmap_mode="r", allow_pickle=False)
+    except (ValueError, OSError) as exc:
+        raise ConfigError(f"{directory / READER_TABLE}: not a numeric .npy array ({exc})") from None
+    if table.dtype not in (np.float16, np.int8) or table.shape != (rows, config["dim"]):
+        raise ConfigError(f"{directory / READER_TABLE}: expected ({rows}, {config['dim']}) float16 or int8, "
+                          f"found {table.shape} {table.dtype}")
+    if table.dtype == np.float16:
+        return table, None
+    scales_path = directory / READER_SCALES
+    if not scales_path.is_file() or _sha256(scales_path) != config.get("scales_sha256"):
+        raise ConfigError(f"{scales_path} is missing or not the file reader.json records: an int8 table needs its "
+                          "row scales")
+    try:
+        scales = np.load(scales_path, allow_pickle=False)
+    except (ValueError, OSError) as exc:
+        raise ConfigError(f"{scales_path}: not a numeric .npy array ({exc})") from None
+    if scales.dtype != np.float32 or scales.shape != (rows,):
+        raise ConfigError(f"{scales_path}: expected ({rows},) float32, found {scales.shape} {scales.dtype}")
+    return table, scales
 
 
 def quantize_rows(values, block: int | None = None):

@@ -67,3 +67,37 @@ def test_the_shipped_reader_table_reads_as_embeddings():
     embeddings = load_vectors()
     assert (len(embeddings), embeddings.dim, embeddings.preprocessing) == (124_569, 100, "arabertv02")
     assert WordVectors(embeddings)("بيروت") is not None
+
+
+def test_a_reader_table_in_int8_rows_needs_its_recorded_float32_scales(tmp_path):
+    """The reader's table is read by weights.read_table, as the QA reader reads it: int8 rows without their scales file,
+    or with scales of another dtype, are a ConfigError naming the file."""
+    import hashlib
+    import json
+
+    from arabert_pipeline.artifacts import file_digest
+    from arabert_pipeline.errors import ConfigError
+    from arabert_pipeline.weights import quantize_rows
+
+    reader = tmp_path / "reader"
+    reader.mkdir()
+    words = "".join(f"{w}\t1\n" for w in NAMES).encode("utf-8")
+    (reader / "words.txt").write_bytes(words)
+    values = np.random.default_rng(0).normal(size=(len(NAMES) + 2, 8)).astype(np.float32)
+    quantized, scales = quantize_rows(values)
+    np.save(reader / "vectors.npy", quantized, allow_pickle=False)
+    config = {"preprocessing": "arabertv02", "dim": 8, "words": len(NAMES),
+              "words_sha256": hashlib.sha256(words).hexdigest(), "table_sha256": file_digest(reader / "vectors.npy")}
+    (reader / "reader.json").write_text(json.dumps(config), encoding="utf-8")
+    with pytest.raises(ConfigError, match="vector_scales.npy is missing or not the file reader.json records"):
+        load_vectors(tmp_path)
+    np.save(reader / "vector_scales.npy", scales.reshape(-1).astype(np.float64), allow_pickle=False)
+    config["scales_sha256"] = file_digest(reader / "vector_scales.npy")
+    (reader / "reader.json").write_text(json.dumps(config), encoding="utf-8")
+    with pytest.raises(ConfigError, match="float32, found"):
+        load_vectors(tmp_path)
+    np.save(reader / "vector_scales.npy", scales.reshape(-1), allow_pickle=False)
+    config["scales_sha256"] = file_digest(reader / "vector_scales.npy")
+    (reader / "reader.json").write_text(json.dumps(config), encoding="utf-8")
+    embeddings = load_vectors(tmp_path)
+    assert len(embeddings) == len(NAMES) and np.array_equal(embeddings.vectors, (quantized * scales)[2:])

@@ -22,12 +22,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import struct
 import tempfile
 import warnings
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..weights import STORAGE_KEY, read_safetensors_header
 
 ONNX_FILE = "model.onnx"
 WEIGHTS_FILE = "model.safetensors"
@@ -44,21 +44,6 @@ _SAFETENSORS_TYPES = {"F32": ("FLOAT", "float32"), "F16": ("FLOAT16", "float16")
 
 
 # The fingerprint: what model.onnx assumes of the files beside it ---------------------------------------------------
-
-def read_safetensors_header(path: Path) -> tuple[dict, int, bytes]:
-    """(tensor entries, offset of the data section, raw header bytes) of a safetensors file."""
-    try:
-        with open(path, "rb") as f:
-            size = struct.unpack("<Q", f.read(8))[0]
-            raw = f.read(size)
-        if len(raw) != size:
-            raise ValueError("truncated header")
-        header = json.loads(raw)
-    except (OSError, ValueError, struct.error) as exc:
-        raise ConfigError(f"{path}: not a readable safetensors file ({exc})") from exc
-    header.pop("__metadata__", None)
-    return header, 8 + size, raw
-
 
 def config_digest(model_dir: str | os.PathLike) -> str:
     """A digest of config.json's content (key order and spacing aside)."""
@@ -83,7 +68,7 @@ def weights_fingerprint(model_dir: str | os.PathLike) -> str:
     except (OSError, ValueError) as exc:
         raise ConfigError(f"{model_dir / 'config.json'}: unreadable ({exc})") from exc
     digest.update(json.dumps(config, sort_keys=True).encode("utf-8"))
-    digest.update(read_safetensors_header(model_dir / WEIGHTS_FILE)[2])
+    digest.update(read_safetensors_header(model_dir / WEIGHTS_FILE).raw)
     return digest.hexdigest()
 
 
@@ -196,11 +181,12 @@ def _stored_tensors(weights: Path) -> dict:
     """{name: (values as float32, ONNX type name, absolute offset, length in bytes)} of a safetensors file."""
     import numpy as np
 
-    header, data_start, _ = read_safetensors_header(weights)
-    from ..weights import SCALE_SUFFIX, dequantize_rows, storage_of
+    from ..weights import SCALE_SUFFIX, dequantize_rows
 
+    read = read_safetensors_header(weights)
+    header, data_start = read.tensors, read.data_start
     data = weights.read_bytes()
-    compact = storage_of(weights) is not None
+    compact = read.metadata.get(STORAGE_KEY) is not None
     stored = {}
     for name, entry in header.items():
         begin, end = entry["data_offsets"]

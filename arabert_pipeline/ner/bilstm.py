@@ -31,7 +31,7 @@ import numpy as np
 from ..artifacts import file_digest, portable_path, read_json_file, read_metadata
 from ..embeddings.vectors import Embeddings, read_words_and_digest
 from ..errors import ConfigError, InputError
-from ..weights import table_rows
+from ..weights import READER_TABLE, read_table, table_rows
 from .metrics import ner_report
 
 log = logging.getLogger(__name__)
@@ -67,18 +67,10 @@ def _reader_table(reader: Path) -> Embeddings:
     if preprocessing not in PREPROCESSING_NAMES or type(dim) is not int or type(count) is not int or dim < 1:
         raise ConfigError(f"{reader / 'reader.json'}: expected its preprocessing, dim and words")
     words, words_sha256 = read_words_and_digest(reader / "words.txt", count, "words reader.json records")
-    if words_sha256 != config.get("words_sha256") or file_digest(reader / "vectors.npy") != config.get("table_sha256"):
-        raise ConfigError(f"{reader}: words.txt or vectors.npy is not the file reader.json records")
-    table = np.load(reader / "vectors.npy", allow_pickle=False)
-    if table.shape != (len(words) + 2, dim):
-        raise ConfigError(f"{reader / 'vectors.npy'}: expected ({len(words) + 2}, {dim}), found {table.shape}")
-    scales = None
-    if table.dtype == np.int8:  # int8 rows (issue 53): their float32 scales, checked as the table is
-        if file_digest(reader / "vector_scales.npy") != config.get("scales_sha256"):
-            raise ConfigError(f"{reader}: vector_scales.npy is not the file reader.json records")
-        scales = np.load(reader / "vector_scales.npy", allow_pickle=False)
-        if scales.shape != (len(table),):
-            raise ConfigError(f"{reader / 'vector_scales.npy'}: expected ({len(table)},), found {scales.shape}")
+    if words_sha256 != config.get("words_sha256") or not (reader / READER_TABLE).is_file() \
+            or file_digest(reader / READER_TABLE) != config.get("table_sha256"):
+        raise ConfigError(f"{reader}: words.txt or {READER_TABLE} is missing or not the file reader.json records")
+    table, scales = read_table(reader, config, len(words) + 2)  # int8 rows (issue 53): with their checked scales
     return Embeddings(words, table_rows(table, scales, np.arange(2, len(table))), preprocessing=preprocessing,
                       source=reader, words_sha256=words_sha256)
 

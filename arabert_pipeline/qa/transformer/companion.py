@@ -39,12 +39,12 @@ import numpy as np
 
 from ...artifacts import file_digest, read_json_file, read_metadata
 from ...errors import ConfigError
-from ...weights import table_rows
+from ...weights import READER_SCALES, READER_TABLE, read_table, table_rows
 
 COMPANION_DIR = "reader"
-GRAPH_FILE, TABLE_FILE, WORDS_FILE, CONFIG_FILE = "reader.onnx", "vectors.npy", "words.txt", "reader.json"
-# An int8 table's row scales (compact_companion), checked against reader.json's scales_sha256.
-SCALES_FILE = "vector_scales.npy"
+GRAPH_FILE, TABLE_FILE, WORDS_FILE, CONFIG_FILE = "reader.onnx", READER_TABLE, "words.txt", "reader.json"
+# An int8 table's row scales (compact_companion), checked against reader.json's scales_sha256 (weights.read_table).
+SCALES_FILE = READER_SCALES
 COMPANION_FILES = (GRAPH_FILE, TABLE_FILE, WORDS_FILE, CONFIG_FILE)
 # reader.json's checksum of each file it vouches for.
 CHECKSUMS = ((WORDS_FILE, "words_sha256"), (TABLE_FILE, "table_sha256"), (GRAPH_FILE, "graph_sha256"))
@@ -162,30 +162,6 @@ def compact_companion(directory: str | os.PathLike, *, min_elements: int | None 
     config.update(table_sha256=file_digest(directory / TABLE_FILE), graph_sha256=file_digest(directory / GRAPH_FILE),
                   scales_sha256=file_digest(directory / SCALES_FILE))
     (directory / CONFIG_FILE).write_text(json.dumps(config, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
-
-
-def read_table(directory: Path, config: dict, rows: int, *, mmap: bool = True) -> tuple[np.ndarray, np.ndarray | None]:
-    """(table, row scales or None) of a reader/ whose reader.json `config` was read and checked: float16, or int8
-    rows with their scales (checked against scales_sha256). Memory-mapped unless `mmap` is False."""
-    mode = "r" if mmap else None
-    try:
-        table = np.load(directory / TABLE_FILE, mmap_mode=mode, allow_pickle=False)
-    except (ValueError, OSError) as exc:
-        raise ConfigError(f"{directory / TABLE_FILE}: not a numeric .npy array ({exc})") from None
-    if table.dtype not in (np.float16, np.int8) or table.shape != (rows, config["dim"]):
-        raise ConfigError(f"{directory / TABLE_FILE}: expected ({rows}, {config['dim']}) float16 or int8, "
-                          f"found {table.shape} {table.dtype}")
-    if table.dtype == np.float16:
-        return table, None
-    if not (directory / SCALES_FILE).is_file() or file_digest(directory / SCALES_FILE) != config.get("scales_sha256"):
-        raise ConfigError(f"{directory / SCALES_FILE} is missing or not the file {CONFIG_FILE} records: an int8 "
-                          "table needs its row scales")
-    scales = np.load(directory / SCALES_FILE, allow_pickle=False)
-    if scales.dtype != np.float32 or scales.shape != (rows,):
-        raise ConfigError(f"{directory / SCALES_FILE}: expected ({rows},) float32, found {scales.shape} {scales.dtype}")
-    return table, scales
-
-
 
 
 def load_companion(model_dir: str | os.PathLike, preprocessing: str, *, required: bool,

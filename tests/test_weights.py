@@ -1,0 +1,87 @@
+"""weights.py's readers: the safetensors header (bounded before anything is allocated for it) and a reader's word
+table (float16, or int8 rows with their checked float32 scales)."""
+from __future__ import annotations
+
+import json
+import struct
+
+import numpy as np
+import pytest
+
+from arabert_pipeline.errors import ConfigError
+from arabert_pipeline.weights import (INT8_ROWS, MAX_HEADER_BYTES, STORAGE_KEY, _sha256, quantize_rows,
+                                      read_safetensors_header, read_table, storage_of)
+
+
+def test_the_header_reader_returns_entries_metadata_offset_and_raw_bytes(tmp_path):
+    from safetensors.numpy import save_file
+
+    path = tmp_path / "model.safetensors"
+    save_file({"a": np.ones((2, 3), dtype=np.float32)}, str(path), metadata={STORAGE_KEY: INT8_ROWS})
+    header = read_safetensors_header(path)
+    assert set(header.tensors) == {"a"} and header.tensors["a"]["shape"] == [2, 3]
+    assert header.metadata[STORAGE_KEY] == INT8_ROWS and storage_of(path) == INT8_ROWS
+    size = struct.unpack("<Q", path.read_bytes()[:8])[0]
+    assert header.data_start == 8 + size and header.raw == path.read_bytes()[8:8 + size]
+    save_file({"a": np.ones(2, dtype=np.float32)}, str(path))
+    assert storage_of(path) is None
+
+
+@pytest.mark.parametrize("size", [MAX_HEADER_BYTES + 1, 2**63, 2**64 - 1])
+def test_a_header_length_past_the_cap_is_refused_in_one_line_naming_the_file(tmp_path, size):
+    path = tmp_path / "hostile.safetensors"
+    path.write_bytes(struct.pack("<Q", size) + b'{"__metadata__": {}}')
+    for read in (read_safetensors_header, storage_of):
+        with pytest.raises(ConfigError) as caught:
+            read(path)
+        message = str(caught.value)
+        assert str(path) in message and f"{MAX_HEADER_BYTES:,}" in message and "\n" not in message
+
+
+@pytest.mark.parametrize("content", [b"\x01\x00", struct.pack("<Q", 50) + b"{}", struct.pack("<Q", 2) + b"[]",
+                                     struct.pack("<Q", 21) + b'{"__metadata__": [1]}'])
+def test_a_file_that_is_no_safetensors_file_is_a_config_error(tmp_path, content):
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(content)
+    with pytest.raises(ConfigError, match="not a readable safetensors file"):
+        read_safetensors_header(path)
+
+
+def _reader(tmp_path, table, scales=None):
+    np.save(tmp_path / "vectors.npy", table, allow_pickle=False)
+    config = {"dim": table.shape[1]}
+    if scales is not None:
+        np.save(tmp_path / "vector_scales.npy", scales, allow_pickle=False)
+        config["scales_sha256"] = _sha256(tmp_path / "vector_scales.npy")
+    return config
+
+
+def test_read_table_reads_float16_and_int8_rows(tmp_path):
+    values = np.random.default_rng(0).normal(size=(5, 4)).astype(np.float16)
+    table, scales = read_table(tmp_path, _reader(tmp_path, values), 5)
+    assert scales is None and np.array_equal(table, values)
+    quantized, row_scales = quantize_rows(values)
+    table, scales = read_table(tmp_path, _reader(tmp_path, quantized, row_scales.reshape(-1)), 5)
+    assert table.dtype == np.int8 and np.array_equal(scales, row_scales.reshape(-1))
+
+
+def test_read_table_refuses_missing_other_or_mistyped_scales_and_tables(tmp_path):
+    quantized, row_scales = quantize_rows(np.ones((5, 4), dtype=np.float32))
+    config = _reader(tmp_path, quantized)
+    with pytest.raises(ConfigError, match="vector_scales.npy is missing or not the file"):
+        read_table(tmp_path, config, 5)
+    config = _reader(tmp_path, quantized, row_scales.reshape(-1))
+    np.save(tmp_path / "vector_scales.npy", row_scales.reshape(-1) * 2, allow_pickle=False)
+    with pytest.raises(ConfigError, match="vector_scales.npy is missing or not the file"):
+        read_table(tmp_path, config, 5)
+    config = _reader(tmp_path, quantized, row_scales.reshape(-1).astype(np.float64))
+    with pytest.raises(ConfigError, match=r"expected \(5,\) float32, found \(5,\) float64"):
+        read_table(tmp_path, config, 5)
+    config = _reader(tmp_path, np.ones((5, 4), dtype=np.float32))
+    with pytest.raises(ConfigError, match="float16 or int8, found"):
+        read_table(tmp_path, config, 5)
+    with pytest.raises(ConfigError, match=r"expected \(6, 4\)"):
+        read_table(tmp_path, _reader(tmp_path, np.ones((5, 4), dtype=np.float16)), 6)
+    (tmp_path / "vectors.npy").write_text(json.dumps([1, 2]))
+    with pytest.raises(ConfigError, match="not a numeric .npy array"):
+        read_table(tmp_path, config, 5)
