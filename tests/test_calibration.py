@@ -322,3 +322,19 @@ def test_the_features_say_whether_the_answer_is_the_transformers_or_the_readers_
     tables = []
     qa.decode(logits, top_k=20, settings=dataclasses.replace(settings, reader_weight=0.0), features=tables)
     assert np.array_equal(tables[0][:, transformer], tables[0][:, reader])
+
+
+def test_open_questions_by_their_first_words_and_not_by_a_pronoun_alone():
+    from arabert_pipeline.qa.transformer.calibration import FEATURES, answer_features, is_open_question
+
+    for question in ("ما هو الحمض النووي؟", "ما هي عاصمة فرنسا؟", "ماهو الضوء؟", "كيف تتكون السحب؟",
+                     "لماذا سقطت الدولة؟", "و ماذا فعل بعدها؟"):
+        assert is_open_question(question), question
+    for question in ("من هو مؤسس الدولة الأموية؟", "من هي أول ملكة؟", "هو من أسس المدينة؟", "أين هي المدينة؟",
+                     "متى تأسست المدينة؟", ""):
+        assert not is_open_question(question), question
+    context = "أسس معاوية بن أبي سفيان الدولة الأموية."
+    spans, one = [(0, 3)], np.array([1.0])
+    column = FEATURES.index("open-question")
+    assert answer_features("من هو مؤسس الدولة الأموية؟", context, spans, one, one, one)[0, column] == 0.0
+    assert answer_features("ما هي الدولة الأموية؟", context, spans, one, one, one)[0, column] == 1.0

@@ -193,7 +193,10 @@ _NUMBER_WORDS = frozenset(normalize_word(w) for w in (
     "عشرة عشرون عشرين ثلاثون ثلاثين أربعون أربعين خمسون خمسين مئة مائة مئات ألف آلاف مليون ملايين مليار نصف ربع "
     "ثلث").split())
 _DATE_NOUNS = frozenset(normalize_word(w) for w in "عام العام سنة السنة تاريخ يوم شهر قرن القرن".split())
-_OPEN_WORDS = frozenset(normalize_word(w) for w in "ما ماذا بماذا ماهو ماهي ما هو ما هي كيف لماذا لم".split())
+# A question is open (what, how, why) when one of its first two words is one of _OPEN_WORDS or the two together are
+# one of _OPEN_PHRASES: "هو" alone is no question word ("من هو مؤسس ..." asks for a person).
+_OPEN_WORDS = frozenset(normalize_word(w) for w in "ما ماذا بماذا ماهو ماهي كيف لماذا لم".split())
+_OPEN_PHRASES = frozenset(" ".join(normalize_word(w) for w in p.split()) for p in ("ما هو", "ما هي"))
 _NO_GAZETTEERS = Gazetteers(set(), set(), set())
 _WESTERN_DIGITS = str.maketrans("٠١٢٣٤٥٦٧٨٩", "0123456789")
 
@@ -209,6 +212,13 @@ def question_type(question: str) -> str | None:
     if any(w in (number_word, "ب" + number_word, "و" + number_word) for w in words):
         return "number"
     return None
+
+
+def is_open_question(question: str) -> bool:
+    """Whether a question asks what, how or why (the open-question feature): one of its first two words is an
+    open question word, or the two are "ما هو" / "ما هي"."""
+    first = [normalize_word(w) for w in question.split()[:2]]
+    return any(w in _OPEN_WORDS for w in first) or " ".join(first) in _OPEN_PHRASES
 
 
 def answer_is(kind: str, context: str, start: int, end: int) -> bool:
@@ -271,7 +281,7 @@ def answer_features(question: str, context: str, spans: list[tuple[int, int]], p
             sentence = frozenset().union(*map(match_keys, context[low:max(high, end)].split()))
             rows[i, 7] = len(keys & sentence) / len(keys)
         rows[i, 8] = np.log1p(context_words)
-    rows[:, 9] = float(any(normalize_word(w) in _OPEN_WORDS for w in question.split()[:2]))
+    rows[:, 9] = float(is_open_question(question))
     rows[:, 10] = rows[:, 3] if transformer_f1 is None else np.asarray(transformer_f1, dtype=np.float64)
     rows[:, 11] = rows[:, 10] if reader_f1 is None else np.asarray(reader_f1, dtype=np.float64)
     return rows
