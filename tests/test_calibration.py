@@ -338,3 +338,53 @@ def test_open_questions_by_their_first_words_and_not_by_a_pronoun_alone():
     column = FEATURES.index("open-question")
     assert answer_features("من هو مؤسس الدولة الأموية؟", context, spans, one, one, one)[0, column] == 0.0
     assert answer_features("ما هي الدولة الأموية؟", context, spans, one, one, one)[0, column] == 1.0
+
+
+def test_the_per_set_report_names_the_dev_sets():
+    """tune-decoding's calibration report compares the dev sets by their names, not by the passes' indices."""
+    from arabert_pipeline.qa.transformer.calibration import FEATURES
+    from arabert_pipeline.qa.transformer.decode import Answer
+    from arabert_pipeline.qa.transformer.tune import DevAnswers, DevPass, calibrate, dev_answers, dev_set_names
+
+    hard_x, hard_y = shifted_questions(600, 0.2, seed=2)
+    easy_x, easy_y = shifted_questions(600, 0.8, seed=3)
+    x, y = np.concatenate([hard_x, easy_x]), np.concatenate([hard_y, easy_y])
+    groups = np.repeat([0, 1], 600)
+    expected = {"expected-f1": 1 / (1 + np.exp(-x[:, 0]))}
+    _, report = choose_calibration(expected, y, features=x, groups=groups, group_names=("arcd-dev", "mlqa-ar-dev"))
+    assert set(report["per_set"]) == {"arcd-dev", "mlqa-ar-dev"}
+    assert report["per_set"]["arcd-dev"]["answers"] == 600
+    _, unnamed = choose_calibration(expected, y, features=x, groups=groups)
+    assert set(unnamed["per_set"]) == {"0", "1"}
+    assert unnamed["per_set"]["0"] == report["per_set"]["arcd-dev"]  # the names only
+
+    answers = DevAnswers(np.where(y, 1.0, 0.0), expected, np.zeros(len(y)), np.zeros(0), x, groups,
+                         ("arcd-dev", "mlqa-ar-dev"))
+    _, report = calibrate(answers, threshold=0.0)
+    assert set(report["per_set"]) == {"arcd-dev", "mlqa-ar-dev"}
+
+    # dev_answers records each pass's name; two passes of one name are told apart by their index.
+    context = "تأسست مدينة البصرة عام 636 م."
+    example = {"id": "q", "question": "متى تأسست البصرة؟", "context": context,
+               "answers": {"text": ["636"], "answer_start": [context.index("636")]}}
+
+    class Run(DevPass):
+        def answerable(self):
+            return self.logits, None
+
+    class Model:
+        settings = QASettings()
+
+        def null_margins(self, logits):
+            return np.zeros(2)
+
+        def decode(self, logits, settings, reader_scores, features=None):
+            if features is not None:
+                features.append(np.zeros((1, len(FEATURES))))
+            return [[Answer("636", context.index("636"), context.index("636") + 3, 0.9)]]
+
+    passes = [Run([example], None, None, "arcd-dev"), Run([example], None, None, "mlqa-ar-dev")]
+    found = dev_answers(Model(), passes)
+    assert found.dev_set_names == ("arcd-dev", "mlqa-ar-dev") and list(found.dev_set) == [0, 1]
+    assert dev_set_names([Run([], None, None, "a"), Run([], None, None, "a"), Run([], None, None)]) == \
+        ("0: a", "1: a", "2: 2")

@@ -38,7 +38,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -400,14 +400,15 @@ def brier_score(scores: np.ndarray, correct: np.ndarray) -> float:
 
 def choose_calibration(scores: "np.ndarray | dict[str, np.ndarray]", correct: np.ndarray, method: str = "auto", *,
                        features: np.ndarray | None = None, groups: np.ndarray | None = None, folds: int = FOLDS,
-                       seed: int = 0) -> tuple[Calibration, dict[str, Any]]:
+                       seed: int = 0, group_names: Sequence[str] | None = None) -> tuple[Calibration, dict[str, Any]]:
     """The map fitted on all of (scores, correct), its input and method chosen by out-of-fold Brier score, and a
     report of the choice: per input and method the out-of-fold ECE and Brier score, and for the chosen input its ECE
     before and the reliability tables before and after. `scores`: the decoder's probability of each answer, or
     {input: scores} with the raw scores of the same answers under several INPUTS; `features`: their answer_features
     rows, which adds the logistic map to the candidates; `groups`: the dev set of each answer: with two sets or more,
     the folds are the sets (each map is graded on a set it was not fitted on: leave one set out), else `folds` random
-    folds; `method`: auto or one of METHODS."""
+    folds; `group_names`: the name of each group when `groups` are indices (the report's per_set names the sets by
+    them; else by the group values); `method`: auto or one of METHODS."""
     by_input = {name: np.asarray(values, dtype=np.float64)
                 for name, values in (scores.items() if isinstance(scores, dict) else [("probability", scores)])}
     correct = np.asarray(correct, dtype=np.float64)
@@ -458,12 +459,13 @@ def choose_calibration(scores: "np.ndarray | dict[str, np.ndarray]", correct: np
         "reliability_out_of_fold": reliability_table(out_of_fold[read, best["method"]], correct),
     }
     if groups is not None:
-        report["per_set"] = {str(g): {"answers": int(np.sum(np.asarray(groups) == g)),
-                                      "right": float(correct[np.asarray(groups) == g].mean()),
-                                      "ece_held_out": expected_calibration_error(
-                                          out_of_fold[read, best["method"]][np.asarray(groups) == g],
-                                          correct[np.asarray(groups) == g])}
-                             for g in np.unique(groups)}
+        groups = np.asarray(groups)
+        held_out = out_of_fold[read, best["method"]]
+        report["per_set"] = {
+            (str(group_names[int(g)]) if group_names is not None else str(g)): {
+                "answers": int(np.sum(groups == g)), "right": float(correct[groups == g].mean()),
+                "ece_held_out": expected_calibration_error(held_out[groups == g], correct[groups == g])}
+            for g in np.unique(groups)}
     return calibration, report
 
 

@@ -89,6 +89,7 @@ class DevPass:
     examples: list[dict[str, Any]]
     logits: Logits
     reader_scores: list | None
+    name: str = ""  # the dev set's (SquadFile.name), for the reports that compare the sets
 
     def answerable(self) -> tuple[Logits, list | None]:
         """The logits and reader scores of the answerable questions alone."""
@@ -102,7 +103,7 @@ def dev_passes(qa: QAModel, dev_files: list[SquadFile], batch_size: int) -> list
     for f in dev_files:
         logits = qa.logits(f.examples + unanswerable_examples(f.examples), batch_size)
         passes.append(DevPass(f.examples, logits,
-                              qa.reader_scores(logits.prepared) if qa.reader is not None else None))
+                              qa.reader_scores(logits.prepared) if qa.reader is not None else None, f.name))
     return passes
 
 
@@ -179,6 +180,7 @@ class DevAnswers:
     negative_margin: np.ndarray  # and of each unanswerable one (the question paired with another paragraph)
     features: np.ndarray | None = None  # calibration.answer_features of each best answer (what a logistic map reads)
     dev_set: np.ndarray | None = None  # which dev set (index into the passes) each answerable question is from
+    dev_set_names: tuple[str, ...] | None = None  # the name of each dev set (of each pass), indexed by dev_set
 
 
 def dev_answers(qa: QAModel, passes: list[DevPass]) -> DevAnswers:
@@ -208,7 +210,16 @@ def dev_answers(qa: QAModel, passes: list[DevPass]) -> DevAnswers:
     return DevAnswers(np.asarray(metric, dtype=np.float64),
                       {read: np.asarray(values, dtype=np.float64) for read, values in top_score.items()},
                       np.asarray(answerable_margin), np.asarray(negative_margin),
-                      np.asarray(features, dtype=np.float64).reshape(-1, len(FEATURES)), np.asarray(dev_set))
+                      np.asarray(features, dtype=np.float64).reshape(-1, len(FEATURES)), np.asarray(dev_set),
+                      dev_set_names(passes))
+
+
+def dev_set_names(passes: list[DevPass]) -> tuple[str, ...]:
+    """The name of each pass's dev set (its index when it has none), told apart by their index where two share one."""
+    names = [run.name or str(index) for index, run in enumerate(passes)]
+    if len(set(names)) < len(names):
+        names = [f"{index}: {name}" for index, name in enumerate(names)]
+    return tuple(names)
 
 
 def tune_null_threshold(answers: DevAnswers) -> dict[str, Any]:
@@ -359,4 +370,5 @@ def calibrate(answers: DevAnswers, threshold: float, method: str = "auto") -> tu
     return choose_calibration({read: values[answered] for read, values in answers.top_score.items()},
                               answers.metric[answered] >= CORRECT_AT, method,
                               features=answers.features[answered] if answers.features is not None else None,
-                              groups=answers.dev_set[answered] if answers.dev_set is not None else None)
+                              groups=answers.dev_set[answered] if answers.dev_set is not None else None,
+                              group_names=answers.dev_set_names)
