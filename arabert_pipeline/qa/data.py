@@ -126,7 +126,10 @@ DIGEST_KEY = "sha256"
 def content_digest(path: str | Path, name: str | None = None) -> str:
     """What a set is, however it was named or its path spelt: the SHA-256 of its file's bytes, and for a registered
     split (`name` in SPLITS: part of a file's articles) which part, since arcd-dev and arcd-train-rest share a file."""
-    digest = file_digest(path)
+    return _part_digest(file_digest(path), name)
+
+
+def _part_digest(digest: str, name: str | None) -> str:
     split = SPLITS.get(str(name))
     if split is None:
         return digest
@@ -134,9 +137,11 @@ def content_digest(path: str | Path, name: str | None = None) -> str:
 
 
 def sets_trained_on(training_data: Any, files: list[SquadFile]) -> list[str]:
-    """The names of `files` that a model's recorded training data (its metadata "training_data") holds, compared by
-    content: `xquad-ar`, its path and `./qa/../qa/xquad.ar.json` are one set. An entry written before digests were
-    recorded is compared by the digest of the file its path names when that file is here, else by its name."""
+    """The names of `files` that share an article with a model's recorded training data (its metadata
+    "training_data"), compared by content: `xquad-ar`, its path and `./qa/../qa/xquad.ar.json` are one set, and
+    arcd-dev overlaps arcd-train (the whole file holds its articles) as arcd-train overlaps arcd-train-rest. An entry
+    written before digests were recorded is compared by the digest of the file its path names when that file is here,
+    else by its name."""
     digests, names = set(), set()
     for entry in training_data if isinstance(training_data, list) else []:
         if not isinstance(entry, dict):
@@ -149,7 +154,28 @@ def sets_trained_on(training_data: Any, files: list[SquadFile]) -> list[str]:
             digests.add(recorded)
         else:
             names.add(entry.get("name"))
-    return sorted({f.name for f in files if f.name in names or f.content_digest() in digests})
+    overlapping = set()
+    for f in files:
+        # A recorded digest names a whole file or one split of it; the splits are by article, so two sets drawn from
+        # one file overlap exactly when their article titles do. Each dev file's parts are expanded to compare.
+        parts = _file_parts(f.path)
+        mine = parts.get(content_digest(f.path, f.name), set())
+        trained = set().union(*(parts[d] for d in digests if d in parts))
+        if f.name in names or mine & trained:
+            overlapping.add(f.name)
+    return sorted(overlapping)
+
+
+def _file_parts(path: Path) -> dict[str, set[str]]:
+    """Every digest a set drawn from the file at `path` may be recorded by (the whole file, each registered split of
+    it) → the titles of the articles that set holds."""
+    text = read_text_file(path, max_bytes=MAX_DATA_FILE_BYTES, bom=True)
+    examples, _ = _parse_squad(text, path, str(path), "keep")
+    digest = file_digest(path)
+    parts = {digest: {e["title"] for e in examples}}
+    for name, split in SPLITS.items():
+        parts[_part_digest(digest, name)] = split.titles(examples)
+    return parts
 
 
 def _recorded_file(recorded: Any) -> Path | None:
