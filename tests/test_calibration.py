@@ -388,3 +388,42 @@ def test_the_per_set_report_names_the_dev_sets():
     assert found.dev_set_names == ("arcd-dev", "mlqa-ar-dev") and list(found.dev_set) == [0, 1]
     assert dev_set_names([Run([], None, None, "a"), Run([], None, None, "a"), Run([], None, None)]) == \
         ("0: a", "1: a", "2: 2")
+
+
+def test_a_logistic_map_over_a_reader_ranks_the_candidates_once(tmp_path, monkeypatch):
+    """decode's transformer-only and reader-only best spans (the features' transformer-f1, reader-f1) come from the
+    candidates' one pass, and are the spans candidates() ranks first with the reader weight 0 and READER_ALONE."""
+    import dataclasses
+
+    pytest.importorskip("torch")
+    from test_pipeline import PLANTED_WRITTEN, build_model
+
+    from arabert_pipeline.qa.transformer import decode as decoding
+    from arabert_pipeline.qa.transformer.calibration import LOGISTIC_FEATURES
+    from arabert_pipeline.qa.transformer.model import QAModel
+
+    qa = QAModel.load(build_model(tmp_path / "model", "arabertv02", planted=True, max_seq_length=96, doc_stride=32))
+    examples = [{"question": "إلى أين وصلنا؟", "context": f"سافرنا طويلا ثم وصلنا إلى {PLANTED_WRITTEN} في المساء."},
+                {"question": "متى وصلنا؟", "context": f"وصلنا إلى {PLANTED_WRITTEN} في المساء بعد سفر طويل."}]
+    logits = qa.logits(examples)
+    scores = []
+    for _, aligned in logits.prepared:
+        text = aligned.text
+        word = text.index("المساء")
+        start, end = np.full(len(text), -30.0, dtype=np.float32), np.full(len(text), -30.0, dtype=np.float32)
+        start[word:word + len("المساء")] = end[word:word + len("المساء")] = 0.0
+        scores.append((start, end))
+    logistic = Calibration("logistic", input="expected-f1", features=LOGISTIC_FEATURES, weights=(0.8, 1.2, 0.5, 0.7),
+                           bias=-1.0)
+    settings = dataclasses.replace(qa.settings, reader_weight=1.0, decoding="expected-f1", calibration=logistic)
+    passes = []
+    rank = decoding.decode_spans_under
+    monkeypatch.setattr(decoding, "decode_spans_under",
+                        lambda *a, **k: passes.append(len(k["bonuses"])) or rank(*a, **k))
+    found = qa.decode(logits, top_k=5, settings=settings, reader_scores=scores)
+    assert passes == [3] and all(found)
+    _, own = decoding._candidates(logits, settings, reader_scores=scores, own_best=True)
+    for i, weight in enumerate((0.0, decoding.READER_ALONE)):
+        alone = dataclasses.replace(settings, reader_weight=weight, decoding="max-score", calibration=None)
+        assert [f[0] for f in qa.candidates(logits, settings=alone, reader_scores=scores)] == own[i]
+    assert [a.text for a in own[1]] == ["المساء", "المساء"]

@@ -60,7 +60,8 @@ def decode_spans(
     end_bonus: list[np.ndarray] | None = None,
     sentence_index: list[np.ndarray] | None = None,
 ) -> list[list[tuple[int, int, float]]]:
-    """The `limit` best distinct spans per example as (char start, char end, score), best first.
+    """The `limit` best distinct spans per example as (char start, char end, score), best first (decode_spans_under
+    with one pair of bonuses).
 
     start_logits/end_logits: (windows, tokens); offsets: (windows, ≥tokens, 2) with -1 outside the context.
     start_bonus: per example, an array over its context's characters added to the score of spans starting there;
@@ -68,6 +69,27 @@ def decode_spans(
     sentence_index: per example, the sentence number of each of its context's characters: only spans whose first and
     last characters share it are kept (for an example where no candidate does, all are kept).
     """
+    return decode_spans_under(start_logits, end_logits, offsets, example_index, n_examples=n_examples, n_best=n_best,
+                              max_answer_tokens=max_answer_tokens, bonuses=[(start_bonus, end_bonus, limit)],
+                              sentence_index=sentence_index)[0]
+
+
+def decode_spans_under(
+    start_logits: np.ndarray,
+    end_logits: np.ndarray,
+    offsets: np.ndarray,
+    example_index: np.ndarray,
+    *,
+    n_examples: int,
+    n_best: int = 20,
+    max_answer_tokens: int = 30,
+    bonuses: list[tuple[list[np.ndarray] | None, list[np.ndarray] | None, int]],
+    sentence_index: list[np.ndarray] | None = None,
+) -> list[list[list[tuple[int, int, float]]]]:
+    """decode_spans' spans ranked under each of several scorings at once: per (start_bonus, end_bonus, limit) of
+    `bonuses`, the `limit` best distinct spans per example. The candidate spans (the top-n start and end tokens by
+    logit, the sentence filter) do not depend on the bonuses, so they are found once; each scoring adds its own
+    bonuses to the same start + end logits and ranks them as decode_spans alone would."""
     tokens = start_logits.shape[1]
     in_context = offsets[:, :tokens, 0] >= 0
     start = np.where(in_context, start_logits, -np.inf)
@@ -94,12 +116,21 @@ def decode_spans(
         has_inside[example[inside]] = True
         keep = inside | ~has_inside[example]
         example, char_start, char_end, score = example[keep], char_start[keep], char_end[keep], score[keep]
+    return [_ranked(example, char_start, char_end, _with_bonuses(example, char_start, char_end, score, *pair[:2]),
+                    n_examples, pair[2]) for pair in bonuses]
+
+
+def _with_bonuses(example, char_start, char_end, score, start_bonus, end_bonus):
     if start_bonus is not None:
         first_char = np.cumsum([0] + [len(b) for b in start_bonus])
         score = score + np.concatenate(start_bonus)[first_char[example] + char_start]
     if end_bonus is not None:
         first_char = np.cumsum([0] + [len(b) for b in end_bonus])
         score = score + np.concatenate(end_bonus)[first_char[example] + char_end - 1]
+    return score
+
+
+def _ranked(example, char_start, char_end, score, n_examples: int, limit: int) -> list[list[tuple[int, int, float]]]:
     # Best first within each example; overlapping windows propose the same span again: keep its best score only.
     order = np.lexsort((-score, example))
     keys = np.stack([example[order], char_start[order], char_end[order]], axis=1)
@@ -335,27 +366,54 @@ def candidates(logits: Logits, settings: QASettings, *, sentence_idf: KeyIDF | N
     chooses from. Max-score decoding keeps only the best few, unless `every_candidate` (as expected-F1 weighs
     them: up to EXPECTED_F1_CANDIDATES). `reader_scores`: bonuses.reader_scores of the same examples, when the caller
     decodes them many times; `whole_words`: spans widened to whole words of the original context."""
+    return _candidates(logits, settings, sentence_idf=sentence_idf, reader=reader, reader_scores=reader_scores,
+                       top_k=top_k, whole_words=whole_words, every_candidate=every_candidate)[0]
+
+
+# The reader weight at which the reader alone ranks the spans (the transformer's logits, a few units, then only break
+# its ties): the reader's own best span, for the calibration's reader-f1.
+READER_ALONE = 1000.0
+
+
+def _candidates(logits: Logits, settings: QASettings, *, sentence_idf: KeyIDF | None = None, reader=None,
+                reader_scores=None, top_k: int = 1, whole_words: bool = True, every_candidate: bool = False,
+                own_best: bool = False) -> tuple[list[list[Answer]], list[list[Answer | None]]]:
+    """`candidates`, and with `own_best` (and a reader weighed) the transformer's and the reader's own best span of
+    each example: [transformer's, reader's], each a list over the examples (None where an example has none), the
+    spans `candidates` would rank first with the reader weight 0 and READER_ALONE under max-score decoding. The
+    three rankings share one pass: the same candidate spans, the reader run once, each scored with its own bonuses."""
     prepared = logits.prepared
     sentences = [sentence_spans(aligned.text) for _, aligned in prepared] \
         if settings.sentence_prior > 0 or settings.within_sentence else None
     start_bonus = sentence_bonus(prepared, sentence_idf, settings.sentence_prior, sentences) \
         if settings.sentence_prior > 0 else None
     end_bonus = None
-    if settings.reader_weight > 0:
-        if reader is None and reader_scores is None:
-            raise ConfigError(f"reader_weight {settings.reader_weight} needs the model's reader (reader/)")
-        reader_scores = reader_scores if reader_scores is not None else reader_log_probs(prepared, reader)
-        weight = np.float32(settings.reader_weight)
-        starts = [weight * s for s, _ in reader_scores]
-        start_bonus = starts if start_bonus is None else [a + b for a, b in zip(start_bonus, starts)]
-        end_bonus = [weight * e for _, e in reader_scores]
+    # The bonuses of each ranking: (start, end, limit, spans per example kept, whether max-score's cut applies).
     # The probabilities are a softmax over `pool` distinct spans, whatever top_k is. Distinct preprocessed spans
     # can map back to one original span (a `+` marker token, a placeholder): decode a few more than needed.
     pool = max(top_k, settings.n_best)
     limit = 4 * pool
     if settings.decoding == "expected-f1" or every_candidate:
         limit = max(limit, EXPECTED_F1_CANDIDATES)
-    spans = decode_spans(
+    rankings = []
+    own_best = own_best and settings.reader_weight > 0
+    if settings.reader_weight > 0:
+        if reader is None and reader_scores is None:
+            raise ConfigError(f"reader_weight {settings.reader_weight} needs the model's reader (reader/)")
+        reader_scores = reader_scores if reader_scores is not None else reader_log_probs(prepared, reader)
+        if own_best:  # as candidates() alone would rank them: max-score, top_k 1
+            alone_pool = max(1, settings.n_best)
+            rankings.append((start_bonus, None, 4 * alone_pool, alone_pool, True))
+            weight = np.float32(READER_ALONE)
+            starts = [weight * s for s, _ in reader_scores]
+            rankings.append((starts if start_bonus is None else [a + b for a, b in zip(start_bonus, starts)],
+                             [weight * e for _, e in reader_scores], 4 * alone_pool, alone_pool, True))
+        weight = np.float32(settings.reader_weight)
+        starts = [weight * s for s, _ in reader_scores]
+        start_bonus = starts if start_bonus is None else [a + b for a, b in zip(start_bonus, starts)]
+        end_bonus = [weight * e for _, e in reader_scores]
+    rankings.insert(0, (start_bonus, end_bonus, limit, pool, settings.decoding == "max-score" and not every_candidate))
+    ranked = decode_spans_under(
         logits.start,
         logits.end,
         logits.windows.offsets,
@@ -363,32 +421,34 @@ def candidates(logits: Logits, settings: QASettings, *, sentence_idf: KeyIDF | N
         n_examples=len(prepared),
         n_best=settings.n_best,
         max_answer_tokens=settings.max_answer_tokens,
-        limit=limit,
-        start_bonus=start_bonus,
-        end_bonus=end_bonus,
+        bonuses=[(starts, ends, cut) for starts, ends, cut, _, _ in rankings],
         sentence_index=[sentence_numbers(aligned.text, found) for (_, aligned), found in zip(prepared, sentences)]
         if settings.within_sentence else None,
     )
-    found_per_example = []
-    for (_, aligned), found_spans in zip(prepared, spans):
-        found_spans = [c for c in found_spans if c[1] > c[0]]  # an empty span maps to nothing
-        bounds = np.asarray([c[:2] for c in found_spans], dtype=np.int64).reshape(-1, 2)
-        first, last = aligned.to_original_many(bounds[:, 0], bounds[:, 1])
-        if whole_words:
-            first, last = snap_spans_to_words(aligned.original, first, last)
-        found: dict[tuple[int, int], Answer] = {}
-        for start, end, (_, _, score) in zip(first.tolist(), last.tolist(), found_spans):
-            if end > start and (start, end) not in found:
-                found[start, end] = Answer(aligned.original[start:end], start, end, score)
-                if len(found) == pool and settings.decoding == "max-score" and not every_candidate:
-                    break
-        found_per_example.append(list(found.values()))
-    return found_per_example
+    found_per_ranking = []
+    for spans, (_, _, _, kept, cut) in zip(ranked, rankings):
+        found_per_ranking.append([_answers(aligned, found_spans, kept, cut, whole_words)
+                                  for (_, aligned), found_spans in zip(prepared, spans)])
+    own = [[found[0] if found else None for found in per_example] for per_example in found_per_ranking[1:]]
+    return found_per_ranking[0], own
 
 
-# The reader weight at which the reader alone ranks the spans (the transformer's logits, a few units, then only break
-# its ties): the reader's own best span, for the calibration's reader-f1.
-READER_ALONE = 1000.0
+def _answers(aligned, found_spans: list[tuple[int, int, float]], pool: int, cut: bool,
+             whole_words: bool) -> list[Answer]:
+    """An example's ranked spans of its preprocessed context as distinct Answers of the original context, best first
+    (at most `pool` of them when `cut`)."""
+    found_spans = [c for c in found_spans if c[1] > c[0]]  # an empty span maps to nothing
+    bounds = np.asarray([c[:2] for c in found_spans], dtype=np.int64).reshape(-1, 2)
+    first, last = aligned.to_original_many(bounds[:, 0], bounds[:, 1])
+    if whole_words:
+        first, last = snap_spans_to_words(aligned.original, first, last)
+    found: dict[tuple[int, int], Answer] = {}
+    for start, end, (_, _, score) in zip(first.tolist(), last.tolist(), found_spans):
+        if end > start and (start, end) not in found:
+            found[start, end] = Answer(aligned.original[start:end], start, end, score)
+            if len(found) == pool and cut:
+                break
+    return list(found.values())
 
 
 def decode(logits: Logits, settings: QASettings, *, top_k: int = 1, whole_words: bool = True,
@@ -402,15 +462,12 @@ def decode(logits: Logits, settings: QASettings, *, top_k: int = 1, whole_words:
     leading_words = frozenset(settings.leading_words)
     calibration = settings.calibration
     tabled = features is not None or (calibration is not None and calibration.method == "logistic")
-    # The transformer's and the reader's own best spans, for the features that say whether they agree.
-    own_best: list[list] = [[], []]
-    if tabled and settings.reader_weight > 0:
-        for i, weight in enumerate((0.0, READER_ALONE)):
-            alone = dataclasses.replace(settings, reader_weight=weight, decoding="max-score", calibration=None)
-            own_best[i] = [found[:1] for found in candidates(logits, alone, whole_words=whole_words, **bonuses)]
+    # With the candidates, the transformer's and the reader's own best spans, for the features that say whether they
+    # agree (none without a reader: the features default to the top span's).
+    found_per_example, own_best = _candidates(logits, settings, top_k=top_k, whole_words=whole_words,
+                                              own_best=tabled, **bonuses)
     answers = []
-    for index, ((question, aligned), ranked) in enumerate(zip(logits.prepared, candidates(
-            logits, settings, top_k=top_k, whole_words=whole_words, **bonuses))):
+    for index, ((question, aligned), ranked) in enumerate(zip(logits.prepared, found_per_example)):
         every = ranked
         if settings.decoding == "expected-f1" and ranked:
             order, _ = rank_by_expected_f1(aligned.original, [(a.start, a.end) for a in ranked],
@@ -428,8 +485,8 @@ def decode(logits: Logits, settings: QASettings, *, top_k: int = 1, whole_words:
                                    [a.score for a in every], settings.expected_f1_temperature)
             top = max(every, key=lambda a: a.score)
             agreement = expected_f1(aligned.original, spans, [(top.start, top.end)], [0.0])
-            own = [expected_f1(aligned.original, spans, [(best[index][0].start, best[index][0].end)], [0.0])
-                   if best and best[index] else None for best in own_best]
+            own = [expected_f1(aligned.original, spans, [(best[index].start, best[index].end)], [0.0])
+                   if best[index] is not None else None for best in own_best]
             table = answer_features(question, aligned.original, spans, np.asarray([a.score for a in ranked]),
                                     expected, agreement, *own)
             if features is not None:
