@@ -250,10 +250,86 @@ def write_plain(model_dir: str | os.PathLike, output: str | os.PathLike) -> Path
     arrays = dequantized_arrays(model_dir / "model.safetensors")
     save_file({k: np.ascontiguousarray(v, dtype=np.float32) for k, v in arrays.items()},
               os.fspath(output / "model.safetensors"), metadata={"format": "pt"})
+    copy_tokenizer_json(model_dir, output)
     for name in PLAIN_FILES:
-        if (model_dir / name).is_file():
+        if name != "tokenizer.json" and (model_dir / name).is_file():
             shutil.copyfile(model_dir / name, output / name)
     return output
+
+
+# A shipped task model whose tokenizer is another shipped model's (issue 53: one copy in the package) holds, instead of
+# tokenizer.json, this file: {"file": "../OTHER/tokenizer.json", "sha256": its digest}, checked when it is read.
+SHARED_TOKENIZER_FILE = "tokenizer.shared.json"
+
+
+def read_tokenizer_json(directory: str | os.PathLike) -> tuple[str, Path]:
+    """(text, path) of a model dir's tokenizer.json, or of the sibling model's that its tokenizer.shared.json names,
+    which must be the file whose digest it records."""
+    import hashlib
+    from pathlib import PurePosixPath
+
+    directory = Path(directory)
+    path = directory / "tokenizer.json"
+    shared = directory / SHARED_TOKENIZER_FILE
+    if not path.is_file() and shared.is_file():
+        ref = _read_reference(shared)
+        name, digest = ref.get("file"), ref.get("sha256")
+        parts = PurePosixPath(name).parts if isinstance(name, str) else ()
+        if len(parts) != 3 or parts[0] != ".." or parts[1] in ("", ".", "..") or parts[2] != "tokenizer.json":
+            raise ConfigError(f"{shared}: file must be ../MODEL/tokenizer.json (a sibling model's), not {name!r}")
+        path = directory.parent / parts[1] / "tokenizer.json"
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise ConfigError(f"{shared} names {path}, which cannot be read ({exc}): the package is incomplete") from None
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise ConfigError(f"{path} is not the tokenizer {shared} records (its digest differs)")
+        return data.decode("utf-8"), path
+    if not path.is_file():
+        raise ConfigError(f"{directory} has no tokenizer.json, which the ONNX backend tokenizes with")
+    try:
+        return path.read_text(encoding="utf-8"), path
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not a tokenizers file ({exc})") from exc
+
+
+def share_tokenizer(directory: str | os.PathLike, source: str | os.PathLike) -> None:
+    """Replace DIRECTORY/tokenizer.json by a tokenizer.shared.json naming SOURCE/tokenizer.json (a sibling model dir
+    holding the identical file)."""
+    import hashlib
+
+    directory, source = Path(directory), Path(source)
+    if directory.resolve().parent != source.resolve().parent:
+        raise ConfigError(f"{source} is not a sibling of {directory}")
+    ours, theirs = (directory / "tokenizer.json").read_bytes(), (source / "tokenizer.json").read_bytes()
+    if ours != theirs:
+        raise ConfigError(f"{directory / 'tokenizer.json'} differs from {source / 'tokenizer.json'}: not shared")
+    ref = {"file": f"../{source.resolve().name}/tokenizer.json", "sha256": hashlib.sha256(theirs).hexdigest()}
+    (directory / SHARED_TOKENIZER_FILE).write_text(json.dumps(ref, indent=2) + "\n", encoding="utf-8")
+    (directory / "tokenizer.json").unlink()
+
+
+def _read_reference(path: Path) -> dict:
+    # A few bytes of JSON; artifacts.read_json_file lies a layer above this module.
+    try:
+        ref = json.loads(path.read_bytes()[:1_000_000])
+    except (OSError, ValueError, RecursionError) as exc:
+        raise ConfigError(f"{path}: not a shared-tokenizer reference ({type(exc).__name__})") from None
+    if not isinstance(ref, dict):
+        raise ConfigError(f"{path}: expected a JSON object with file and sha256")
+    return ref
+
+
+def copy_tokenizer_json(model_dir: str | os.PathLike, target: str | os.PathLike) -> bool:
+    """Write TARGET/tokenizer.json from MODEL_DIR's own, or from the sibling model's that its tokenizer.shared.json
+    names (digest-checked): a copy of a model dir stands alone, where a reference to ../OTHER would name nothing.
+    False when MODEL_DIR has neither."""
+    model_dir = Path(model_dir)
+    if not (model_dir / "tokenizer.json").is_file() and not (model_dir / SHARED_TOKENIZER_FILE).is_file():
+        return False
+    text, _ = read_tokenizer_json(model_dir)
+    (Path(target) / "tokenizer.json").write_text(text, encoding="utf-8")
+    return True
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -131,6 +131,7 @@ def standalone(model_dir: str | os.PathLike, target: str | os.PathLike, *, weigh
     """TARGET as described in the module docstring, from MODEL_DIR with a current model.onnx (export it first), with
     int8 (`weight_bits` 8) or 4-bit (4) weights; returns TARGET/model.onnx."""
     from ..artifacts import atomic_directory
+    from ..weights import copy_tokenizer_json
     from .runtime import create_session, write_standalone
 
     model_dir, target = Path(model_dir), Path(target)
@@ -140,8 +141,9 @@ def standalone(model_dir: str | os.PathLike, target: str | os.PathLike, *, weigh
     create_session(model_dir)  # refuses a missing or stale model.onnx
     card = (target / CARD).read_bytes() if (target / CARD).is_file() else None
     with atomic_directory(target) as staged:
+        copy_tokenizer_json(model_dir, staged)  # a shared tokenizer is written out: the copy stands alone
         for name in SHIPPED_FILES:
-            if (model_dir / name).is_file():
+            if name != "tokenizer.json" and (model_dir / name).is_file():
                 shutil.copyfile(model_dir / name, staged / name)
         if card is not None:
             (staged / CARD).write_bytes(card)

@@ -15,64 +15,13 @@ from typing import Any
 
 from ..artifacts import read_json_file
 from ..errors import ConfigError
+# The shared-tokenizer reader lives in weights.py, the lowest layer, so that every copy of a model dir can resolve it.
+from ..weights import SHARED_TOKENIZER_FILE, read_tokenizer_json, share_tokenizer  # noqa: F401
 
 
 # transformers 5's generic fast tokenizer returns these when tokenizer_config.json lists none (4.x's added
 # token_type_ids); our tokenizer writers always list them (tokenizer/export.py save_pretrained_tokenizer).
 DEFAULT_INPUT_NAMES = ("input_ids", "attention_mask")
-# A shipped task model whose tokenizer is another shipped model's (issue 53: one copy in the package) holds, instead of
-# tokenizer.json, this file: {"file": "../OTHER/tokenizer.json", "sha256": its digest}, checked when it is read.
-SHARED_TOKENIZER_FILE = "tokenizer.shared.json"
-
-
-def read_tokenizer_json(directory: str | os.PathLike) -> tuple[str, Path]:
-    """(text, path) of a model dir's tokenizer.json, or of the sibling model's that its tokenizer.shared.json names,
-    which must be the file whose digest it records."""
-    import hashlib
-    from pathlib import PurePosixPath
-
-    directory = Path(directory)
-    path = directory / "tokenizer.json"
-    shared = directory / SHARED_TOKENIZER_FILE
-    if not path.is_file() and shared.is_file():
-        ref = read_json_file(shared)
-        name, digest = ref.get("file"), ref.get("sha256")
-        parts = PurePosixPath(name).parts if isinstance(name, str) else ()
-        if len(parts) != 3 or parts[0] != ".." or parts[1] in ("", ".", "..") or parts[2] != "tokenizer.json":
-            raise ConfigError(f"{shared}: file must be ../MODEL/tokenizer.json (a sibling model's), not {name!r}")
-        path = directory.parent / parts[1] / "tokenizer.json"
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise ConfigError(f"{shared} names {path}, which cannot be read ({exc}): the package is incomplete") from None
-        if hashlib.sha256(data).hexdigest() != digest:
-            raise ConfigError(f"{path} is not the tokenizer {shared} records (its digest differs)")
-        return data.decode("utf-8"), path
-    if not path.is_file():
-        raise ConfigError(f"{directory} has no tokenizer.json, which the ONNX backend tokenizes with")
-    try:
-        return path.read_text(encoding="utf-8"), path
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: not a tokenizers file ({exc})") from exc
-
-
-def share_tokenizer(directory: str | os.PathLike, source: str | os.PathLike) -> None:
-    """Replace DIRECTORY/tokenizer.json by a tokenizer.shared.json naming SOURCE/tokenizer.json (a sibling model dir
-    holding the identical file)."""
-    import hashlib
-    import json
-
-    directory, source = Path(directory), Path(source)
-    if directory.resolve().parent != source.resolve().parent:
-        raise ConfigError(f"{source} is not a sibling of {directory}")
-    ours, theirs = (directory / "tokenizer.json").read_bytes(), (source / "tokenizer.json").read_bytes()
-    if ours != theirs:
-        raise ConfigError(f"{directory / 'tokenizer.json'} differs from {source / 'tokenizer.json'}: not shared")
-    ref = {"file": f"../{source.resolve().name}/tokenizer.json", "sha256": hashlib.sha256(theirs).hexdigest()}
-    (directory / SHARED_TOKENIZER_FILE).write_text(json.dumps(ref, indent=2) + "\n", encoding="utf-8")
-    (directory / "tokenizer.json").unlink()
-
-
 class Encoded(dict):
     """What a transformers tokenizer call returns, as far as features.py reads it."""
 
