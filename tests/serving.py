@@ -68,6 +68,9 @@ def request(url: str, method: str, path: str, body: bytes | dict | list | None =
 # What the service adds to a text's tokens, as docs/answering.md states it: 16 of work a pair, and the special tokens
 # around a QA pair ([CLS] question [SEP] context [SEP]) or a task's text ([CLS] text [SEP]).
 PAIR_OVERHEAD, QA_SPECIALS, TASK_SPECIALS = 16, 3, 2
+# The characters that may wait to be counted, as docs/answering.md states it: the queue's tokens over 2, the most tokens
+# a character makes.
+MAX_TOKENS_PER_CHAR = 2
 
 
 def model_tokens(directory, text: str, preprocessing: str = "arabertv02") -> int:

@@ -9,10 +9,11 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 import types
 
 import pytest
-from serving import PAIR_OVERHEAD, QA_SPECIALS, TASK_SPECIALS, LoopbackServer, request
+from serving import MAX_TOKENS_PER_CHAR, PAIR_OVERHEAD, QA_SPECIALS, TASK_SPECIALS, LoopbackServer, request
 from test_pipeline import model_dir  # noqa: F401 (fixture)
 
 pytest.importorskip("starlette")
@@ -56,6 +57,67 @@ def test_a_token_dense_context_costs_its_tokens_up_to_exactly_the_queue(qa_dir):
         assert request(s.url, "POST", "/v1/answer/batch", {"pairs": [exact]})[0] == 200
         _error(request(s.url, "POST", "/v1/answer/batch", {"pairs": [exact, {"question": QUESTION, "context": "ب"}]}),
                413, "pairs")
+
+
+def test_requests_waiting_to_be_counted_are_bounded_by_characters(qa_dir, monkeypatch):
+    """Counting comes before admission: with its wait unbounded, large requests piled up there unrefused, bodies in
+    memory, and the requests behind them waited with no 503. The characters waiting may make one queue of work at the
+    most tokens a character makes; exactly that many wait, one more is answered 503 + Retry-After at once (while the
+    count ahead of it is held), and a request finding none waiting is counted whatever its length."""
+    from arabert_pipeline import Pipeline
+    from arabert_pipeline.serve import app as serve_app
+
+    budget = 1000
+    limits = ServeLimits(max_queue_tokens=budget * MAX_TOKENS_PER_CHAR, max_context_chars=3000, max_question_chars=200)
+    counting, release = threading.Event(), threading.Event()
+    count = serve_app.TokenCounter.__call__
+
+    def held_count(self, texts):
+        if any(text.startswith("held") for text in texts):
+            counting.set()
+            release.wait(30)
+        return count(self, texts)
+
+    monkeypatch.setattr(serve_app.TokenCounter, "__call__", held_count)
+
+    def pair(chars: int) -> dict:  # `chars` characters in all, 2 tokens each past the question
+        return {"question": QUESTION, "context": (DENSE * chars)[:chars - 1]}
+
+    with LoopbackServer(lambda: Pipeline(qa_dir, max_context_chars=3000, max_question_chars=200), limits) as s:
+        s.wait_ready()
+        stage = s.app.state.counting
+        assert stage.max_chars == budget
+        # alone, a request longer than the budget is counted (then admitted by its tokens: spaces make none)
+        assert request(s.url, "POST", "/v1/answer", {"question": QUESTION, "context": "ب " * budget})[0] == 200
+        answers = {}
+
+        def ask(name, body):
+            answers[name] = request(s.url, "POST", "/v1/answer", body, timeout=30)
+
+        held = {"question": QUESTION, "context": "held" + "ب" * 95}  # 100 characters, counted once released
+        threads = [threading.Thread(target=ask, args=("held", held))]
+        threads[0].start()
+        assert counting.wait(30)
+        try:
+            # one past the budget: refused at once, while the count ahead of it is still held
+            status, headers, _ = request(s.url, "POST", "/v1/answer", pair(budget - 100 + 1), timeout=10)
+            assert status == 503 and int(headers["retry-after"]) >= 1
+            # exactly the budget: waits to be counted
+            threads.append(threading.Thread(target=ask, args=("exact", pair(budget - 100))))
+            threads[-1].start()
+            deadline = time.monotonic() + 30
+            while stage.pending != budget:
+                assert time.monotonic() < deadline and "exact" not in answers, answers.get("exact")
+                time.sleep(0.01)
+            status, headers, body = request(s.url, "POST", "/v1/answer", pair(2), timeout=10)
+            assert status == 503 and int(headers["retry-after"]) >= 1
+            assert "waiting to have their tokens counted" in body["error"]["message"]
+        finally:
+            release.set()
+            for thread in threads:
+                thread.join(30)
+        assert answers["held"][0] == 200 and answers["exact"][0] == 200
+        assert stage.pending == 0
 
 
 class TaskStub:

@@ -22,7 +22,8 @@ context limits), so the service refuses what `Pipeline.answer` and `arabert-pipe
 error naming the field. A request from another web page, or naming another Host, is refused first (policy.py). Their
 pairs wait in one queue bounded by work (tokens, limits.pair_cost), not by pairs: full, it answers 503 + Retry-After
 (the time the excess takes at the recent pace). A pair's tokens are counted, before it queues, with the served model's
-own preprocessing and tokenizer, in a thread of their own (`TokenCounter`). One worker drains the queue (batcher.py):
+own preprocessing and tokenizer, in a thread of their own (`CountingStage`), where the characters waiting to be counted
+are bounded too (limits.counting_budget; past it, 503 + Retry-After at once). One worker drains the queue (batcher.py):
 it takes the pairs that have arrived, up to `max_batch_tokens`, waiting at most `max_wait_ms` after the oldest one, and
 answers each group of pairs with equal options with one `Pipeline.answer` call in a thread of its own, so that the
 event loop keeps reading requests while the model runs. A pair's answer does not depend on the pairs it is batched with: windows
@@ -40,7 +41,9 @@ import dataclasses
 import hashlib
 import json
 import logging
+import math
 import re
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -50,7 +53,7 @@ from ..errors import InputError
 from ..pipeline.core import check_top_k, text_problem
 from ..qa.transformer.settings import DECODINGS
 from .batcher import Batcher, Options, PairError, QueueClosed, QueueFull, ServiceStopped
-from .limits import ServeLimits, pair_cost
+from .limits import ServeLimits, counting_budget, pair_cost
 from .metrics import CONTENT_TYPE, Metrics
 from .policy import AccessPolicy
 
@@ -255,6 +258,64 @@ class TokenCounter:
         return [len(encoding.ids) for encoding in self.tokenizer.encode_batch(texts, add_special_tokens=False)]
 
 
+class CountingFull(Exception):
+    """A request's `chars` would pass the counting stage's budget; retry after `retry_after` seconds."""
+
+    def __init__(self, chars: int, retry_after: int):
+        super().__init__(chars, retry_after)
+        self.chars, self.retry_after = chars, retry_after
+
+
+# Characters counted per second before any count is timed: 100,000 characters that are each a token took ~1 s.
+COUNT_PACE_CHARS_PER_S = 100_000
+
+
+class CountingStage:
+    """Where requests wait to have their tokens counted, bounded by characters (limits.counting_budget): counting runs
+    before admission, so an unbounded wait here let large requests pile up unrefused, their bodies in memory, with the
+    requests behind them waiting instead of getting 503. Counts run one at a time in a thread of their own: off the
+    event loop (~1 s for 100,000 characters that are each a token), and off the model's thread so that counting never
+    waits for a batch."""
+
+    def __init__(self, max_chars: int):
+        self.max_chars = max_chars
+        self.pending = 0  # characters submitted and not yet counted (or dropped), the one being counted included
+        self.pace = float(COUNT_PACE_CHARS_PER_S)
+        self._lock = threading.Lock()  # pending is released from the executor's thread
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="arabert-serve-count")
+
+    async def tokens(self, counter, pairs: list[tuple[str, str]]) -> list[int]:
+        """counter.tokens(pairs) in the counting thread; CountingFull (Retry-After: the time the characters already
+        waiting take to count at the recent pace) if they would pass the budget. A request finding none waiting is
+        always taken, or one longer than the budget could never be counted."""
+        chars = sum(len(question) + len(text) for question, text in pairs)
+        with self._lock:
+            if self.pending and self.pending + chars > self.max_chars:
+                raise CountingFull(chars, max(1, math.ceil(self.pending / self.pace)))
+            self.pending += chars
+
+        def count():
+            started = time.perf_counter()
+            found = counter.tokens(pairs)
+            elapsed = time.perf_counter() - started
+            if chars >= 1000 and elapsed > 0:  # short counts time mostly overhead
+                self.pace = chars / elapsed
+            return found
+
+        def release(_):
+            with self._lock:
+                self.pending -= chars
+
+        # Released when the count ends or is cancelled before it starts, never when only its waiter goes (a client
+        # that hangs up leaves the count running): pending is the counting thread's real backlog.
+        future = self._executor.submit(count)
+        future.add_done_callback(release)
+        return await asyncio.wrap_future(future)
+
+    def shutdown(self) -> None:
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+
 class Answerer:
     """The loaded Pipeline, one variant per `decoding`, called by the batcher's thread."""
 
@@ -398,9 +459,7 @@ def create_app(load: Callable[[], "Pipeline"], limits: ServeLimits = ServeLimits
     page_security = page_headers(page)
     description = openapi(limits, DECODINGS, tuple(tasks))
     stopping = {"Retry-After": str(STOPPING_RETRY_AFTER_S)}
-    # Counting a request's tokens runs the model's preprocessing and tokenizer (~1 s for 100,000 characters that are
-    # each a token): off the event loop, and off the model's thread so that counting never waits for a batch.
-    counting = ThreadPoolExecutor(max_workers=1, thread_name_prefix="arabert-serve-count")
+    counting = CountingStage(counting_budget(limits.max_queue_tokens))
 
     def not_ready() -> RequestError:
         if state.load_error is not None:
@@ -437,9 +496,14 @@ def create_app(load: Callable[[], "Pipeline"], limits: ServeLimits = ServeLimits
 
     async def enqueue(pairs: list[tuple[str, str]], options: Options, field: str) -> list[asyncio.Future]:
         """Queue the pairs once their tokens are counted: 413 (naming `field`) for more work than the whole queue
-        holds, 503 + Retry-After for more than it has room for now."""
+        holds, 503 + Retry-After for more than it, or the counting stage before it, has room for now."""
         counter = state.answerer if options.task is None else state.tasks[options.task]
-        tokens = await asyncio.get_running_loop().run_in_executor(counting, counter.tokens, pairs)
+        try:
+            tokens = await counting.tokens(counter, pairs)
+        except CountingFull as full:
+            raise RequestError(503, None, f"busy: {full.chars:,} more characters would overflow the "
+                                          f"{counting.max_chars:,} waiting to have their tokens counted",
+                               {"Retry-After": str(full.retry_after)}) from None
         cost = sum(pair_cost(n) for n in tokens)
         if cost > limits.max_queue_tokens:
             noun = "pairs" if options.task is None else "texts"
@@ -586,7 +650,7 @@ def create_app(load: Callable[[], "Pipeline"], limits: ServeLimits = ServeLimits
                     await loading
             if batcher is not None:
                 await batcher.stop()
-            counting.shutdown(wait=False, cancel_futures=True)
+            counting.shutdown()
 
     routes = [
         Route(ANSWER_PATH, answer, methods=["POST"]),
@@ -608,6 +672,7 @@ def create_app(load: Callable[[], "Pipeline"], limits: ServeLimits = ServeLimits
                                         Exception: internal_error})
     app.state.begin_shutdown = begin_shutdown
     app.state.serve_limits = limits  # for build_server: the connections' limits and timeouts
+    app.state.counting = counting  # for the tests: the characters waiting to be counted
     return app
 
 

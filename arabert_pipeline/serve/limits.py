@@ -22,6 +22,24 @@ def pair_cost(tokens: int) -> int:
     return tokens + PAIR_OVERHEAD_TOKENS
 
 
+# The most tokens one character of a request becomes, measured with the shipped preprocessing (arabertv02) and
+# tokenizer (arabert-mini's Unigram, 2026-11-27): 2, the highest over every code point alone and every pair of the
+# densest ones ("…" then "’", "—" or a Quranic mark, repeated: the preprocessing spaces each off, and each is "▁" and
+# itself); "ب." and "a.b." make 1 and 1.5. A measure, not a proof: only the counting stage's budget rests on it, and
+# admission itself is by the counted tokens. There is no fewest to refuse a length by before counting: spaces,
+# diacritics, tatweel, HTML tags and "ﷺ" become no token and arabertv02 cuts a run of one letter to two ("ب" * 1,000
+# is one token), so a text of any length may be a few tokens.
+MAX_TOKENS_PER_CHAR = 2
+
+
+def counting_budget(max_queue_tokens: int) -> int:
+    """The characters that may wait to have their tokens counted (app.py's CountingStage): as many as make a whole
+    queue of work at the worst MAX_TOKENS_PER_CHAR, so that requests waiting for their count never hold more than the
+    queue itself bounds, nor wait longer than counting that much takes. Past it a request is answered 503 at once; a
+    request alone is counted whatever its length (the body and context limits bound it)."""
+    return max(1, max_queue_tokens // MAX_TOKENS_PER_CHAR)
+
+
 _SECONDS = ("timeout_headers", "timeout_body", "timeout_keep_alive", "shutdown_timeout")
 
 
