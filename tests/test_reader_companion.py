@@ -283,6 +283,35 @@ def test_the_compact_reader_reads_its_int8_rows_and_refuses_other_scales(tuned, 
         Pipeline(str(compact), backend="torch")
 
 
+def test_compacting_the_reader_is_all_or_nothing(tuned, tmp_path, monkeypatch):
+    """A compaction that fails midway (here: writing reader.onnx, after the table) leaves the reader as it was, every
+    file matching reader.json's checksums; an int8 table whose scales are gone is refused by name, nothing written."""
+    import onnx
+
+    from arabert_pipeline.qa.transformer.companion import Companion, compact_companion
+
+    _, out, _, _ = tuned
+    compact = tmp_path / "compact"
+    shutil.copytree(out, compact)
+    before = {p.name: p.read_bytes() for p in (compact / "reader").iterdir()}
+
+    def crash(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(onnx, "save", crash)
+    with pytest.raises(OSError, match="disk full"):
+        compact_companion(compact, min_elements=1024)
+    assert {p.name: p.read_bytes() for p in (compact / "reader").iterdir()} == before
+    Companion.load(compact, "arabertv02")  # its checksums still hold
+    monkeypatch.undo()
+    compact_companion(compact, min_elements=1024)
+    (compact / "reader" / "vector_scales.npy").unlink()
+    after = {p.name: p.read_bytes() for p in (compact / "reader").iterdir()}
+    with pytest.raises(ConfigError, match="vectors.npy is already int8 but vector_scales.npy is missing"):
+        compact_companion(compact, min_elements=1024)
+    assert {p.name: p.read_bytes() for p in (compact / "reader").iterdir()} == after
+
+
 def _exported(tuned, tmp_path):
     _, out, _, _ = tuned
     onnx_dir = tmp_path / "onnx"

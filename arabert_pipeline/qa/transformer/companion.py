@@ -147,21 +147,32 @@ def compact_companion(directory: str | os.PathLike, *, min_elements: int | None 
     default). Whether answers survive is measured by scripts/compact_gate.py."""
     import onnx
 
+    from ...artifacts import atomic_directory
     from ...weights import MIN_ELEMENTS, compact_graph, quantize_rows
 
     directory = Path(directory) / COMPANION_DIR
     config = read_json_file(directory / CONFIG_FILE)
     table = np.load(directory / TABLE_FILE, allow_pickle=False)
-    if table.dtype == np.float16:
-        quantized, scales = quantize_rows(table)
-        np.save(directory / TABLE_FILE, quantized, allow_pickle=False)
-        np.save(directory / SCALES_FILE, scales.reshape(-1), allow_pickle=False)
+    if table.dtype == np.int8 and not (directory / SCALES_FILE).is_file():
+        raise ConfigError(f"{directory / TABLE_FILE} is already int8 but {SCALES_FILE} is missing beside it: the rows "
+                          "cannot be read without their scales; restore the file or export the reader again")
+    if table.dtype not in (np.float16, np.int8):
+        raise ConfigError(f"{directory / TABLE_FILE}: expected float16 or int8 rows, found {table.dtype}")
     graph = onnx.load(str(directory / GRAPH_FILE))
-    if compact_graph(graph, MIN_ELEMENTS if min_elements is None else min_elements):
-        onnx.save(graph, str(directory / GRAPH_FILE))
-    config.update(table_sha256=file_digest(directory / TABLE_FILE), graph_sha256=file_digest(directory / GRAPH_FILE),
-                  scales_sha256=file_digest(directory / SCALES_FILE))
-    (directory / CONFIG_FILE).write_text(json.dumps(config, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    compacted = compact_graph(graph, MIN_ELEMENTS if min_elements is None else min_elements)
+    # A new reader/ replaces the old one whole: a crash midway leaves the old reader, whose files match reader.json's
+    # checksums, never a mix of old and new files that every later load refuses.
+    with atomic_directory(directory) as staged:
+        shutil.copytree(directory, staged, dirs_exist_ok=True)
+        if table.dtype == np.float16:
+            quantized, scales = quantize_rows(table)
+            np.save(staged / TABLE_FILE, quantized, allow_pickle=False)
+            np.save(staged / SCALES_FILE, scales.reshape(-1), allow_pickle=False)
+        if compacted:
+            onnx.save(graph, str(staged / GRAPH_FILE))
+        config.update(table_sha256=file_digest(staged / TABLE_FILE), graph_sha256=file_digest(staged / GRAPH_FILE),
+                      scales_sha256=file_digest(staged / SCALES_FILE))
+        (staged / CONFIG_FILE).write_text(json.dumps(config, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
 
 
 def load_companion(model_dir: str | os.PathLike, preprocessing: str, *, required: bool,
