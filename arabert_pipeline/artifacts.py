@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import gzip
-import hashlib
 import json
 import lzma
 import os
@@ -26,6 +25,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from .errors import ConfigError, DataNotFoundError, InputError
+# One digest for every file the package checks; the layers above read it here.
+from .weights import file_digest  # noqa: F401
 
 METADATA_FILE = "arabert_pipeline.json"
 # A corpus file's metadata lives beside it: corpus.txt.xz → corpus.txt.xz.arabert_pipeline.json (written by preprocess,
@@ -62,15 +63,6 @@ def data_root() -> Path:
         return Path(env).expanduser()
     cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(cache) / "arabert_pipeline" / "data"
-
-
-def file_digest(path: str | os.PathLike) -> str:
-    """SHA-256 of a file's bytes, read in blocks (corpus shards and model files are large)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def portable_path(path: str | os.PathLike) -> str:

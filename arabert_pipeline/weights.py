@@ -79,8 +79,8 @@ def storage_of(path: str | os.PathLike) -> str | None:
 READER_TABLE, READER_SCALES = "vectors.npy", "vector_scales.npy"
 
 
-def _sha256(path: str | os.PathLike) -> str:
-    """SHA-256 of a file's bytes, as artifacts.file_digest computes it (that layer is above this one)."""
+def file_digest(path: str | os.PathLike) -> str:
+    """SHA-256 of a file's bytes, read in blocks (corpus shards and model files are large); artifacts.file_digest."""
     import hashlib
 
     digest = hashlib.sha256()
@@ -107,7 +107,7 @@ def read_table(directory: str | os.PathLike, config: dict, rows: int):
     if table.dtype == np.float16:
         return table, None
     scales_path = directory / READER_SCALES
-    if not scales_path.is_file() or _sha256(scales_path) != config.get("scales_sha256"):
+    if not scales_path.is_file() or file_digest(scales_path) != config.get("scales_sha256"):
         raise ConfigError(f"{scales_path} is missing or not the file reader.json records: an int8 table needs its "
                           "row scales")
     try:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from arabert_pipeline.errors import ConfigError
-from arabert_pipeline.weights import (INT8_ROWS, MAX_HEADER_BYTES, STORAGE_KEY, _sha256, quantize_rows,
+from arabert_pipeline.weights import (INT8_ROWS, MAX_HEADER_BYTES, STORAGE_KEY, file_digest, quantize_rows,
                                       read_safetensors_header, read_table, storage_of)
 
 
@@ -52,7 +52,7 @@ def _reader(tmp_path, table, scales=None):
     config = {"dim": table.shape[1]}
     if scales is not None:
         np.save(tmp_path / "vector_scales.npy", scales, allow_pickle=False)
-        config["scales_sha256"] = _sha256(tmp_path / "vector_scales.npy")
+        config["scales_sha256"] = file_digest(tmp_path / "vector_scales.npy")
     return config
 
 
