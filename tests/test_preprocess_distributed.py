@@ -146,7 +146,8 @@ def test_a_shard_of_another_preprocessing_is_refused(tmp_path):
 
 
 def test_a_shard_of_another_input_of_the_same_name_is_refused_a_copy_of_its_own_is_not(tmp_path, monkeypatch):
-    from arabert_pipeline.preprocess import distributed, inputs
+    from arabert_pipeline.artifacts import file_digest
+    from arabert_pipeline.preprocess import distributed
 
     first, second = tmp_path / "one" / "wiki.txt", tmp_path / "two" / "wiki.txt"
     first.parent.mkdir()
@@ -163,7 +164,7 @@ def test_a_shard_of_another_input_of_the_same_name_is_refused_a_copy_of_its_own_
     assert snapshot(out) == before
 
     hashed = []
-    monkeypatch.setattr(distributed, "file_sha256", lambda path: hashed.append(path) or inputs.file_sha256(path))
+    monkeypatch.setattr(distributed, "file_digest", lambda path: hashed.append(path) or file_digest(path))
     assert shards([first], out).skipped and hashed == []  # unchanged: name, size and mtime, nothing read
     second.write_bytes(first.read_bytes())  # the same text elsewhere, with a new mtime: recognised by its digest
     assert shards([second], out).skipped and hashed == [second]

@@ -19,13 +19,13 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-from ..artifacts import SIDECAR_SUFFIX, read_json_file
+from ..artifacts import SIDECAR_SUFFIX, file_digest, read_json_file
 from ..errors import ConfigError, InputError
 from ..outputs import OutputLock, check_directory_writable
 from .corpus import (
     PART_SUFFIX, CorpusConfig, CorpusReport, _PartWriter, _validate, _Worker, _write_sidecar, renamed_options,
 )
-from .inputs import _InputFile, _read_lines, check_inputs, file_sha256
+from .inputs import _InputFile, _read_lines, check_inputs
 
 SHARD_COMPRESSIONS = ("none", "gz", "xz")
 ENGINES = ("local", "ray")
@@ -205,7 +205,7 @@ def _stale_reason(sidecar: Path, path: Path, cfg: CorpusConfig) -> str | None:
     if (Path(name).name, source.get("size"), source.get("mtime_ns")) == (path.name, status.st_size,
                                                                           status.st_mtime_ns):
         return None
-    if source.get("size") != status.st_size or file_sha256(path) != digest:
+    if source.get("size") != status.st_size or file_digest(path) != digest:
         return f"written from {name} as it was then (SHA-256 {digest[:12]}…), and {path} now differs"
     return None
 

@@ -61,17 +61,6 @@ class _HashingReader(io.RawIOBase):
         super().close()
 
 
-def file_sha256(path: Path) -> str:
-    """The SHA-256 of the file's bytes on disk (compressed inputs as they are, not their text)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-
-
 def check_inputs(paths: list[Path]) -> None:
     """Fail before any work on a missing, unreadable, undecompressable or empty input."""
     if not paths:
