@@ -37,11 +37,8 @@ def finetune_classifier(toy, output: Path, *extra: str) -> int:
 
 # 1. The kept epoch's weights are the ones saved --------------------------------------------------------------------
 
-def test_a_run_ended_inside_an_epoch_saves_the_kept_epochs_weights(toy, tmp_path, monkeypatch):
-    """--max-steps ends the run two steps into epoch 2: epoch 1 is the only one scored and the one the metadata says
-    was kept, so its weights, not the two later steps', are the model's."""
-    from safetensors.torch import load_file
-
+def record_scored_weights(monkeypatch) -> list[dict]:
+    """A copy of the weights each time the engine keeps an epoch as its best so far, in order."""
     from arabert_pipeline.finetuning import selection
 
     scored: list[dict] = []
@@ -52,6 +49,15 @@ def test_a_run_ended_inside_an_epoch_saves_the_kept_epochs_weights(toy, tmp_path
         save(output, model)
 
     monkeypatch.setattr(selection, "save_best_weights", keeping_a_copy)
+    return scored
+
+
+def test_a_run_ended_inside_an_epoch_saves_the_kept_epochs_weights(toy, tmp_path, monkeypatch):
+    """--max-steps ends the run two steps into epoch 2: epoch 1 is the only one scored and the one the metadata says
+    was kept, so its weights, not the two later steps', are the model's."""
+    from safetensors.torch import load_file
+
+    scored = record_scored_weights(monkeypatch)
     output = tmp_path / "cls"
     assert finetune_classifier(toy, output, "--max-steps", "6") == 0  # 64 texts / 16: 4 steps an epoch
     metadata = read_metadata(output)
@@ -72,14 +78,7 @@ def test_qa_finetune_ended_inside_an_epoch_saves_the_kept_epochs_weights(tiny_ml
     from arabert_pipeline.finetuning import selection
     from arabert_pipeline.qa.transformer.finetune import FinetuneConfig, run_finetune
 
-    scored: list[dict] = []
-    save = selection.save_best_weights
-
-    def keeping_a_copy(output, model):
-        scored.append({k: v.detach().cpu().clone() for k, v in model.state_dict().items()})
-        save(output, model)
-
-    monkeypatch.setattr(selection, "save_best_weights", keeping_a_copy)
+    scored = record_scored_weights(monkeypatch)
     monkeypatch.setattr(selection.FinetuneEngine, "step_cap", lambda self: self.steps_per_epoch() + 1)
     train, dev = qa_slices
     config = FinetuneConfig(model=str(tiny_mlm), output=str(tmp_path / "qa"), train=[str(train)], dev=[str(dev)],

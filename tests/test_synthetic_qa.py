@@ -121,22 +121,31 @@ def _hold_out(path: Path, context: str) -> Path:
     return path
 
 
+def interrupt_at_the_second_input(monkeypatch, corpus):
+    """Ctrl-C while the run reads its second input (after the gazetteer pass has read both): the real reader and the
+    paths read so far."""
+    import arabert_pipeline.qa.synthetic as synthetic
+
+    real = synthetic.read_documents
+    calls: list[str] = []
+
+    def failing(path, progress=True):
+        calls.append(path)
+        if path == corpus[1] and len(calls) > 2:
+            raise KeyboardInterrupt
+        yield from real(path, progress)
+
+    monkeypatch.setattr(synthetic, "read_documents", failing)
+    return real, calls
+
+
 def test_a_resumed_run_remakes_its_parts_when_the_hold_out_file_changed(corpus, tmp_path, monkeypatch):
     """Issue 52: the parts recorded the hold-out set by name and question count; a file of the same name and count
     that now holds a corpus paragraph must leave that document out of the resumed run too."""
     import arabert_pipeline.qa.synthetic as synthetic
 
     held = _hold_out(tmp_path / "held.json", "قصيدة عن الجبال والوديان كتبها شاعر مجهول في قرية بعيدة عن المدن")
-    real = synthetic.read_documents
-    calls: list[str] = []
-
-    def failing(path, progress=True):
-        calls.append(path)
-        if path == corpus[1] and len(calls) > 2:  # the gazetteer pass reads both, then the second input fails
-            raise KeyboardInterrupt
-        yield from real(path, progress)
-
-    monkeypatch.setattr(synthetic, "read_documents", failing)
+    real, _ = interrupt_at_the_second_input(monkeypatch, corpus)
     with pytest.raises(KeyboardInterrupt):
         run(corpus, tmp_path / "resumed.json", [str(held)], max_per_document=10)
     monkeypatch.setattr(synthetic, "read_documents", real)
@@ -151,16 +160,7 @@ def test_an_interrupted_run_resumes_from_its_finished_inputs(corpus, tmp_path, m
     import arabert_pipeline.qa.synthetic as synthetic
 
     run(corpus, tmp_path / "whole.json")
-    real = synthetic.read_documents
-    calls: list[str] = []
-
-    def failing(path, progress=True):
-        calls.append(path)
-        if path == corpus[1] and len(calls) > 2:  # the gazetteer pass reads both, then the second input fails
-            raise KeyboardInterrupt
-        yield from real(path, progress)
-
-    monkeypatch.setattr(synthetic, "read_documents", failing)
+    real, calls = interrupt_at_the_second_input(monkeypatch, corpus)
     with pytest.raises(KeyboardInterrupt):
         run(corpus, tmp_path / "resumed.json")
     assert not (tmp_path / "resumed.json").exists() and (tmp_path / "resumed.json.parts" / "000.json").exists()
