@@ -16,6 +16,12 @@ same fp32 weights. Such a file is not a plain transformers checkpoint: `--plain 
 `AutoModel...from_pretrained(OUT)` loads without this package), or pass `state_dict=dequantized_state_dict(...)` and
 `config=` to the concrete model class, as artifacts.load_pretrained_model does.
 
+A table may keep some rows exactly as stored (`exact_rows` of `compact`: the QA model keeps its most frequent tokens'
+embeddings in fp16, the rare ones in int8): then NAME holds the int8 rows of the others only, NAME + EXACT_SUFFIX the
+kept rows in their stored dtype and NAME + INDEX_SUFFIX (int32, one per row of the table) where each row lives: i ≥ 0
+is row i of the exact rows, i < 0 row -1 - i of the int8 ones. Such a file records INT8_ROWS_EXACT, which a version
+of this package that cannot read it refuses by name.
+
 Whether a model keeps its answers in this form is measured on dev before it ships (scripts/compact_gate.py).
 """
 from __future__ import annotations
@@ -30,7 +36,10 @@ from .errors import ConfigError
 
 STORAGE_KEY = "arabert_pipeline.storage"
 INT8_ROWS = "int8-rows"
+INT8_ROWS_EXACT = "int8-rows+exact-rows"
 SCALE_SUFFIX = ".int8_scale"
+EXACT_SUFFIX = ".exact_rows"
+INDEX_SUFFIX = ".row_index"
 MIN_ELEMENTS = 1 << 16
 
 
@@ -147,6 +156,22 @@ def dequantize_rows(quantized, scale):
     return (widened * scale.astype(np.float32).reshape(rows, blocks, 1)).reshape(rows, columns)
 
 
+def dequantize_table(quantized, scale, exact=None, index=None):
+    """dequantize_rows, with the rows kept exactly (`exact`, placed by `index` as the module docstring says) put back
+    in their places: the fp32 table both backends compute with."""
+    import numpy as np
+
+    widened = dequantize_rows(quantized, scale)
+    if exact is None:
+        return widened
+    index = np.asarray(index)
+    table = np.empty((len(index), widened.shape[1]), dtype=np.float32)
+    kept = index >= 0
+    table[kept] = np.asarray(exact, dtype=np.float32)[index[kept]]
+    table[~kept] = widened[-1 - index[~kept]]
+    return table
+
+
 def table_rows(table, scales, ids):
     """The float32 rows `ids` of a lookup table stored in float16, or in int8 rows with float32 `scales` (one per
     row): the reader's word table (qa/transformer/companion.py, ner/bilstm.py)."""
@@ -157,27 +182,53 @@ def table_rows(table, scales, ids):
 
 
 def compact(source: str | os.PathLike, target: str | os.PathLike, *, min_elements: int = MIN_ELEMENTS,
-            blocks: dict[str, int | None] | None = None, only: tuple[str, ...] | None = None) -> dict[str, int]:
+            blocks: dict[str, int | None] | None = None, only: tuple[str, ...] | None = None,
+            exact_rows: dict[str, object] | None = None) -> dict[str, int]:
     """Write SOURCE (a safetensors file) to TARGET in int8 rows (2-D tensors of ≥ `min_elements` values, or only those
     whose name contains one of `only`); `blocks`: {name part: block size} (the first part found in a tensor's name
-    decides; none: one scale per row). Returns {"quantized": n, "kept": m}."""
+    decides; none: one scale per row); `exact_rows`: {name part: row numbers} kept as stored in that tensor (the
+    module docstring's layout). Returns {"quantized": n, "kept": m}."""
     import numpy as np
     from safetensors.numpy import load_file, save_file
 
     tensors = load_file(os.fspath(source))
-    out, quantized = {}, 0
+    out, quantized, storage = {}, 0, INT8_ROWS
     for name, values in tensors.items():
-        if name.endswith(SCALE_SUFFIX):
+        if name.endswith((SCALE_SUFFIX, EXACT_SUFFIX, INDEX_SUFFIX)):
             raise ConfigError(f"{source}: already holds int8 rows ({name})")
         chosen = only is None or any(part in name for part in only)
         if chosen and values.ndim == 2 and values.dtype.kind == "f" and values.size >= min_elements:
             block = next((size for part, size in (blocks or {}).items() if part in name), None)
-            out[name], out[name + SCALE_SUFFIX] = quantize_rows(values, block)
+            keep = next((rows for part, rows in (exact_rows or {}).items() if part in name), None)
+            if keep is None:
+                out[name], out[name + SCALE_SUFFIX] = quantize_rows(values, block)
+            else:
+                index = _row_index(len(values), keep, f"{source}: {name}")
+                out[name], out[name + SCALE_SUFFIX] = quantize_rows(values[np.flatnonzero(index < 0)], block)
+                out[name + EXACT_SUFFIX] = np.ascontiguousarray(values[np.flatnonzero(index >= 0)])
+                out[name + INDEX_SUFFIX] = index
+                storage = INT8_ROWS_EXACT
             quantized += 1
         else:
             out[name] = np.ascontiguousarray(values)
-    save_file(out, os.fspath(target), metadata={"format": "pt", STORAGE_KEY: INT8_ROWS})
+    save_file(out, os.fspath(target), metadata={"format": "pt", STORAGE_KEY: storage})
     return {"quantized": quantized, "kept": len(tensors) - quantized}
+
+
+def _row_index(rows: int, keep, what: str):
+    """The INDEX_SUFFIX array of a table of `rows` rows keeping the row numbers `keep` exactly: kept rows numbered in
+    table order from 0, the others -1, -2, ... in table order."""
+    import numpy as np
+
+    keep = np.unique(np.asarray(keep, dtype=np.int64))
+    if keep.size and (keep[0] < 0 or keep[-1] >= rows):
+        raise ConfigError(f"{what}: exact rows must lie in 0..{rows - 1}")
+    kept = np.zeros(rows, dtype=bool)
+    kept[keep] = True
+    index = np.empty(rows, dtype=np.int32)
+    index[kept] = np.arange(int(kept.sum()), dtype=np.int32)
+    index[~kept] = -1 - np.arange(int((~kept).sum()), dtype=np.int32)
+    return index
 
 
 def compact_graph(graph, min_elements: int = MIN_ELEMENTS) -> int:
@@ -214,15 +265,32 @@ def dequantized_arrays(path: str | os.PathLike) -> dict:
     tensors = load_file(os.fspath(path))
     if storage is None:
         return tensors
-    if storage != INT8_ROWS:
+    if storage not in (INT8_ROWS, INT8_ROWS_EXACT):
         raise ConfigError(f"{path}: unknown weight storage {storage!r} (a newer arabert-pipeline wrote it?)")
     out = {}
     for name, values in tensors.items():
-        if name.endswith(SCALE_SUFFIX):
+        if name.endswith((SCALE_SUFFIX, EXACT_SUFFIX, INDEX_SUFFIX)):
             continue
         scale = tensors.get(name + SCALE_SUFFIX)
-        out[name] = dequantize_rows(values, scale) if scale is not None else values
+        if scale is None:
+            out[name] = values
+            continue
+        exact, index = tensors.get(name + EXACT_SUFFIX), tensors.get(name + INDEX_SUFFIX)
+        if (exact is None) != (index is None) or (index is not None and not _valid_index(index, exact, values)):
+            raise ConfigError(f"{path}: {name}'s exact rows and row index do not fit its int8 rows")
+        out[name] = dequantize_table(values, scale, exact, index)
     return out
+
+
+def _valid_index(index, exact, quantized) -> bool:
+    """Whether a row index places every exact row and every int8 row exactly once (a damaged file's would not)."""
+    import numpy as np
+
+    if index.ndim != 1 or index.dtype != np.int32 or exact.ndim != 2 or exact.shape[1] != quantized.shape[1]:
+        return False
+    kept, others = index[index >= 0], -1 - index[index < 0]
+    return (np.array_equal(np.sort(kept), np.arange(len(exact)))
+            and np.array_equal(np.sort(others), np.arange(len(quantized))))
 
 
 def dequantized_state_dict(path: str | os.PathLike) -> dict:

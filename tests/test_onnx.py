@@ -155,12 +155,14 @@ def _assert_int8_answers_as_fp32(exact, int8) -> None:
     assert answers[0].score == pytest.approx(expected[0].score, abs=0.01)
 
 
-@pytest.mark.parametrize("block", [None, 16])
-def test_int8_row_storage_runs_the_same_fp32_weights_on_both_backends(tiny_onnx, tmp_path, block):
+@pytest.mark.parametrize("block, exact", [(None, False), (16, False), (None, True), (16, True)])
+def test_int8_row_storage_runs_the_same_fp32_weights_on_both_backends(tiny_onnx, tmp_path, block, exact):
     """Issue 53's compact storage: int8 rows in model.safetensors, widened to fp32 by the torch loader and by the
-    graph (the word embeddings looked up before they are widened); both backends give the same answers, a stale
-    export is refused, and --plain writes a checkpoint transformers loads alone."""
+    graph (the word embeddings looked up before they are widened; with `exact`, some of their rows kept as stored and
+    the others int8); both backends give the same answers, a stale export is refused, and --plain writes a checkpoint
+    transformers loads alone."""
     import onnx
+    from safetensors.numpy import load_file
     from transformers import AutoModelForQuestionAnswering
 
     from arabert_pipeline import Pipeline
@@ -169,15 +171,29 @@ def test_int8_row_storage_runs_the_same_fp32_weights_on_both_backends(tiny_onnx,
 
     directory = tmp_path / "int8"
     shutil.copytree(tiny_onnx, directory)
+    original = load_file(str(tiny_onnx / "model.safetensors"))
+    table = next(name for name in original if name.endswith("word_embeddings.weight"))
+    kept_rows = np.arange(3, len(original[table]), 2) if exact else None  # every other row from 3: interleaved
     counts = compact(tiny_onnx / "model.safetensors", directory / "model.safetensors", min_elements=1024,
-                     blocks={"": block})  # one scale per row, or per 16 values of a row
-    assert counts["quantized"] >= 5 and storage_of(directory / "model.safetensors") == "int8-rows"
+                     blocks={"": block},  # one scale per row, or per 16 values of a row
+                     exact_rows={"word_embeddings": kept_rows} if exact else None)
+    assert counts["quantized"] >= 5
+    assert storage_of(directory / "model.safetensors") == ("int8-rows+exact-rows" if exact else "int8-rows")
+    widened = dequantized_arrays(directory / "model.safetensors")[table]
+    if exact:  # the kept rows are the stored values, the others within int8's rounding of them
+        assert np.array_equal(widened[kept_rows], original[table][kept_rows].astype(np.float32))
+        others = np.setdiff1d(np.arange(len(widened)), kept_rows)
+        assert not np.array_equal(widened[others], original[table][others].astype(np.float32))
+    np.testing.assert_allclose(widened, original[table].astype(np.float32), atol=0.01 * np.abs(original[table]).max())
     with pytest.raises(ConfigError, match="re-export"):
         Pipeline(directory, backend="onnx")
     export_onnx(directory)
     graph = onnx.load(str(directory / "model.onnx"), load_external_data=False).graph
     gathers = [n for n in graph.node if n.op_type == "Gather" and n.input[0].endswith("word_embeddings.weight")]
     assert gathers and {i.data_type for i in graph.initializer if i.name == gathers[0].input[0]} == {onnx.TensorProto.INT8}
+    if exact:  # looked up in both stores, the row index choosing
+        assert {"Where", "GreaterOrEqual"} <= {n.op_type for n in graph.node}
+        assert any(n.op_type == "Gather" and n.input[0].endswith("word_embeddings.weight/exact") for n in graph.node)
     onnx_qa, torch_qa = Pipeline(directory), Pipeline(directory, backend="torch")
     assert (onnx_qa.backend, torch_qa.backend) == ("onnx", "torch")
     stored = dequantized_arrays(directory / "model.safetensors")

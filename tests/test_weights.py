@@ -85,3 +85,31 @@ def test_read_table_refuses_missing_other_or_mistyped_scales_and_tables(tmp_path
     (tmp_path / "vectors.npy").write_text(json.dumps([1, 2]))
     with pytest.raises(ConfigError, match="not a numeric .npy array"):
         read_table(tmp_path, config, 5)
+
+
+def test_exact_rows_round_trip_and_a_damaged_row_index_is_refused_by_name(tmp_path):
+    """A table keeping some rows as stored: those come back bit for bit, the others as their int8 rows; an index that
+    does not place every row once (a damaged file) is a one-line ConfigError, not a silently scrambled table."""
+    from safetensors.numpy import load_file, save_file
+
+    from arabert_pipeline.weights import INDEX_SUFFIX, INT8_ROWS_EXACT, compact, dequantize_rows, dequantized_arrays
+
+    rng = np.random.default_rng(0)
+    table = rng.normal(size=(300, 256)).astype(np.float16)
+    source, target = tmp_path / "fp16.safetensors", tmp_path / "int8.safetensors"
+    save_file({"emb.weight": table, "bias": np.ones(4, np.float32)}, str(source))
+    kept = [299, 7, 0, 7]
+    compact(source, target, exact_rows={"emb": kept})
+    assert storage_of(target) == INT8_ROWS_EXACT
+    widened = dequantized_arrays(target)["emb.weight"]
+    others = np.setdiff1d(np.arange(300), kept)
+    assert np.array_equal(widened[[0, 7, 299]], table[[0, 7, 299]].astype(np.float32))
+    assert np.array_equal(widened[others], dequantize_rows(*quantize_rows(table[others])))
+    with pytest.raises(ConfigError, match="exact rows must lie"):
+        compact(source, tmp_path / "bad.safetensors", exact_rows={"emb": [300]})
+    stored = load_file(str(target))
+    stored["emb.weight" + INDEX_SUFFIX][5] = stored["emb.weight" + INDEX_SUFFIX][6]  # one int8 row placed twice
+    save_file(stored, str(target), metadata={STORAGE_KEY: INT8_ROWS_EXACT})
+    with pytest.raises(ConfigError, match="row index do not fit") as caught:
+        dequantized_arrays(target)
+    assert str(target) in str(caught.value)

@@ -25,6 +25,7 @@ import os
 import tempfile
 import warnings
 from pathlib import Path
+from typing import NamedTuple
 
 from ..errors import ConfigError
 from ..weights import STORAGE_KEY, read_safetensors_header
@@ -181,26 +182,38 @@ def _stored_tensors(weights: Path) -> dict:
     """{name: (values as float32, ONNX type name, absolute offset, length in bytes)} of a safetensors file."""
     import numpy as np
 
-    from ..weights import SCALE_SUFFIX, dequantize_rows
+    from ..weights import EXACT_SUFFIX, INDEX_SUFFIX, SCALE_SUFFIX, dequantize_table
 
     read = read_safetensors_header(weights)
     header, data_start = read.tensors, read.data_start
     data = weights.read_bytes()
     compact = read.metadata.get(STORAGE_KEY) is not None
+
+    def part(entry: dict | None, dtype: str):
+        """(values, (shape, absolute offset, length)) of a stored tensor, or None."""
+        if entry is None:
+            return None
+        begin, end = entry["data_offsets"]
+        values = np.frombuffer(data[data_start + begin : data_start + end], dtype=dtype).reshape(entry["shape"])
+        return values, (entry["shape"], data_start + begin, end - begin)
+
     stored = {}
     for name, entry in header.items():
         begin, end = entry["data_offsets"]
         raw = data[data_start + begin : data_start + end]
-        scale_entry = header.get(name + SCALE_SUFFIX) if compact else None
-        if entry["dtype"] == "I8" and scale_entry is not None:  # int8 rows: matched by their fp32 values
-            scale_begin, scale_end = scale_entry["data_offsets"]
-            scale = np.frombuffer(data[data_start + scale_begin : data_start + scale_end], dtype="<f4")
-            values = dequantize_rows(np.frombuffer(raw, dtype=np.int8).reshape(entry["shape"]),
-                                     scale.reshape(scale_entry["shape"]))
-            stored[name] = (values, "INT8", data_start + begin, end - begin,
-                            (scale_entry["shape"], data_start + scale_begin, scale_end - scale_begin))
+        scale = part(header.get(name + SCALE_SUFFIX), "<f4") if compact else None
+        if entry["dtype"] == "I8" and scale is not None:  # int8 rows: matched by their fp32 values
+            exact_entry, index = header.get(name + EXACT_SUFFIX), part(header.get(name + INDEX_SUFFIX), "<i4")
+            exact_type = exact_entry and {"F16": "FLOAT16", "F32": "FLOAT"}.get(exact_entry.get("dtype"))
+            if (exact_entry is None) != (index is None) or (exact_entry is not None and exact_type is None):
+                raise ConfigError(f"{weights}: {name}'s exact rows must be float16 or float32, with a row index")
+            exact = exact_type and part(exact_entry, "<f2" if exact_type == "FLOAT16" else "<f4")
+            values = dequantize_table(np.frombuffer(raw, dtype=np.int8).reshape(entry["shape"]), scale[0],
+                                      exact and exact[0], index and index[0])
+            parts = Int8Parts(entry["shape"], scale[1], exact and (exact_type, *exact[1]), index and index[1])
+            stored[name] = (values, "INT8", data_start + begin, end - begin, parts)
             continue
-        if entry["dtype"] not in _SAFETENSORS_TYPES or (compact and name.endswith(SCALE_SUFFIX)):
+        if entry["dtype"] not in _SAFETENSORS_TYPES or (compact and name.endswith((SCALE_SUFFIX, EXACT_SUFFIX))):
             continue
         onnx_type, numpy_type = _SAFETENSORS_TYPES[entry["dtype"]]
         if numpy_type is None:  # bfloat16: the upper half of a float32
@@ -209,6 +222,16 @@ def _stored_tensors(weights: Path) -> dict:
             values = np.frombuffer(raw, dtype=np.dtype(numpy_type).newbyteorder("<")).astype(np.float32)
         stored[name] = (values.reshape(entry["shape"]), onnx_type, data_start + begin, end - begin, None)
     return stored
+
+
+class Int8Parts(NamedTuple):
+    """Where a table stored as int8 rows lies in the weights file: its int8 rows' shape, and (shape, offset, length)
+    of their scales, of its exact rows (with their ONNX type name first; None when it keeps none) and of its row
+    index (None likewise)."""
+    shape: list
+    scale: tuple
+    exact: tuple | None
+    index: tuple | None
 
 
 def _external(name: str, data_type: int, dims, offset: int, length: int):
@@ -264,25 +287,27 @@ def _link_weights(graph, weights: Path) -> None:
             kept.append(initializer)
             continue
         key, transposed = match
-        values, onnx_type, offset, length, scale = stored[key]
+        values, onnx_type, offset, length, parts = stored[key]
         if key not in linked:
-            tensor = _external(f"weights/{key}", getattr(TensorProto, onnx_type), values.shape, offset, length)
+            tensor = _external(f"weights/{key}", getattr(TensorProto, onnx_type),
+                               values.shape if parts is None else parts.shape, offset, length)
             linked[key] = tensor
             as_float[key] = tensor.name
-            if scale is not None:
-                shape, scale_offset, scale_length = scale
-                linked[key + "/scale"] = _external(f"weights/{key}/scale", TensorProto.FLOAT, shape, scale_offset,
-                                                   scale_length)
-        if scale is not None and not transposed and only_gathered(initializer.name):
-            gathered[initializer.name] = (f"weights/{key}", f"weights/{key}/scale", values.shape, scale[0])
+            if parts is not None:
+                linked[key + "/scale"] = _external(f"weights/{key}/scale", TensorProto.FLOAT, *parts.scale)
+            if parts is not None and parts.exact is not None:
+                exact_type, *exact = parts.exact
+                linked[key + "/exact"] = _external(f"weights/{key}/exact", getattr(TensorProto, exact_type), *exact)
+                linked[key + "/index"] = _external(f"weights/{key}/index", TensorProto.INT32, *parts.index)
+        if parts is not None and not transposed and only_gathered(initializer.name):
+            gathered[initializer.name] = (f"weights/{key}", parts)
             continue
-        if scale is not None and as_float[key] == f"weights/{key}":  # int8 rows: widened once, folded at load
+        if parts is not None and as_float[key] == f"weights/{key}":  # int8 rows: widened once, folded at load
             as_float[key] = f"weights/{key}/fp32"
-            made, extra = _widen_int8(f"weights/{key}", f"weights/{key}/scale", values.shape, scale[0],
-                                      as_float[key])
+            made, extra = _widen_int8(f"weights/{key}", parts, len(values), as_float[key])
             nodes += made
             kept += extra
-        elif scale is None and onnx_type != "FLOAT" and as_float[key] == f"weights/{key}":
+        elif parts is None and onnx_type != "FLOAT" and as_float[key] == f"weights/{key}":
             as_float[key] = f"weights/{key}/fp32"
             nodes.append(helper.make_node("Cast", [f"weights/{key}"], [as_float[key]], to=TensorProto.FLOAT))
         if transposed:
@@ -294,8 +319,7 @@ def _link_weights(graph, weights: Path) -> None:
     traced = []
     for node in graph.graph.node:
         if node.op_type == "Gather" and node.input[0] in gathered:
-            table, scale_name, shape, scale_shape = gathered[node.input[0]]
-            made, extra = _gathered_rows(node, table, scale_name, shape, scale_shape)
+            made, extra = _gathered_rows(*gathered[node.input[0]], node.input[1], node.output[0])
             traced += made
             kept += extra
         else:
@@ -306,14 +330,22 @@ def _link_weights(graph, weights: Path) -> None:
     graph.graph.node.extend([*nodes, *traced])
 
 
-def _widen_int8(table: str, scale: str, shape, scale_shape, output: str) -> tuple[list, list]:
+def _widen_int8(table: str, parts: Int8Parts, rows: int, output: str) -> tuple[list, list]:
     """(nodes, shape constants) widening an int8-row tensor to fp32: Cast, times its scales (per row, or per block of a
-    row through a reshape to rows × blocks × block and back). ONNX Runtime folds them into one fp32 constant."""
+    row through a reshape to rows × blocks × block and back); a table with exact rows is every row looked up
+    (_gathered_rows over 0..rows-1). ONNX Runtime folds them into one fp32 constant."""
     import numpy as np
     from onnx import TensorProto, helper, numpy_helper
 
-    rows, columns = shape
-    blocks = scale_shape[-1]
+    if parts.exact is not None:
+        ids = f"{table}/row_ids"
+        bounds = [numpy_helper.from_array(np.array(value, np.int32), f"{table}/range_{name}")
+                  for name, value in (("start", 0), ("limit", rows), ("delta", 1))]
+        made, constants = _gathered_rows(table, parts, ids, output)
+        return [helper.make_node("Range", [b.name for b in bounds], [ids]), *made], bounds + constants
+    rows, columns = parts.shape
+    blocks = parts.scale[0][-1]
+    scale = f"{table}/scale"
     nodes = [helper.make_node("Cast", [table], [f"{table}/int8_as_fp32"], to=TensorProto.FLOAT)]
     if blocks == 1:
         return nodes + [helper.make_node("Mul", [f"{table}/int8_as_fp32", scale], [output])], []
@@ -327,17 +359,43 @@ def _widen_int8(table: str, scale: str, shape, scale_shape, output: str) -> tupl
     return nodes, constants
 
 
-def _gathered_rows(gather, table: str, scale: str, shape, scale_shape) -> tuple[list, list]:
-    """(nodes, constants) in place of a Gather from an int8-row table: the int8 rows and their scales gathered, then
-    Cast and Mul — the same products as widening the whole table first, without an fp32 copy of it in memory or its
-    widening at each session start."""
+def _gathered_rows(table: str, parts: Int8Parts, ids: str, out: str) -> tuple[list, list]:
+    """(nodes, constants) in place of a Gather of rows `ids` from an int8-row table into `out`: the int8 rows and
+    their scales gathered, then Cast and Mul — the same products as widening the whole table first, without an fp32
+    copy of it in memory or its widening at each session start. With exact rows, the row index says for each id
+    whether its row is one of those (widened from their stored dtype) or which int8 row it is (weights.py)."""
     import numpy as np
     from onnx import TensorProto, helper, numpy_helper
 
-    out, ids = gather.output[0], gather.input[1]
-    columns, blocks = shape[1], scale_shape[-1]
+    if parts.exact is None:
+        return _int8_rows(table, parts, ids, out)
+    zero, minus_one, last = f"{out}/zero", f"{out}/minus_one", f"{out}/last_axis"
+    constants = [numpy_helper.from_array(np.array(0, np.int32), zero),
+                 numpy_helper.from_array(np.array(-1, np.int32), minus_one),
+                 numpy_helper.from_array(np.array([-1], np.int64), last)]
+    # Both lookups run for every id (a Gather of a negative id would wrap), Where keeps the right one.
+    nodes = [helper.make_node("Gather", [f"{table}/index", ids], [f"{out}/place"], axis=0),
+             helper.make_node("Max", [f"{out}/place", zero], [f"{out}/exact_id"]),
+             helper.make_node("Sub", [minus_one, f"{out}/place"], [f"{out}/int8_place"]),
+             helper.make_node("Max", [f"{out}/int8_place", zero], [f"{out}/int8_id"]),
+             helper.make_node("Gather", [f"{table}/exact", f"{out}/exact_id"], [f"{out}/exact_stored"], axis=0),
+             helper.make_node("Cast", [f"{out}/exact_stored"], [f"{out}/exact_rows"], to=TensorProto.FLOAT)]
+    made, extra = _int8_rows(table, parts, f"{out}/int8_id", f"{out}/int8_rows")
+    nodes += made + [
+        helper.make_node("GreaterOrEqual", [f"{out}/place", zero], [f"{out}/is_exact"]),
+        helper.make_node("Unsqueeze", [f"{out}/is_exact", last], [f"{out}/is_exact_row"]),
+        helper.make_node("Where", [f"{out}/is_exact_row", f"{out}/exact_rows", f"{out}/int8_rows"], [out])]
+    return nodes, constants + extra
+
+
+def _int8_rows(table: str, parts: Int8Parts, ids: str, out: str) -> tuple[list, list]:
+    """(nodes, constants): rows `ids` of the int8 rows `table` and of their scales, widened to fp32 into `out`."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    columns, blocks = parts.shape[1], parts.scale[0][-1]
     nodes = [helper.make_node("Gather", [table, ids], [f"{out}/int8"], axis=0),
-             helper.make_node("Gather", [scale, ids], [f"{out}/scale"], axis=0),
+             helper.make_node("Gather", [f"{table}/scale", ids], [f"{out}/scale"], axis=0),
              helper.make_node("Cast", [f"{out}/int8"], [f"{out}/int8_as_fp32"], to=TensorProto.FLOAT)]
     if blocks == 1:
         return nodes + [helper.make_node("Mul", [f"{out}/int8_as_fp32", f"{out}/scale"], [out])], []

@@ -192,12 +192,17 @@ def int8_model(path: Path) -> bytes:
                           "'arabert-pipeline[export]' (or use the torch backend)") from exc
     with tempfile.TemporaryDirectory(prefix="arabert-int8-") as tmp:
         folded, quantized = Path(tmp) / "folded.onnx", Path(tmp) / "int8.onnx"
-        onnx.save(_folded_graph(path, folded), str(folded))
+        graph = _folded_graph(path, folded)
+        onnx.save(graph, str(folded))
+        # A table's rows kept in fp16 (weights.py's exact rows) are looked up as stored: the quantizer would give
+        # their Gather an fp16 scale, which DequantizeLinear refuses.
+        fp16 = {t.name for t in graph.graph.initializer if t.data_type == onnx.TensorProto.FLOAT16}
+        exclude = [n.name for n in graph.graph.node if n.op_type == "Gather" and n.input[0] in fp16]
         previous = logging.root.manager.disable
         logging.disable(logging.WARNING)  # the quantizer logs advice to run its shape-inference pass on every call
         try:
             quantize_dynamic(str(folded), str(quantized), weight_type=QuantType.QInt8, per_channel=True,
-                             extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+                             nodes_to_exclude=exclude, extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
         finally:
             logging.disable(previous)
         return quantized.read_bytes()
