@@ -10,7 +10,7 @@ import argparse
 import dataclasses
 
 from ..cliargs import BF16_CHOICES, bf16_choice
-from .config import ARCHITECTURES, MASKING, MODEL_SIZES, OBJECTIVES, PretrainConfig
+from .config import ARCHITECTURES, DEBERTA_ATTENTIONS, MASKING, MODEL_SIZES, OBJECTIVES, PretrainConfig
 
 
 def register(subparsers) -> None:
@@ -99,6 +99,10 @@ def register(subparsers) -> None:
     p.add_argument("--compile", action="store_true",
                    help="torch.compile the model for the training steps (GPU speed; the first steps compile, "
                    "and a --time-budget plan first counts that as step time)")
+    p.add_argument("--deberta-attention", choices=list(DEBERTA_ATTENTIONS), default=PretrainConfig.deberta_attention,
+                   help="deberta-v2: eager (transformers' disentangled attention) or sdpa (its relative terms as the "
+                   "bias of one scaled_dot_product_attention call, meant to save a GPU memory and time; not yet "
+                   "measured on one). Same weights, the export unchanged (default %(default)s)")
     p.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bars")
     p.set_defaults(run=run)
 

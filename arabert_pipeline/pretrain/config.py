@@ -56,12 +56,14 @@ MAX_POSITIONS = 512
 ARCHITECTURES: dict[str, tuple[str, ...]] = {"bert": ("bert", "electra"), "deberta-v2": ("deberta-v2",),
                                              "xlnet": ("xlnet",)}
 MASKING = ("dynamic", "static", "span")
+# How a DeBERTa computes its disentangled attention: transformers' own, or deberta_attention.py's through SDPA.
+DEBERTA_ATTENTIONS = ("eager", "sdpa")
 
 # Fields that do not change the training trajectory: a run may be resumed with different values for them.
 RESUMABLE_CHANGES = frozenset(
     # corpus and tokenizer are paths: their content is compared instead (the token cache key).
     {"resume", "overwrite", "save_every", "keep_checkpoints", "log_every", "eval_every", "cache_dir", "progress",
-     "output", "corpus", "tokenizer", "loader_workers", "compile"}
+     "output", "corpus", "tokenizer", "loader_workers", "compile", "deberta_attention"}
 )
 
 
@@ -127,6 +129,10 @@ class PretrainConfig:
     # (None: 4 on a GPU, 0 on a CPU), and torch.compile of the model's training steps.
     loader_workers: int | None = None
     compile: bool = False
+    # DeBERTa's disentangled attention: "eager" (transformers') or "sdpa" (deberta_attention.py: the relative terms as
+    # the bias of one scaled_dot_product_attention call, for GPU speed and memory). The same weights and, to float
+    # rounding, the same outputs; only the dropout masks are drawn another way, so a run may resume with the other.
+    deberta_attention: str = "eager"
 
     def validate(self) -> None:
         """Reject option combinations that cannot work, before anything is loaded."""
@@ -154,6 +160,12 @@ class PretrainConfig:
             raise ConfigError("--enhanced-mask-decoder is DeBERTa's: it needs --architecture deberta-v2")
         if self.enhanced_mask_decoder and self.objective not in ("mlm", "electra"):
             raise ConfigError(f"--enhanced-mask-decoder is an MLM head option; --objective {self.objective} has none")
+        if self.deberta_attention not in DEBERTA_ATTENTIONS:
+            raise ConfigError(f"--deberta-attention {self.deberta_attention!r}: choose one of "
+                              f"{', '.join(DEBERTA_ATTENTIONS)}")
+        if self.deberta_attention != "eager" and self.architecture != "deberta-v2":
+            raise ConfigError(f"--deberta-attention {self.deberta_attention} is DeBERTa's: it needs --architecture "
+                              "deberta-v2")
         if self.nsp and self.architecture != "bert":
             raise ConfigError("--nsp needs --architecture bert (DeBERTa has no next-sentence head)")
         if self.masking not in MASKING:

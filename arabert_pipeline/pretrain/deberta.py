@@ -8,7 +8,8 @@ absolute positions at the input (`position_biased_input` false). The presets are
 are the parameter counts, to within the relative table's LayerNorm: its 2 × 256 rows replace BERT's 512 absolute
 positions and the shared projections add nothing. Two token types as in BERT, although DeBERTa-v2's default has
 none, so the QA stage's question/context types (and its third, question-overlap type) have an embedding to use.
-transformers has no SDPA kernel for disentangled attention: DeBERTa runs its own ("eager") attention.
+transformers has no SDPA kernel for disentangled attention: DeBERTa runs its own ("eager") attention, or with
+`--deberta-attention sdpa` deberta_attention.py's, the relative terms as the bias of one SDPA call.
 
 Enhanced mask decoder (EMD, `--enhanced-mask-decoder`, DeBERTa §3.2). Relative positions alone do not tell apart
 two words in the same local context ("a new store opened beside the new mall": store and mall), which absolute

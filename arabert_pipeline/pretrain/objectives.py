@@ -47,6 +47,10 @@ log = logging.getLogger(__name__)
 def build_objective(config: "PretrainConfig", tokenizer, preprocessing: str | None = None) -> "torch.nn.Module":
     module = importlib.import_module(OBJECTIVES[config.objective])
     objective = module.build(config, tokenizer)
+    if config.deberta_attention == "sdpa":  # for every objective's DeBERTa(s), --init-from's included
+        from .deberta_attention import use_sdpa_attention
+
+        use_sdpa_attention(objective)
     for name in ("collator", "export"):
         if not hasattr(objective, name):
             raise TypeError(f"objective {config.objective!r} has no {name!r}")
