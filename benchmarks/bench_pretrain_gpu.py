@@ -20,7 +20,8 @@ Rows, all at --tokens-per-step tokens per optimizer step (default 32,768 = 256 Ã
 seed 42, bf16 on a GPU:
 - package rows: `pretrain` with the GPU levers (loader workers, --compile, fused AdamW; `-plain`: without workers and
   compile, the path measured before issue 51; `-eager`: workers without compile): BERT-base seq 128 random and whole-word masking, seq 512, DeBERTa-v2
-  base with and without the enhanced mask decoder, ELECTRA base (DeBERTaV3-style RTD);
+  base with and without the enhanced mask decoder and with `--deberta-attention sdpa` (`deberta-128-sdpa`), ELECTRA
+  base (DeBERTaV3-style RTD);
 - Hugging Face: `transformers.Trainer` + `BertForMaskedLM` (the same config) + `DataCollatorForLanguageModeling(0.15)`
   over run_mlm.py's `group_texts` blocks of the same corpus and tokenizer, with its defaults, and with 4 loader workers.
 
@@ -53,6 +54,8 @@ ROWS: dict[str, tuple[str, dict]] = {
     "bert-128-wwm": ("package", {"architecture": "bert", "whole_word_masking": True}),
     "bert-512": ("package", {"architecture": "bert", "max_seq_length": 512}),
     "deberta-128": ("package", {"architecture": "deberta-v2"}),
+    # DeBERTa's disentangled attention through SDPA (--deberta-attention sdpa), right after the row it is read against.
+    "deberta-128-sdpa": ("package", {"architecture": "deberta-v2", "deberta_attention": "sdpa"}),
     "bert-128-plain": ("package", {"architecture": "bert", "plain": True}),
     "deberta-128-plain": ("package", {"architecture": "deberta-v2", "plain": True}),
     "bert-128-eager": ("package", {"architecture": "bert", "compile": False}),
@@ -191,6 +194,8 @@ def ratios(rows: dict) -> dict[str, float]:
              "bert-128 / bert-128-plain": ("bert-128", "bert-128-plain"),
              "bert-128-eager / bert-128-plain": ("bert-128-eager", "bert-128-plain"),
              "deberta-128 / deberta-128-plain": ("deberta-128", "deberta-128-plain"),
+             "deberta-128-sdpa / deberta-128": ("deberta-128-sdpa", "deberta-128"),
+             "deberta-128-sdpa / deberta-128-plain": ("deberta-128-sdpa", "deberta-128-plain"),
              "hf-trainer-4w / hf-trainer": ("hf-trainer-4w", "hf-trainer")}
     return {label: round(speed(a) / speed(b), 3) for label, (a, b) in pairs.items() if speed(a) and speed(b)}
 
@@ -288,6 +293,7 @@ def package_row(args, options: dict, seq: int, folder: Path, timer: Timer) -> fl
         model_size=args.size, architecture=options["architecture"], objective=options.get("objective", "mlm"),
         max_seq_length=seq, whole_word_masking=options.get("whole_word_masking", False),
         enhanced_mask_decoder=options.get("enhanced_mask_decoder", False),
+        deberta_attention=options.get("deberta_attention", "eager"),
         batch_size=args.tokens_per_step // seq, steps=args.warmup_steps + args.steps + 1, lr=5e-4, warmup=0.06,
         eval_sequences=16, eval_every=10**9, save_every=10**9, log_every=10, seed=42,
         cache_dir=str(folder / "cache"), progress=False,
