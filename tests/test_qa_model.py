@@ -327,6 +327,68 @@ def test_resume_after_interruption_gives_the_same_model(tiny_qa, tiny_mlm, qa_sl
     assert all(torch.equal(resumed[k], expected[k]) for k in expected)
 
 
+@pytest.mark.slow  # inductor compiles the training step: about a minute in all on one CPU thread, cache cold
+def test_compiled_finetune_trains_like_eager_resumes_and_writes_the_plain_models_keys(tiny_mlm, qa_slices, tmp_path,
+                                                                                      monkeypatch):
+    """finetune --compile on the CPU (inductor's C++ backend): an interrupted compiled run, resumed compiled, logs the
+    eager run's losses step for step, and everything it writes is the bare module's (no `_orig_mod.` of the compiled
+    wrapper): the checkpoint's state.pt and model dir, the best epoch's weights, the model dir, the eval predictions,
+    and an ONNX export that answers as the torch backend does."""
+    import torch._inductor.config as inductor_config
+    from safetensors.torch import load_file
+    from torch._dynamo.utils import counters
+
+    from arabert_pipeline import Pipeline
+    from arabert_pipeline.artifacts import read_metadata
+    from arabert_pipeline.qa.transformer import config as qa_config
+    from arabert_pipeline.qa.transformer.export import export_onnx
+    from test_pretrain import read_log
+
+    torch.set_num_threads(1)
+    # Dropout through eager's kernels, so that both runs draw the same masks from the same generator.
+    monkeypatch.setattr(inductor_config, "fallback_random", True)
+    monkeypatch.setattr(qa_config, "LOG_EVERY", 1)  # a loss per step to compare
+    train = write_first_articles("arcd-train", tmp_path / "train1.json", 1)  # 12 windows
+    _, test = qa_slices
+    # One batch of all 12 windows an epoch: one shape, one compilation; each epoch ends in a dev score.
+    settings = dict(model=str(tiny_mlm), train=[str(train)], dev=[str(test)], eval=[str(test)], epochs=6,
+                    bf16="off", **{**SMALL, "batch_size": 12})
+    eager, compiled = tmp_path / "eager", tmp_path / "compiled"
+    run_finetune(FinetuneConfig(output=str(eager), **settings), log=lambda message: None)
+    config = FinetuneConfig(output=str(compiled), compile=True, **settings)
+    counters.clear()
+    with pytest.MonkeyPatch.context() as patch:
+        interrupt_at_step_4(patch)
+        assert not run_finetune(config, log=lambda message: None).completed
+    assert counters["stats"]["unique_graphs"] >= 1, "nothing was compiled"
+
+    plain = set(load_file(eager / "model.safetensors"))
+    assert plain and not any("_orig_mod" in key for key in plain)
+    checkpoint = compiled / "checkpoints" / "step-00000004"
+    assert set(load_file(checkpoint / "model" / "model.safetensors")) == plain
+    state = torch.load(checkpoint / "state.pt", weights_only=True)["model"]
+    best = load_file(compiled / "checkpoints" / "best.safetensors")
+    assert set(best) == set(state) and not any("_orig_mod" in key for key in state)
+
+    assert run_finetune(FinetuneConfig(**{**vars(config), "resume": "latest"}), log=lambda message: None).completed
+    losses = lambda run: [r["loss"] for r in read_log(run) if "loss" in r]  # noqa: E731
+    assert len(losses(compiled)) == 6 and losses(compiled) == pytest.approx(losses(eager), abs=1e-4)
+    ours, theirs = read_metadata(compiled)["finetune"], read_metadata(eager)["finetune"]
+    assert ours["epoch"] == theirs["epoch"] and ours["dev_scores"] == pytest.approx(theirs["dev_scores"], abs=1e-6)
+    a, b = load_file(compiled / "model.safetensors"), load_file(eager / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.allclose(a[k], b[k], atol=1e-4) for k in a)
+    predictions = lambda run: json.loads((run / "eval" / "test3.predictions.json").read_text())  # noqa: E731
+    assert predictions(compiled) == predictions(eager)
+
+    export_onnx(compiled)
+    onnx, torch_backend = Pipeline(compiled), Pipeline(compiled, backend="torch")
+    assert onnx.backend == "onnx"
+    question = read_squad(str(test), misaligned="keep").examples[0]
+    found, expected = (p.answer(question["question"], question["context"], top_k=3) for p in (onnx, torch_backend))
+    assert [(x.start, x.end) for x in found] == [(x.start, x.end) for x in expected]
+    assert [x.score for x in found] == pytest.approx([x.score for x in expected], abs=1e-4)
+
+
 class _RunsCode:
     """A pickle payload: unpickling it calls Path.touch on the marker file."""
 

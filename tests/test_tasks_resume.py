@@ -102,3 +102,57 @@ def test_ner_interrupted_by_sigterm_then_resumed_ends_as_the_uninterrupted_run(t
         assert main([*argv, "-o", str(out), "--resume"]) == 0
     assert steps == list(range(7, total + 1))
     same_run(out, straight)
+
+
+@pytest.mark.slow  # dynamo traces each task's training step, again after the resume: seconds
+@pytest.mark.parametrize("task", ["classification", "ner"])
+def test_compiled_text_task_resumes_to_the_eager_run_and_writes_the_plain_models_keys(task, tmp_path, monkeypatch):
+    """`finetune --task ... --compile` wraps the training steps of every task in torch.compile, and what the run writes
+    (the checkpoint's state.pt and model dir, the best epoch's weights, the model dir, the eval predictions, the ONNX
+    export) holds the bare module's keys, though the wrapper's own carry `_orig_mod.`. Compiled here with dynamo's eager
+    backend, which runs the traced graph on eager's kernels: the interrupted and resumed run ends bit for bit as an
+    uncompiled one, without inductor's compile time (test_qa_model.py compiles with inductor)."""
+    from safetensors.torch import load_file
+
+    compile_model, wrappers = torch.compile, []
+
+    def traced(model, **options):
+        wrappers.append(compile_model(model, backend="eager", **options))
+        return wrappers[-1]
+
+    if task == "classification":
+        train = toys.texts(48, 0)
+        dev = toys.texts(16, 1, exclude={r["text"] for r in train})
+        encoder = toys.tiny_encoder(tmp_path / "encoder", [r["text"] for r in train])
+        train_file = toys.write_jsonl(tmp_path / "train.jsonl", train)
+        dev_file = toys.write_jsonl(tmp_path / "dev.jsonl", dev)
+    else:
+        train = toys.sentences(64, 0)
+        dev = toys.sentences(16, 1, exclude={" ".join(w) for w, _ in train})
+        encoder = toys.tiny_encoder(tmp_path / "encoder", [" ".join(w) for w, _ in train])
+        train_file = toys.write_conll(tmp_path / "train.conll", train)
+        dev_file = toys.write_conll(tmp_path / "dev.conll", dev)
+    argv = ["finetune", "--task", task, "--model", str(encoder), "--train", str(train_file), "--dev", str(dev_file),
+            "--eval", str(dev_file), "--epochs", "3", "--lr", "1e-3", "--batch-size", "16", "--max-seq-length", "32",
+            "--bf16", "off", "--no-progress"]
+    straight, out = tmp_path / "straight", tmp_path / "run"
+    with toys.one_thread():
+        assert main([*argv, "-o", str(straight)]) == 0
+        monkeypatch.setattr(torch, "compile", traced)
+        with pytest.MonkeyPatch.context() as patch:
+            signal_self_at(patch, step=5, signum=signal.SIGTERM)  # in the second epoch: the first one's best kept
+            assert main([*argv, "--compile", "-o", str(out)]) == 130
+        assert len(wrappers) == 1 and all(key.startswith("_orig_mod.") for key in wrappers[0].state_dict())
+
+        plain = set(load_file(straight / "model.safetensors"))
+        checkpoint = out / "checkpoints" / "step-00000005"
+        assert set(load_file(checkpoint / "model" / "model.safetensors")) == plain
+        state = torch.load(checkpoint / "state.pt", weights_only=True)["model"]
+        best = load_file(out / "checkpoints" / "best.safetensors")
+        assert set(best) == set(state) and not any("_orig_mod" in key for key in state)
+        assert main([*argv, "--compile", "-o", str(out), "--resume"]) == 0
+        assert len(wrappers) == 2
+    same_run(out, straight)
+    predictions = lambda run: (run / "eval" / "dev.predictions.jsonl").read_text(encoding="utf-8")  # noqa: E731
+    assert predictions(out) == predictions(straight)
+    assert main(["export-onnx", str(out)]) == 0 and (out / "model.onnx").is_file()

@@ -71,7 +71,9 @@ def register(subparsers) -> None:
                    help="bf16 autocast; auto = on a GPU that supports it, or a CPU where a bf16 matmul measures "
                    "faster than fp32")
     p.add_argument("--compile", action="store_true",
-                   help="torch.compile the training steps (GPU speed; the first steps compile)")
+                   help="torch.compile the training steps, any task (GPU speed, not yet measured on one; the first "
+                   "steps compile, and a --time-budget plan first counts that as step time). Checkpoints, dev "
+                   "scores, predictions and the saved model are the plain model's")
     p.add_argument("--save-steps", type=int, default=_DEFAULTS.save_steps,
                    help="extra checkpoint every N steps (one is always written per epoch)")
     p.add_argument("--resume", nargs="?", const="latest", metavar="CKPT",
