@@ -6,7 +6,9 @@ and answers the dev questions; what it prints is compared with the shipped model
     python scripts/compact_variants.py SHIPPED_DIR WORK_DIR emb:row:no emb16:16:no all:row:row /path/to/model_dir ...
 
 A variant NAME:EMBEDDINGS:LINEAR names the storage of the embedding tables and of the other large 2-D weights: `no`
-(as shipped, fp16), `row` (int8, one scale per row) or a block size. To be cheap it writes the int8 values widened
+(as shipped, fp16), `row` (int8, one scale per row), a block size, or for the embeddings `topK` (int8 rows but the K
+tokens most frequent in --frequency-corpus, kept as stored: scripts/compact_models.py's form). The relative-position
+table goes with LINEAR (the rows of variants.jsonl written before the topK variants put it with EMBEDDINGS). To be cheap it writes the int8 values widened
 back, as float32 safetensors (the same values the int8 form computes with, to float32 rounding), and re-exports
 model.onnx; scripts/compact_gate.py then gates the form a change ships in, with its cold start. Dev only.
 """
@@ -26,13 +28,18 @@ from compact_gate import qa_answers  # noqa: E402
 DEV = ["arcd-dev", "mlqa-ar-dev"]
 
 
-def widened(values: np.ndarray, block: int | None) -> np.ndarray:
+def widened(values: np.ndarray, storage: str, frequent: np.ndarray | None) -> np.ndarray:
     from arabert_pipeline.weights import dequantize_rows, quantize_rows
 
-    return dequantize_rows(*quantize_rows(values, block))
+    if storage.startswith("top"):
+        out = dequantize_rows(*quantize_rows(values))
+        kept = frequent[: int(storage[3:])]
+        out[kept] = values[kept]
+        return out
+    return dequantize_rows(*quantize_rows(values, None if storage == "row" else int(storage)))
 
 
-def variant(shipped: Path, work: Path, name: str, embeddings: str, linear: str) -> Path:
+def variant(shipped: Path, work: Path, name: str, embeddings: str, linear: str, frequent) -> Path:
     from safetensors.numpy import load_file, save_file
 
     directory = work / name
@@ -40,9 +47,9 @@ def variant(shipped: Path, work: Path, name: str, embeddings: str, linear: str) 
     shutil.copytree(shipped, directory)
     out = {}
     for key, values in load_file(str(directory / "model.safetensors")).items():
-        storage = embeddings if "embeddings" in key else linear
+        storage = embeddings if "word_embeddings" in key else linear
         if values.ndim == 2 and values.size >= 1 << 16 and storage != "no":
-            out[key] = widened(values, None if storage == "row" else int(storage))
+            out[key] = widened(values.astype(np.float32), storage, frequent)
         else:
             out[key] = values.astype(np.float32)
     save_file(out, str(directory / "model.safetensors"), metadata={"format": "pt"})
@@ -52,8 +59,20 @@ def variant(shipped: Path, work: Path, name: str, embeddings: str, linear: str) 
 
 
 def main() -> int:
-    shipped, work, *specs = sys.argv[1:]
-    shipped, work = Path(shipped), Path(work)
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("shipped", type=Path)
+    parser.add_argument("work", type=Path)
+    parser.add_argument("specs", nargs="+")
+    parser.add_argument("--frequency-corpus", type=Path, help="preprocessed text for the topK embedding variants")
+    args = parser.parse_args()
+    shipped, work, specs = args.shipped, args.work, args.specs
+    frequent = None
+    if args.frequency_corpus:
+        from compact_models import most_frequent_tokens
+
+        frequent = most_frequent_tokens(shipped, args.frequency_corpus, 1 << 30)
     work.mkdir(parents=True, exist_ok=True)
     cache = work / "shipped-answers.json"
     if cache.is_file():
@@ -67,7 +86,9 @@ def main() -> int:
             directory, name = Path(spec), spec
         else:
             name, embeddings, linear = spec.split(":")
-            directory = variant(shipped, work, name, embeddings, linear)
+            if embeddings.startswith("top") and frequent is None:
+                parser.error(f"{spec}: topK variants need --frequency-corpus")
+            directory = variant(shipped, work, name, embeddings, linear, frequent)
         keys, f1 = qa_answers(str(directory), DEV)
         same = float(np.mean([a == (tuple(b) if b else b) for a, b in zip(base, keys)]))
         print(json.dumps({"variant": name, "identical": round(same, 4), "f1": round(f1, 2),

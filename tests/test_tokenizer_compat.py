@@ -3,7 +3,7 @@
 transformers 5 saves tokenizers under its own class name ("TokenizersBackend"), which 4.x cannot resolve, and saves
 the truncation of the tokenizer's last call as its default. Every writer of ours goes through
 `save_pretrained_tokenizer`; the first test fails if the 5.x-only name or a saved truncation comes back, the slow one
-loads the shipped model and freshly written tokenizers with transformers 4 in a separate venv
+loads the shipped model (its plain fp32 copy) and freshly written tokenizers with transformers 4 in a separate venv
 (benchmarks/transformers4_env.py) and compares what they give with transformers 5.
 """
 from __future__ import annotations
@@ -103,8 +103,13 @@ def test_transformers_4_loads_the_shipped_model_and_fresh_tokenizers_as_5_does(t
         python = env.transformers4_python()
     except (subprocess.CalledProcessError, OSError) as exc:
         pytest.skip(f"no transformers 4.x venv: creating it needs pip access to PyPI once ({exc})")
-    directories = [str(d) for d in _written_tokenizers(tmp_path)]
-    request = {"tokenizers": directories, "model": str(SHIPPED), "pairs": PAIRS}
+    from arabert_pipeline.weights import write_plain
+
+    # The shipped weights are int8 rows (issue 53), which transformers does not read: its plain fp32 copy is what a
+    # transformers user loads (`python -m arabert_pipeline.weights DIR --plain OUT`).
+    plain = write_plain(SHIPPED, tmp_path / "plain")
+    directories = [str(d) for d in _written_tokenizers(tmp_path)] + [str(plain)]
+    request = {"tokenizers": directories, "model": str(plain), "pairs": PAIRS}
     child = subprocess.run([python, "-c", _CHILD], input=json.dumps(request), capture_output=True, text=True)
     assert child.returncode == 0, child.stderr[-3000:]
     v4 = json.loads(child.stdout.strip().splitlines()[-1])
@@ -119,8 +124,8 @@ def test_transformers_4_loads_the_shipped_model_and_fresh_tokenizers_as_5_does(t
             assert theirs[key] == encoded[key], (directory, key)
         assert theirs["offset_mapping"] == [[list(o) for o in row] for row in encoded["offset_mapping"]], directory
     assert len(v4["tokenizers"][str(SHIPPED)]["input_ids"]) > len(PAIRS)  # the long context overflowed
-    model = AutoModelForQuestionAnswering.from_pretrained(SHIPPED, dtype=torch.float32).eval()
-    first = v4["tokenizers"][str(SHIPPED)]
+    model = AutoModelForQuestionAnswering.from_pretrained(plain, dtype=torch.float32).eval()
+    first = v4["tokenizers"][str(plain)]
     with torch.no_grad():
         logits = model(input_ids=torch.tensor([first["input_ids"][0]]),
                        token_type_ids=torch.tensor([first["token_type_ids"][0]])).start_logits[0]
