@@ -58,6 +58,24 @@ def variant(shipped: Path, work: Path, name: str, embeddings: str, linear: str, 
     return directory
 
 
+def top_answers(model: Path) -> list[list[tuple]]:
+    """(start, end, score) of each dev question's 5 best answers, as `Pipeline(model)` gives them."""
+    from arabert_pipeline.pipeline.core import Pipeline
+    from arabert_pipeline.qa.data import read_squad
+
+    examples = [e for source in DEV for e in read_squad(source, misaligned="keep").examples]
+    found = Pipeline(str(model)).answer([e["question"] for e in examples], [e["context"] for e in examples], top_k=5)
+    return [[(a.start, a.end, a.score) for a in (row or [])] for row in found]
+
+
+def score_drift(base: list[list[tuple]], other: list[list[tuple]]) -> dict:
+    """How far the scores moved, which the count of changed answers hides: most near-ties do not flip."""
+    best = [abs(a[0][2] - b[0][2]) for a, b in zip(base, other) if a and b]
+    same_lists = [[x[:2] for x in a] == [y[:2] for y in b] for a, b in zip(base, other)]
+    return {"mean_abs_best_score_change": round(float(np.mean(best)), 5),
+            "top5_identical": round(float(np.mean(same_lists)), 4)}
+
+
 def main() -> int:
     import argparse
 
@@ -66,6 +84,8 @@ def main() -> int:
     parser.add_argument("work", type=Path)
     parser.add_argument("specs", nargs="+")
     parser.add_argument("--frequency-corpus", type=Path, help="preprocessed text for the topK embedding variants")
+    parser.add_argument("--score-drift", action="store_true",
+                        help="also the mean |change| of the best answer's score and the share of identical top-5 lists")
     args = parser.parse_args()
     shipped, work, specs = args.shipped, args.work, args.specs
     frequent = None
@@ -81,6 +101,7 @@ def main() -> int:
     else:
         base, base_f1 = qa_answers(str(shipped), DEV)
         cache.write_text(json.dumps({"keys": base, "f1": base_f1}))
+    base_top = top_answers(shipped) if args.score_drift else None
     for spec in specs:
         if "/" in spec:
             directory, name = Path(spec), spec
@@ -91,8 +112,10 @@ def main() -> int:
             directory = variant(shipped, work, name, embeddings, linear, frequent)
         keys, f1 = qa_answers(str(directory), DEV)
         same = float(np.mean([a == (tuple(b) if b else b) for a, b in zip(base, keys)]))
-        print(json.dumps({"variant": name, "identical": round(same, 4), "f1": round(f1, 2),
-                          "delta_f1": round(f1 - base_f1, 2)}), flush=True)
+        row = {"variant": name, "identical": round(same, 4), "f1": round(f1, 2), "delta_f1": round(f1 - base_f1, 2)}
+        if args.score_drift:
+            row.update(score_drift(base_top, top_answers(directory)))
+        print(json.dumps(row), flush=True)
     return 0
 
 
