@@ -355,13 +355,7 @@ def explored_logistic(names, c: float, isotonic: bool = False):
         model = LogisticRegression(C=c, max_iter=2000).fit((x - mean) / scale, y)
         return lambda v: model.predict_proba((v - mean) / scale)[:, 1]
 
-    def make(z, y):
-        x = z[:, _columns(names)]
-        predict = fit_one(x, y)
-        if isotonic:
-            predict = _isotonic_on_top(x, y, fit_one, predict)
-        return _Explored(_columns(names), predict)
-    return make
+    return _explorer(names, fit_one, isotonic)
 
 
 def explored_trees(names, leaf: int = 30, rounds: int = 100, isotonic: bool = False):
@@ -377,6 +371,11 @@ def explored_trees(names, leaf: int = 30, rounds: int = 100, isotonic: bool = Fa
                                                random_state=0).fit(x, y)
         return lambda v: model.predict_proba(v)[:, 1]
 
+    return _explorer(names, fit_one, isotonic)
+
+
+def _explorer(names, fit_one, isotonic: bool):
+    """(z, y) → the map `fit_one` fits on the columns of `names`, with isotonic on top if asked."""
     def make(z, y):
         x = z[:, _columns(names)]
         predict = fit_one(x, y)

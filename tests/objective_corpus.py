@@ -69,6 +69,21 @@ def tiny_config(setup, output="unused", **overrides):
     return PretrainConfig(tokenizer=tokenizer, corpus=[corpus], output=str(output), **options)
 
 
+def padded_examples(cfg, rows=6):
+    """`rows` packed training sequences of cfg's corpus: the longest, and its two shortest last (padded in a batch)."""
+    import numpy as np
+    from transformers import AutoTokenizer
+
+    from arabert_pipeline.pretrain.data import PretrainingData, SpecialIds, TokenStore, tokenize_corpus
+
+    tokenizer = AutoTokenizer.from_pretrained(cfg.tokenizer)
+    store = TokenStore.open(tokenize_corpus(cfg.corpus, tokenizer, Path(cfg.cache_dir), progress=False))
+    data = PretrainingData(store, SpecialIds.from_tokenizer(tokenizer), cfg.max_seq_length, 10_000, 4, 0)
+    order = np.argsort(data.train.length)[::-1]
+    picked = np.concatenate([order[: rows - 2], order[-2:]])
+    return data.examples(data.train, picked, np.random.default_rng(0))
+
+
 def build_tiny(setup, **overrides):
     """(the objective module, its config) for tiny_config(setup, **overrides), seeded."""
     import torch

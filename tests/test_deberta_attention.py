@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from objective_corpus import build_tiny, tiny_config, write_corpus_and_tokenizer  # noqa: E402
+from objective_corpus import build_tiny, padded_examples, tiny_config, write_corpus_and_tokenizer  # noqa: E402
 
 # fp32 on the CPU: the two attentions add the same terms in another order.
 ATOL, GRAD_RTOL, GRAD_FLOOR = 1e-5, 1e-4, 1e-6
@@ -32,16 +31,7 @@ def build(setup, **overrides):
 
 def padded_batch(objective, cfg, rows=6):
     """A training batch of the corpus whose two last rows are its shortest sequences, padded."""
-    from transformers import AutoTokenizer
-
-    from arabert_pipeline.pretrain.data import PretrainingData, SpecialIds, TokenStore, tokenize_corpus
-
-    tokenizer = AutoTokenizer.from_pretrained(cfg.tokenizer)
-    store = TokenStore.open(tokenize_corpus(cfg.corpus, tokenizer, Path(cfg.cache_dir), progress=False))
-    data = PretrainingData(store, SpecialIds.from_tokenizer(tokenizer), cfg.max_seq_length, 10_000, 4, 0)
-    order = np.argsort(data.train.length)[::-1]
-    picked = np.concatenate([order[: rows - 2], order[-2:]])
-    batch = objective.collator(data.examples(data.train, picked, np.random.default_rng(0)), np.random.default_rng(0))
+    batch = objective.collator(padded_examples(cfg, rows), np.random.default_rng(0))
     assert (batch["attention_mask"] == 0).any(), "the batch has padding"
     return batch
 
@@ -90,15 +80,19 @@ def test_mlm_outputs_and_gradients_equal_eager_with_padding(setup, emd):
     swapped = [m for m in sdpa.modules() if isinstance(m, SdpaDisentangledSelfAttention)]
     assert len(swapped) == sdpa.model.config.num_hidden_layers
     batch = padded_batch(eager, cfg)
+    assert_same_loss_and_gradients(eager, sdpa, batch)
+    with torch.no_grad():
+        # Every position, padding included (eager averages the values there; so does SDPA).
+        expected = mlm_hidden_states(eager.model, batch, emd)
+        assert torch.allclose(mlm_hidden_states(sdpa.model, batch, emd), expected, atol=ATOL)
+
+
+def assert_same_loss_and_gradients(eager, sdpa, batch):
     out_eager, out_sdpa = eager(batch), sdpa(batch)
     assert torch.allclose(out_sdpa["loss"], out_eager["loss"], atol=ATOL)
     out_eager["loss"].backward()
     out_sdpa["loss"].backward()
     assert_gradients_match(eager, sdpa)
-    with torch.no_grad():
-        # Every position, padding included (eager averages the values there; so does SDPA).
-        expected = mlm_hidden_states(eager.model, batch, emd)
-        assert torch.allclose(mlm_hidden_states(sdpa.model, batch, emd), expected, atol=ATOL)
 
 
 def test_every_objective_gets_the_sdpa_attention(setup):
@@ -111,11 +105,7 @@ def test_every_objective_gets_the_sdpa_attention(setup):
     # eager passes them on to the values only, and so must SDPA.
     eager, sdpa, cfg = eager_and_sdpa(setup, objective="span-selection")
     batch = padded_batch(eager, cfg)
-    out_eager, out_sdpa = eager(batch), sdpa(batch)
-    assert torch.allclose(out_sdpa["loss"], out_eager["loss"], atol=ATOL)
-    out_eager["loss"].backward()
-    out_sdpa["loss"].backward()
-    assert_gradients_match(eager, sdpa)
+    assert_same_loss_and_gradients(eager, sdpa, batch)
 
 
 def deberta_pair(**settings):

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from objective_corpus import build_tiny, tiny_config, train_losses, write_corpus_and_tokenizer  # noqa: E402
+from objective_corpus import (build_tiny, padded_examples, tiny_config, train_losses,  # noqa: E402
+                              write_corpus_and_tokenizer)
 
 
 @pytest.fixture(scope="module")
@@ -28,22 +28,8 @@ def build(setup, **overrides):
     return build_tiny(setup, **{"objective": "mlm", "architecture": "deberta-v2", **overrides})
 
 
-def examples(setup, cfg, rows=6):
-    """Packed training sequences of the corpus, the two shortest padded."""
-    from transformers import AutoTokenizer
-
-    from arabert_pipeline.pretrain.data import PretrainingData, SpecialIds, TokenStore, tokenize_corpus
-
-    tokenizer = AutoTokenizer.from_pretrained(cfg.tokenizer)
-    store = TokenStore.open(tokenize_corpus(cfg.corpus, tokenizer, Path(cfg.cache_dir), progress=False))
-    data = PretrainingData(store, SpecialIds.from_tokenizer(tokenizer), cfg.max_seq_length, 10_000, 4, 0)
-    order = np.argsort(data.train.length)[::-1]
-    picked = np.concatenate([order[: rows - 2], order[-2:]])
-    return data.examples(data.train, picked, np.random.default_rng(0))
-
-
 def batch_of(objective, setup, cfg, seed=0):
-    return objective.collator(examples(setup, cfg), np.random.default_rng(seed))
+    return objective.collator(padded_examples(cfg), np.random.default_rng(seed))
 
 
 def train_a_little(objective, setup, cfg, steps=2):
@@ -285,7 +271,7 @@ def test_static_masking_gives_each_sequence_ten_fixed_masks(setup):
 
     objective, cfg = build(setup, masking="static", architecture="bert")
     dynamic, _ = build(setup, architecture="bert")
-    sequences = examples(setup, cfg)
+    sequences = padded_examples(cfg)
 
     def masks_of_first(collator, seed, order):
         batch = collator([sequences[i] for i in order], np.random.default_rng(seed))
