@@ -113,3 +113,35 @@ def test_exact_rows_round_trip_and_a_damaged_row_index_is_refused_by_name(tmp_pa
     with pytest.raises(ConfigError, match="row index do not fit") as caught:
         dequantized_arrays(target)
     assert str(target) in str(caught.value)
+
+
+@pytest.mark.parametrize("block", [None, 16])
+def test_a_table_with_exact_rows_widens_whole_in_the_graph_to_the_loaders_values(tmp_path, block):
+    """A table read other than by Gather (a tied output layer) is widened whole in the graph: with exact rows, every row
+    looked up through the index. ONNX Runtime gives the values the torch loader gives."""
+    import onnx
+    import onnxruntime
+    from onnx import TensorProto, helper
+    from safetensors.numpy import save_file
+
+    from arabert_pipeline.finetuning.export import WEIGHTS_FILE, _external, _stored_tensors, _widen_int8
+    from arabert_pipeline.weights import compact, dequantized_arrays
+
+    table = np.random.default_rng(1).normal(size=(40, 32)).astype(np.float16)
+    source, weights = tmp_path / "fp16.safetensors", tmp_path / WEIGHTS_FILE
+    save_file({"emb": table}, str(source))
+    compact(source, weights, min_elements=1, blocks={"emb": block}, exact_rows={"emb": [0, 5, 39]})
+    values, _, offset, length, parts = _stored_tensors(weights)["emb"]
+    linked = [_external("t", TensorProto.INT8, parts.shape, offset, length),
+              _external("t/scale", TensorProto.FLOAT, *parts.scale),
+              _external("t/exact", TensorProto.FLOAT16, *parts.exact[1:]),
+              _external("t/index", TensorProto.INT32, *parts.index)]
+    nodes, constants = _widen_int8("t", parts, len(values), "out")
+    graph = helper.make_graph(nodes, "widen", [], [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)],
+                              initializer=[*linked, *constants])
+    path = tmp_path / "widen.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    widened = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(["out"], {})[0]
+    expected = dequantized_arrays(weights)["emb"]
+    assert np.array_equal(widened, expected) and np.array_equal(values, expected)
+    assert np.array_equal(expected[[0, 5, 39]], table[[0, 5, 39]].astype(np.float32))
