@@ -499,24 +499,10 @@ def load_pretrained_model(auto_class, source: str | os.PathLike, **kwargs) -> tu
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # its load report would print the mismatches raised below as a table first
     try:
-        compact = None
-        if path.is_dir() and (path / "model.safetensors").is_file():
-            from .weights import dequantized_state_dict, storage_of
+        from .weights import from_pretrained  # int8 rows (issue 53) widened to fp32 there
 
-            if storage_of(path / "model.safetensors") is not None:  # int8 rows (issue 53): widened to fp32 here
-                from transformers import AutoConfig
-
-                compact = dequantized_state_dict(path / "model.safetensors")
-        if compact is not None:
-            config = AutoConfig.from_pretrained(os.fspath(source))
-            # the concrete class: an Auto class will not load from a state dict alone
-            model_class = auto_class._model_mapping[type(config)] if hasattr(auto_class, "_model_mapping") \
-                else auto_class
-            model, info = model_class.from_pretrained(None, config=config, state_dict=compact,
-                                                      output_loading_info=True, ignore_mismatched_sizes=True, **kwargs)
-        else:
-            model, info = auto_class.from_pretrained(os.fspath(source), output_loading_info=True,
-                                                     ignore_mismatched_sizes=True, **kwargs)
+        model, info = from_pretrained(auto_class, source, output_loading_info=True, ignore_mismatched_sizes=True,
+                                      **kwargs)
     except Exception as exc:  # safetensors, JSON, shape and I/O errors all mean "cannot load this"
         raise ConfigError(f"cannot load the model in {source} ({describe_exception(exc)})") from exc
     finally:

@@ -300,6 +300,21 @@ def dequantized_state_dict(path: str | os.PathLike) -> dict:
     return {name: torch.from_numpy(values.copy()) for name, values in dequantized_arrays(path).items()}
 
 
+def from_pretrained(model_class, directory: str | os.PathLike, **kwargs):
+    """`model_class.from_pretrained(directory, **kwargs)` (an Auto class or a concrete one), a model.safetensors in int8
+    rows read widened to fp32: transformers cannot read that file itself (it refuses it, or with an int8 linear weight
+    of the right shape would load the int8 values as they are)."""
+    path = Path(directory) / "model.safetensors"
+    if not (path.is_file() and storage_of(path) is not None):
+        return model_class.from_pretrained(os.fspath(directory), **kwargs)
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(os.fspath(directory))
+    # the concrete class: an Auto class will not load from a state dict alone
+    concrete = model_class._model_mapping[type(config)] if hasattr(model_class, "_model_mapping") else model_class
+    return concrete.from_pretrained(None, config=config, state_dict=dequantized_state_dict(path), **kwargs)
+
+
 # What a plain transformers checkpoint copy of a model dir takes besides its weights.
 PLAIN_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt",
                "sentencepiece.model")

@@ -3,6 +3,7 @@ reference, DeBERTaV3 (RTD + GDES), exports loading with the Auto classes, --init
 from __future__ import annotations
 
 import json
+import shutil
 import math
 
 import numpy as np
@@ -365,3 +366,23 @@ def test_cli_lists_the_architecture_flags(capsys):
     out = capsys.readouterr().out
     for flag in ("--architecture", "deberta-v2", "--enhanced-mask-decoder", "--masking"):
         assert flag in out
+
+
+def test_init_from_reads_a_model_dir_stored_in_int8_rows(setup, tmp_path):
+    """The shipped QA model is stored in int8 rows (issue 53), which transformers refuses: --init-from reads it
+    widened, the same weights as its plain fp32 copy."""
+    from arabert_pipeline.weights import compact, dequantized_arrays, write_plain
+
+    mlm, _ = build(setup)
+    mlm.export(tmp_path / "fp32")
+    stored = tmp_path / "int8"
+    shutil.copytree(tmp_path / "fp32", stored)
+    compact(tmp_path / "fp32" / "model.safetensors", stored / "model.safetensors", min_elements=1024,
+            exact_rows={"word_embeddings": [0, 1, 2]})
+    widened = dequantized_arrays(stored / "model.safetensors")
+    write_plain(stored, tmp_path / "plain")
+    for objective, init in (("span-selection", stored), ("mlm", stored), ("span-selection", tmp_path / "plain")):
+        continued, _ = build(setup, objective=objective, model_size=None, init_from=str(init))
+        weights = continued.model.state_dict()
+        assert all(torch.equal(weights[k], torch.from_numpy(v)) for k, v in widened.items() if k in weights)
+        assert sum(k in weights for k in widened) >= 10

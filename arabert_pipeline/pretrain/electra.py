@@ -69,6 +69,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import ConfigError
+from ..weights import from_pretrained
 from ..tokenizer.export import save_pretrained_tokenizer
 from .config import bert_config_kwargs
 from .data import IGNORE, Example, SpecialIds
@@ -308,9 +309,9 @@ def load_pair(config, tokenizer):
             "discriminators written by --objective electra"
         )
     check_init_from(config, stored, directory, tokenizer)
-    discriminator = discriminator_class.from_pretrained(directory, **attention)
+    discriminator = from_pretrained(discriminator_class, directory, **attention)
     if (directory / GENERATOR_DIR / "config.json").is_file():
-        generator = generator_class.from_pretrained(directory / GENERATOR_DIR, **attention)
+        generator = from_pretrained(generator_class, directory / GENERATOR_DIR, **attention)
     else:
         settings = generator_config(stored, config.electra_generator_size, config.electra_generator_layers,
                                     config.electra_embedding_sharing)

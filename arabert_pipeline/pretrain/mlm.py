@@ -38,6 +38,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import ConfigError
+from ..weights import from_pretrained
 from .config import bert_config_kwargs
 from .data import IGNORE, POSITIONS_MULTIPLE, BatchShape, Example, SpecialIds, padded_shape, row_lengths
 from .objectives import check_init_from, init_model_dir
@@ -334,7 +335,7 @@ def build(config, tokenizer) -> MaskedLanguageModel:
             raise ConfigError(f"--init-from {directory}: an ELECTRA discriminator has no MLM head; the mlm objective "
                               "continues models written by --objective mlm")
         check_init_from(config, stored, directory, tokenizer)
-        model = model_class.from_pretrained(directory, **attention)
+        model = from_pretrained(model_class, directory, **attention)
     elif deberta:
         from .deberta import deberta_config
 

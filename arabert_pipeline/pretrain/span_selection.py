@@ -38,6 +38,7 @@ import torch
 from torch import nn
 
 from ..errors import ConfigError
+from ..weights import from_pretrained
 from .config import bert_config_kwargs
 from .data import BatchShape, Example, SpecialIds, padded_shape, row_lengths
 from .objectives import check_init_from, init_model_dir
@@ -314,7 +315,7 @@ def build(config, tokenizer) -> SpanSelection:
         try:
             # DeBERTa's disentangled attention has no SDPA kernel.
             attention = {} if config.architecture == "deberta-v2" else {"attn_implementation": "sdpa"}
-            model = AutoModelForQuestionAnswering.from_pretrained(directory, **attention)
+            model = from_pretrained(AutoModelForQuestionAnswering, directory, **attention)
         except ValueError as exc:  # a model type without a QA head in transformers
             raise ConfigError(f"--init-from {directory}: no question-answering model for it ({exc})") from exc
     elif config.architecture == "deberta-v2":

@@ -57,6 +57,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..weights import from_pretrained
 from .config import xlnet_config_kwargs
 from .data import IGNORE, BatchShape, Example, SpecialIds, padded_shape, row_lengths
 from .mlm import masked_accuracy
@@ -206,7 +207,7 @@ def build(config, tokenizer) -> PermutationLanguageModel:
         directory = init_model_dir(config.init_from)
         stored = AutoConfig.from_pretrained(directory)
         check_init_from(config, stored, directory, tokenizer)
-        model = XLNetLMHeadModel.from_pretrained(directory)
+        model = from_pretrained(XLNetLMHeadModel, directory)
     else:
         model = XLNetLMHeadModel._from_config(xlnet_config(len(tokenizer), specials, config.model_size))
     model.train()
