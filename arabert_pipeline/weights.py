@@ -13,8 +13,8 @@ read as int8 rows. Storage only: neither backend computes in int8. The torch bac
 `dequantized_state_dict` (artifacts.load_pretrained_model), the ONNX graph through Cast and Mul nodes on the stored
 tensors that ONNX Runtime folds into fp32 constants when the session is created (finetuning/export.py), so both run the
 same fp32 weights. Such a file is not a plain transformers checkpoint: `--plain OUT` writes one (what
-`AutoModel...from_pretrained(OUT)` loads without this package), or pass `state_dict=dequantized_state_dict(...)` and
-`config=` to the concrete model class, as artifacts.load_pretrained_model does.
+`AutoModel...from_pretrained(OUT)` loads without this package), and `from_pretrained` below loads either kind (every
+loader of this package goes through it).
 
 A table may keep some rows exactly as stored (`exact_rows` of `compact`: the QA model keeps its most frequent tokens'
 embeddings in fp16, the rare ones in int8): then NAME holds the int8 rows of the others only, NAME + EXACT_SUFFIX the
@@ -200,10 +200,13 @@ def compact(source: str | os.PathLike, target: str | os.PathLike, *, min_element
         if chosen and values.ndim == 2 and values.dtype.kind == "f" and values.size >= min_elements:
             block = next((size for part, size in (blocks or {}).items() if part in name), None)
             keep = next((rows for part, rows in (exact_rows or {}).items() if part in name), None)
-            if keep is None:
+            index = None if keep is None else _row_index(len(values), keep, f"{source}: {name}")
+            if index is not None and (index >= 0).all():  # every row kept: the table stays as it is
+                out[name] = np.ascontiguousarray(values)
+                continue
+            if index is None or (index < 0).all():
                 out[name], out[name + SCALE_SUFFIX] = quantize_rows(values, block)
             else:
-                index = _row_index(len(values), keep, f"{source}: {name}")
                 out[name], out[name + SCALE_SUFFIX] = quantize_rows(values[np.flatnonzero(index < 0)], block)
                 out[name + EXACT_SUFFIX] = np.ascontiguousarray(values[np.flatnonzero(index >= 0)])
                 out[name + INDEX_SUFFIX] = index
@@ -220,7 +223,10 @@ def _row_index(rows: int, keep, what: str):
     table order from 0, the others -1, -2, ... in table order."""
     import numpy as np
 
-    keep = np.unique(np.asarray(keep, dtype=np.int64))
+    keep = np.asarray(keep)
+    if keep.size and keep.dtype.kind not in "iu":  # a boolean mask or floats would name other rows than meant
+        raise ConfigError(f"{what}: exact rows must be row numbers (integers), not {keep.dtype}")
+    keep = np.unique(keep.astype(np.int64))
     if keep.size and (keep[0] < 0 or keep[-1] >= rows):
         raise ConfigError(f"{what}: exact rows must lie in 0..{rows - 1}")
     kept = np.zeros(rows, dtype=bool)
@@ -259,6 +265,7 @@ def compact_graph(graph, min_elements: int = MIN_ELEMENTS) -> int:
 
 def dequantized_arrays(path: str | os.PathLike) -> dict:
     """{name: numpy array} of a safetensors file, int8 rows widened to fp32 and their scales dropped."""
+    import numpy as np
     from safetensors.numpy import load_file
 
     storage = storage_of(path)
@@ -272,25 +279,71 @@ def dequantized_arrays(path: str | os.PathLike) -> dict:
         if name.endswith((SCALE_SUFFIX, EXACT_SUFFIX, INDEX_SUFFIX)):
             continue
         scale = tensors.get(name + SCALE_SUFFIX)
-        if scale is None:
+        if scale is None and values.dtype != np.int8:  # int8 without scales would load as raw values: refused below
             out[name] = values
             continue
         exact, index = tensors.get(name + EXACT_SUFFIX), tensors.get(name + INDEX_SUFFIX)
-        if (exact is None) != (index is None) or (index is not None and not _valid_index(index, exact, values)):
-            raise ConfigError(f"{path}: {name}'s exact rows and row index do not fit its int8 rows")
+        check_int8_table(path, name, values, scale, exact, index)
         out[name] = dequantize_table(values, scale, exact, index)
     return out
 
 
-def _valid_index(index, exact, quantized) -> bool:
-    """Whether a row index places every exact row and every int8 row exactly once (a damaged file's would not)."""
+def check_int8_table(path, name: str, quantized, scale, exact=None, index=None) -> None:
+    """A ConfigError naming PATH unless a stored int8 table is whole: int8 rows with a float32 scale per row or per
+    block, and any exact rows (float16 or float32, as wide as the int8 rows) placed with the int8 rows by a row index
+    that names each exactly once. A damaged file's table would otherwise load scrambled, or as its raw int8 values."""
     import numpy as np
 
-    if index.ndim != 1 or index.dtype != np.int32 or exact.ndim != 2 or exact.shape[1] != quantized.shape[1]:
-        return False
-    kept, others = index[index >= 0], -1 - index[index < 0]
-    return (np.array_equal(np.sort(kept), np.arange(len(exact)))
-            and np.array_equal(np.sort(others), np.arange(len(quantized))))
+    def fits() -> bool:
+        if quantized.dtype != np.int8 or quantized.ndim != 2 or scale is None or scale.dtype != np.float32:
+            return False
+        if scale.ndim != 2 or scale.shape[0] != quantized.shape[0] or not 0 < scale.shape[1] <= quantized.shape[1] \
+                or quantized.shape[1] % scale.shape[1]:
+            return False
+        if exact is None and index is None:
+            return True
+        if exact is None or index is None or exact.dtype not in (np.float16, np.float32) or exact.ndim != 2 \
+                or exact.shape[1] != quantized.shape[1] or index.ndim != 1 or index.dtype != np.int32:
+            return False
+        kept, others = index[index >= 0], -1 - index[index < 0]
+        return (np.array_equal(np.sort(kept), np.arange(len(exact)))
+                and np.array_equal(np.sort(others), np.arange(len(quantized))))
+
+    if not fits():
+        raise ConfigError(f"{path}: {name} is not a whole int8 table (its int8 rows, row scales, exact rows and row "
+                          "index do not fit together): the file is damaged; restore it")
+
+
+def check_int8_tables(path: str | os.PathLike) -> None:
+    """check_int8_table for every int8 table of a weights file, from its header and its row indexes alone (a few
+    hundred KB, not the tables): the ONNX graph reads the tables as they lie, so a damaged one is refused by name
+    before a session runs on it. Nothing to check in a file not stored in int8 rows."""
+    import numpy as np
+    from safetensors import safe_open
+
+    header = read_safetensors_header(path)
+    if header.metadata.get(STORAGE_KEY) is None:
+        return
+    types = {"I8": np.int8, "I32": np.int32, "F16": np.float16, "F32": np.float32}
+
+    def shaped(name: str):
+        """An array of the stored tensor's dtype and shape that holds no values (all strides 0), or None."""
+        entry = header.tensors.get(name)
+        if entry is None:
+            return None
+        shape = tuple(entry["shape"])
+        return np.lib.stride_tricks.as_strided(np.zeros(1, types.get(entry["dtype"], np.uint16)), shape=shape,
+                                               strides=(0,) * len(shape))
+
+    with safe_open(os.fspath(path), framework="np") as stored:
+        for name, entry in header.tensors.items():
+            # int8 rows; an int8 tensor without its scales too (it would load as raw values); other integer
+            # tensors (a checkpoint's position ids) are not tables
+            if name.endswith((SCALE_SUFFIX, EXACT_SUFFIX, INDEX_SUFFIX)) or not (
+                    entry["dtype"] == "I8" or name + SCALE_SUFFIX in header.tensors):
+                continue
+            index = stored.get_tensor(name + INDEX_SUFFIX) if name + INDEX_SUFFIX in header.tensors else None
+            check_int8_table(path, name, shaped(name), shaped(name + SCALE_SUFFIX), shaped(name + EXACT_SUFFIX), index)
 
 
 def dequantized_state_dict(path: str | os.PathLike) -> dict:
@@ -305,7 +358,11 @@ def from_pretrained(model_class, directory: str | os.PathLike, **kwargs):
     rows read widened to fp32: transformers cannot read that file itself (it refuses it, or with an int8 linear weight
     of the right shape would load the int8 values as they are)."""
     path = Path(directory) / "model.safetensors"
-    if not (path.is_file() and storage_of(path) is not None):
+    try:
+        compact = path.is_file() and storage_of(path) is not None
+    except ConfigError:  # not a safetensors file at all: transformers' own load says what is wrong, as for any model
+        compact = False
+    if not compact:
         return model_class.from_pretrained(os.fspath(directory), **kwargs)
     from transformers import AutoConfig
 

@@ -205,6 +205,26 @@ def test_int8_row_storage_runs_the_same_fp32_weights_on_both_backends(tiny_onnx,
     ours, theirs = onnx_qa.answer(questions, contexts, top_k=5), torch_qa.answer(questions, contexts, top_k=5)
     assert _spans(ours) == _spans(theirs)
     assert Pipeline(directory, quantize=True).answer(questions[0], contexts[0]) is not None  # dynamic int8 still runs
+    from arabert_pipeline.finetuning.runtime import int8_model, write_standalone
+
+    dynamic = onnx.load_from_string(int8_model(directory / "model.onnx")).graph
+    assert not [i.name for i in dynamic.initializer if "/scale_quantized" in i.name], "the row scales quantized again"
+    with pytest.raises(ConfigError, match="int8 rows, which the 4-bit quantizer does not read"):
+        write_standalone(directory, tmp_path / "int4", weight_bits=4)
+    if exact:  # a damaged row index is refused by name before the graph runs on it (the fingerprint is the layout's)
+        from arabert_pipeline.weights import INDEX_SUFFIX, read_safetensors_header
+
+        damaged = tmp_path / "damaged"
+        shutil.copytree(directory, damaged)
+        weights = damaged / "model.safetensors"
+        header = read_safetensors_header(weights)
+        begin = header.data_start + header.tensors[table + INDEX_SUFFIX]["data_offsets"][0]
+        data = bytearray(weights.read_bytes())
+        data[begin + 4 * 3 : begin + 4 * 4] = data[begin + 4 * 5 : begin + 4 * 6]  # two ids on one row, in place
+        weights.write_bytes(bytes(data))
+        with pytest.raises(ConfigError, match="not a whole int8 table") as caught:
+            Pipeline(damaged).answer(questions[0], contexts[0])
+        assert str(damaged / "model.safetensors") in str(caught.value)
     plain = write_plain(directory, tmp_path / "plain")
     model = AutoModelForQuestionAnswering.from_pretrained(plain, dtype=torch.float32)
     for name, values in model.state_dict().items():

@@ -110,9 +110,21 @@ def test_exact_rows_round_trip_and_a_damaged_row_index_is_refused_by_name(tmp_pa
     stored = load_file(str(target))
     stored["emb.weight" + INDEX_SUFFIX][5] = stored["emb.weight" + INDEX_SUFFIX][6]  # one int8 row placed twice
     save_file(stored, str(target), metadata={STORAGE_KEY: INT8_ROWS_EXACT})
-    with pytest.raises(ConfigError, match="row index do not fit") as caught:
+    with pytest.raises(ConfigError, match="not a whole int8 table") as caught:
         dequantized_arrays(target)
     assert str(target) in str(caught.value)
+    with pytest.raises(ConfigError, match="row numbers"):  # a boolean mask would keep rows 0 and 1, not 0 and 2
+        compact(source, tmp_path / "mask.safetensors", exact_rows={"emb": np.arange(300) % 2 == 0})
+    # nothing kept: plain int8 rows; everything kept: the table as stored
+    compact(source, tmp_path / "none.safetensors", exact_rows={"emb": []})
+    assert storage_of(tmp_path / "none.safetensors") == INT8_ROWS
+    compact(source, tmp_path / "all.safetensors", exact_rows={"emb": range(300)})
+    assert load_file(str(tmp_path / "all.safetensors"))["emb.weight"].dtype == np.float16
+    stored = load_file(str(tmp_path / "none.safetensors"))
+    del stored["emb.weight.int8_scale"]  # int8 rows without their scales would load as raw int8 values
+    save_file(stored, str(tmp_path / "none.safetensors"), metadata={STORAGE_KEY: INT8_ROWS})
+    with pytest.raises(ConfigError, match="not a whole int8 table"):
+        dequantized_arrays(tmp_path / "none.safetensors")
 
 
 @pytest.mark.parametrize("block", [None, 16])

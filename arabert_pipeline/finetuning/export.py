@@ -182,7 +182,7 @@ def _stored_tensors(weights: Path) -> dict:
     """{name: (values as float32, ONNX type name, absolute offset, length in bytes)} of a safetensors file."""
     import numpy as np
 
-    from ..weights import EXACT_SUFFIX, INDEX_SUFFIX, SCALE_SUFFIX, dequantize_table
+    from ..weights import EXACT_SUFFIX, INDEX_SUFFIX, SCALE_SUFFIX, check_int8_table, dequantize_table
 
     read = read_safetensors_header(weights)
     header, data_start = read.tensors, read.data_start
@@ -208,8 +208,9 @@ def _stored_tensors(weights: Path) -> dict:
             if (exact_entry is None) != (index is None) or (exact_entry is not None and exact_type is None):
                 raise ConfigError(f"{weights}: {name}'s exact rows must be float16 or float32, with a row index")
             exact = exact_type and part(exact_entry, "<f2" if exact_type == "FLOAT16" else "<f4")
-            values = dequantize_table(np.frombuffer(raw, dtype=np.int8).reshape(entry["shape"]), scale[0],
-                                      exact and exact[0], index and index[0])
+            quantized = np.frombuffer(raw, dtype=np.int8).reshape(entry["shape"])
+            check_int8_table(weights, name, quantized, scale[0], exact and exact[0], index and index[0])
+            values = dequantize_table(quantized, scale[0], exact and exact[0], index and index[0])
             parts = Int8Parts(entry["shape"], scale[1], exact and (exact_type, *exact[1]), index and index[1])
             stored[name] = (values, "INT8", data_start + begin, end - begin, parts)
             continue
@@ -305,7 +306,7 @@ def _link_weights(graph, weights: Path) -> None:
         if parts is not None and as_float[key] == f"weights/{key}":  # int8 rows: widened once, folded at load
             as_float[key] = f"weights/{key}/fp32"
             made, extra = _widen_int8(f"weights/{key}", parts, len(values), as_float[key])
-            nodes += made
+            nodes += _named(made)
             kept += extra
         elif parts is None and onnx_type != "FLOAT" and as_float[key] == f"weights/{key}":
             as_float[key] = f"weights/{key}/fp32"
@@ -320,7 +321,7 @@ def _link_weights(graph, weights: Path) -> None:
     for node in graph.graph.node:
         if node.op_type == "Gather" and node.input[0] in gathered:
             made, extra = _gathered_rows(*gathered[node.input[0]], node.input[1], node.output[0])
-            traced += made
+            traced += _named(made)
             kept += extra
         else:
             traced.append(node)
@@ -328,6 +329,14 @@ def _link_weights(graph, weights: Path) -> None:
     graph.graph.initializer.extend([*kept, *linked.values()])
     del graph.graph.node[:]
     graph.graph.node.extend([*nodes, *traced])
+
+
+def _named(nodes: list) -> list:
+    """The nodes, each named after its output: ONNX Runtime's quantizers choose nodes by name (runtime.int8_model
+    leaves an int8 table's lookups alone), and unnamed ones all share the name ""."""
+    for node in nodes:
+        node.name = node.name or node.output[0]
+    return nodes
 
 
 def _widen_int8(table: str, parts: Int8Parts, rows: int, output: str) -> tuple[list, list]:

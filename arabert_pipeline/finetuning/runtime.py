@@ -21,6 +21,7 @@ import tempfile
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..weights import check_int8_tables, storage_of
 from .export import FINGERPRINT_KEY, ONNX_FILE, WEIGHTS_FILE, config_digest, weights_fingerprint
 
 # model.onnx metadata_props of a standalone graph (write_standalone): it holds its own (quantized) weights, so it is
@@ -79,6 +80,7 @@ def create_session(directory: str | os.PathLike, *, quantize: bool = False):
     if meta.get(FINGERPRINT_KEY) != weights_fingerprint(directory):
         raise ConfigError(f"{path} was exported from another config.json or weights file than the ones beside it: "
                           f"{redo}")
+    check_int8_tables(directory / WEIGHTS_FILE)  # the fingerprint covers the layout, not an int8 table's index
     if quantize:
         session = int8_session(path, options, directory / WEIGHTS_FILE)
     return session
@@ -101,6 +103,10 @@ def write_standalone(model_dir: str | os.PathLike, target: str | os.PathLike, we
     if weight_bits not in STANDALONE_WEIGHTS:
         raise ConfigError(f"weight bits {weight_bits}: choose one of {sorted(STANDALONE_WEIGHTS)}")
     model_dir, target = Path(model_dir), Path(target)
+    if weight_bits == 4 and (model_dir / WEIGHTS_FILE).is_file() and storage_of(model_dir / WEIGHTS_FILE):
+        raise ConfigError(f"{model_dir / WEIGHTS_FILE} is stored in int8 rows, which the 4-bit quantizer does not "
+                          f"read: write a plain copy (python -m arabert_pipeline.weights {model_dir} --plain OUT), "
+                          "export-onnx OUT, then --standalone from OUT")
     quantize = int8_model if weight_bits == 8 else int4_model
     graph = onnx.load_from_string(quantize(model_dir / ONNX_FILE))
     props = {STANDALONE_KEY: config_digest(model_dir)}
@@ -194,10 +200,12 @@ def int8_model(path: Path) -> bytes:
         folded, quantized = Path(tmp) / "folded.onnx", Path(tmp) / "int8.onnx"
         graph = _folded_graph(path, folded)
         onnx.save(graph, str(folded))
-        # A table's rows kept in fp16 (weights.py's exact rows) are looked up as stored: the quantizer would give
-        # their Gather an fp16 scale, which DequantizeLinear refuses.
-        fp16 = {t.name for t in graph.graph.initializer if t.data_type == onnx.TensorProto.FLOAT16}
-        exclude = [n.name for n in graph.graph.node if n.op_type == "Gather" and n.input[0] in fp16]
+        # An int8 table (weights.py) is looked up as stored: its rows, their scales, its fp16 exact rows and its
+        # row index are no weights to quantize (an fp16 table's Gather would get an fp16 scale DequantizeLinear
+        # refuses; its scales, quantized, would round the table twice). export.py names those Gathers.
+        stored = {t.name for t in graph.graph.initializer if t.data_type != onnx.TensorProto.FLOAT
+                  or t.name.endswith("/scale")}
+        exclude = [n.name for n in graph.graph.node if n.op_type == "Gather" and n.input[0] in stored]
         previous = logging.root.manager.disable
         logging.disable(logging.WARNING)  # the quantizer logs advice to run its shape-inference pass on every call
         try:
