@@ -270,12 +270,17 @@ def test_a_logistic_map_keeps_the_answers_and_their_order_under_every_decoding(t
     assert mapped[0].score == pytest.approx(float(reverse.apply(tables[0][:1])[0]))
 
 
-def test_with_two_dev_sets_the_map_is_chosen_by_leaving_one_set_out():
-    hard_x, hard_y = shifted_questions(1500, 0.2, seed=2)
-    easy_x, easy_y = shifted_questions(1500, 0.8, seed=3)
+def two_dev_sets(n: int):
+    """(features, labels, set of each answer, the expected-F1 input) of two dev sets of n answers each, one with 20%
+    easy questions and one with 80% (shifted_questions): the same kinds of question in other shares."""
+    hard_x, hard_y = shifted_questions(n, 0.2, seed=2)
+    easy_x, easy_y = shifted_questions(n, 0.8, seed=3)
     x, y = np.concatenate([hard_x, easy_x]), np.concatenate([hard_y, easy_y])
-    groups = np.repeat([0, 1], 1500)
-    expected = {"expected-f1": 1 / (1 + np.exp(-x[:, 0]))}
+    return x, y, np.repeat([0, 1], n), {"expected-f1": 1 / (1 + np.exp(-x[:, 0]))}
+
+
+def test_with_two_dev_sets_the_map_is_chosen_by_leaving_one_set_out():
+    x, y, groups, expected = two_dev_sets(1500)
     calibration, report = choose_calibration(expected, y, features=x, groups=groups)
     assert report["scheme"] == "leave one dev set out" and report["folds"] == 2
     assert calibration.method == report["method"] == "logistic" and report["input"] == "features"
@@ -346,11 +351,7 @@ def test_the_per_set_report_names_the_dev_sets():
     from arabert_pipeline.qa.transformer.decode import Answer
     from arabert_pipeline.qa.transformer.tune import DevAnswers, DevPass, calibrate, dev_answers, dev_set_names
 
-    hard_x, hard_y = shifted_questions(600, 0.2, seed=2)
-    easy_x, easy_y = shifted_questions(600, 0.8, seed=3)
-    x, y = np.concatenate([hard_x, easy_x]), np.concatenate([hard_y, easy_y])
-    groups = np.repeat([0, 1], 600)
-    expected = {"expected-f1": 1 / (1 + np.exp(-x[:, 0]))}
+    x, y, groups, expected = two_dev_sets(600)
     _, report = choose_calibration(expected, y, features=x, groups=groups, group_names=("arcd-dev", "mlqa-ar-dev"))
     assert set(report["per_set"]) == {"arcd-dev", "mlqa-ar-dev"}
     assert report["per_set"]["arcd-dev"]["answers"] == 600
