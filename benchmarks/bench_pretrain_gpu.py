@@ -56,6 +56,7 @@ ROWS: dict[str, tuple[str, dict]] = {
     "deberta-128": ("package", {"architecture": "deberta-v2"}),
     # DeBERTa's disentangled attention through SDPA (--deberta-attention sdpa), right after the row it is read against.
     "deberta-128-sdpa": ("package", {"architecture": "deberta-v2", "deberta_attention": "sdpa"}),
+    "deberta-128-eager": ("package", {"architecture": "deberta-v2", "compile": False}),
     "bert-128-plain": ("package", {"architecture": "bert", "plain": True}),
     "deberta-128-plain": ("package", {"architecture": "deberta-v2", "plain": True}),
     "bert-128-eager": ("package", {"architecture": "bert", "compile": False}),
@@ -194,6 +195,7 @@ def ratios(rows: dict) -> dict[str, float]:
              "bert-128 / bert-128-plain": ("bert-128", "bert-128-plain"),
              "bert-128-eager / bert-128-plain": ("bert-128-eager", "bert-128-plain"),
              "deberta-128 / deberta-128-plain": ("deberta-128", "deberta-128-plain"),
+             "deberta-128 / deberta-128-eager": ("deberta-128", "deberta-128-eager"),
              "deberta-128-sdpa / deberta-128": ("deberta-128-sdpa", "deberta-128"),
              "deberta-128-sdpa / deberta-128-plain": ("deberta-128-sdpa", "deberta-128-plain"),
              "hf-trainer-4w / hf-trainer": ("hf-trainer-4w", "hf-trainer")}
@@ -280,6 +282,10 @@ def measure_row(args) -> None:
         flops = hf_row(args, options, seq, folder, timer, device)
     result = timer.result(flops, peak)
     result.update(kind=kind, options=options, seq=seq, batch=args.tokens_per_step // seq, size=args.size)
+    from torch._dynamo.utils import counters
+
+    # A trace after the warm-up lands in the timed steps: more graphs than batch layouts explain a slow row.
+    result["compiled_graphs"] = counters["stats"]["unique_graphs"]
     Path(args.json).write_text(json.dumps(result), encoding="utf-8")
 
 

@@ -440,6 +440,42 @@ def test_compiled_training_steps_train_like_eager_ones_and_save_plain_checkpoint
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("architecture", ["deberta-v2", "bert"])
+def test_compiled_training_traces_one_graph_for_every_batch_shape(tokenizer_dir, corpus, workdir, monkeypatch,
+                                                                   architecture):
+    """--compile traces the model once per batch layout (DeBERTa: one, every batch masked; BERT: with and without
+    a mask), though batches differ in rows, width and predicted positions: each trace costs a base-size DeBERTa tens
+    of seconds on a GPU, and retraces landing in a measured run's steps made it 19× slower than eager
+    (docs/performance.md)."""
+    import torch
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    from arabert_pipeline.pretrain.mlm import MLMCollator
+    from arabert_pipeline.pretrain.trainer import pretrain
+
+    torch.set_num_threads(1)
+    layouts, collate = set(), MLMCollator.__call__
+
+    def recording(self, examples, rng):
+        batch = collate(self, examples, rng)
+        layouts.add(tuple((key, tuple(value.shape)) for key, value in sorted(batch.items())))
+        return batch
+
+    monkeypatch.setattr(MLMCollator, "__call__", recording)
+    torch._dynamo.reset()
+    counters.clear()
+    config = tiny_config(tokenizer_dir, corpus, workdir / f"compiled-shapes-{architecture}", architecture=architecture,
+                         compile=True, max_seq_length=96, batch_size=4, steps=24, eval_every=24, bf16="off")
+    assert pretrain(config)
+    widths = {dict(layout)["input_ids"] for layout in layouts}
+    assert len(widths) >= 2, f"the run should see batches of several shapes: {widths}"
+    masked = {"attention_mask" in dict(layout) for layout in layouts}
+    assert masked == ({True} if architecture == "deberta-v2" else {True, False})
+    assert counters["stats"]["unique_graphs"] == len(masked), dict(counters["stats"])
+
+
+@pytest.mark.slow
 def test_two_processes_train_and_resume_exactly(tokenizer_dir, corpus, workdir):
     """DDP on CPU (gloo) through torchrun: data sharded by process, RNG per process, same curve after a resume."""
     import shutil

@@ -335,6 +335,9 @@ class BatchShape:
 
     token_budget: int
     max_width: int
+    # Every batch carries its attention mask, padded or not: for a compiled model, a batch without one is another
+    # graph to trace (tens of seconds for a base-size model on a GPU).
+    always_masked: bool = False
 
     def width(self, longest: int) -> int:
         return max(longest, min(-(-longest // WIDTH_MULTIPLE) * WIDTH_MULTIPLE, self.max_width))
@@ -348,7 +351,10 @@ class BatchShape:
 
     @classmethod
     def for_config(cls, config) -> "BatchShape":
-        return cls(config.batch_size * config.max_seq_length, config.max_seq_length)
+        # Compiled DeBERTa: its attention builds a full mask when given none, so one costs nothing. BERT's SDPA runs
+        # its flash kernel only without a mask, worth one more compilation per run.
+        always_masked = config.compile and config.architecture == "deberta-v2"
+        return cls(config.batch_size * config.max_seq_length, config.max_seq_length, always_masked=always_masked)
 
 
 IGNORE = -100  # the label of a padding row (PyTorch's default ignore_index)
@@ -358,6 +364,12 @@ def padded_shape(sequences, shape: BatchShape | None) -> tuple[int, int]:
     """(rows, width) of the batch of `sequences` (anything with `input_ids`); exact when `shape` is None."""
     rows, longest = len(sequences), max(len(s.input_ids) for s in sequences)
     return shape.padded(rows, longest) if shape is not None else (rows, longest)
+
+
+def needs_attention_mask(shape: BatchShape | None, lengths: np.ndarray, width: int) -> bool:
+    """A batch carries an attention mask when a row is padded, or always (BatchShape.always_masked). Without one,
+    SDPA runs its fastest kernel."""
+    return bool(shape is not None and shape.always_masked or (lengths < width).any())
 
 
 def row_lengths(sequences, rows: int) -> np.ndarray:

@@ -40,7 +40,8 @@ from torch import nn
 from ..errors import ConfigError
 from ..weights import from_pretrained
 from .config import bert_config_kwargs
-from .data import IGNORE, POSITIONS_MULTIPLE, BatchShape, Example, SpecialIds, padded_shape, row_lengths
+from .data import (IGNORE, POSITIONS_MULTIPLE, BatchShape, Example, SpecialIds, needs_attention_mask, padded_shape,
+                   row_lengths)
 from .objectives import check_init_from, init_model_dir
 
 STATIC_MASKS = 10  # RoBERTa's duplication factor for static masking
@@ -104,7 +105,7 @@ class MLMCollator:
         if boundaries is not None:  # per predicted position: left and right boundary (flat), offset in the span
             batch["span_boundaries"] = torch.from_numpy(boundaries)
         lengths = row_lengths(examples, rows)
-        if (lengths < width).any():  # without padding, SDPA runs maskless (its fastest kernel)
+        if needs_attention_mask(self.shape, lengths, width):
             batch["attention_mask"] = torch.from_numpy((np.arange(width) < lengths[:, None]).astype(np.int64))
         if examples[0].token_type_ids is not None:
             types = np.zeros((rows, width), dtype=np.int64)

@@ -59,7 +59,7 @@ from torch import nn
 
 from ..weights import from_pretrained
 from .config import xlnet_config_kwargs
-from .data import IGNORE, BatchShape, Example, SpecialIds, padded_shape, row_lengths
+from .data import IGNORE, BatchShape, Example, SpecialIds, needs_attention_mask, padded_shape, row_lengths
 from .mlm import masked_accuracy
 from .objectives import check_init_from, init_model_dir
 
@@ -108,7 +108,7 @@ class PLMCollator:
             "plm_labels": torch.from_numpy(labels),
         }
         lengths = row_lengths(examples, rows)
-        if (lengths < width).any():
+        if needs_attention_mask(self.shape, lengths, width):
             batch["attention_mask"] = torch.from_numpy((np.arange(width) < lengths[:, None]).astype(np.int64))
         return batch
 

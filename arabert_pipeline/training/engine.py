@@ -162,8 +162,11 @@ class Engine(Checkpointing, OutputRules, RunLog, BudgetSteps):
         self.module = self.accelerator.unwrap_model(self.model)
         if self.loop.compile:
             # Training steps only: checkpoints, evaluation and the export read the module itself (unwrapped()), so
-            # their keys and results are those of a run without --compile.
-            self.model = torch.compile(self.model)
+            # their keys and results are those of a run without --compile. Batches come in a few padded shapes:
+            # dynamic from the first trace, so that they share one graph. With the default (static first, dynamic
+            # after the first new shape) a run compiles twice or more, and a base-size DeBERTa took minutes of its
+            # first steps on an H200 doing it (docs/performance.md).
+            self.model = torch.compile(self.model, dynamic=True)
 
     # ------------------------------------------------------------------------------------------- the loop
 

@@ -33,9 +33,9 @@ class LoopSettings:
     schedule: str = "linear"
     # Worker processes that build the batches ahead of the steps (loader.py); None: 4 on a GPU, none on a CPU.
     loader_workers: int | None = None
-    # torch.compile the model for the training steps. Batches come in a few padded shapes (pretrain/data.py), so after
-    # the first compilations torch's automatic dynamic shapes serve the rest; with --time-budget the first plan counts
-    # the compilation as step time, and the replanning that follows corrects it.
+    # torch.compile the model for the training steps, once, with dynamic shapes: batches come in a few padded shapes
+    # (pretrain/data.py). With --time-budget the first plan counts the compilation as step time, and the replanning
+    # that follows corrects it.
     compile: bool = False
 
     def __post_init__(self) -> None:
