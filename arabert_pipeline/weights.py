@@ -84,8 +84,64 @@ def storage_of(path: str | os.PathLike) -> str | None:
 
 
 # A reader's word table (qa/transformer/companion.py writes it, ner/bilstm.py reads it too): float16 rows, or int8 rows
-# with one float32 scale per row in READER_SCALES, checked against reader.json's scales_sha256.
-READER_TABLE, READER_SCALES = "vectors.npy", "vector_scales.npy"
+# with one float32 scale per row in READER_SCALES, checked against reader.json's scales_sha256. The rows of the rarer
+# words (the last reader.json `int4_rows`; words.txt is in frequency order) may be 4-bit instead, two values a byte
+# in READER_INT4, checked against `int4_sha256`, their scales in READER_SCALES too.
+READER_TABLE, READER_SCALES, READER_INT4 = "vectors.npy", "vector_scales.npy", "vectors_int4.npy"
+
+
+class Int4TailTable:
+    """int8 rows, then 4-bit rows packed two values a byte (low nibble first): indexed as the int8 table of all the
+    rows would be (`table[ids]`, int8 values), the 4-bit rows unpacked as they are looked up."""
+
+    def __init__(self, head, tail, dim: int):
+        self.head, self.tail, self.dim = head, tail, dim
+        self.shape = (len(head) + len(tail), dim)
+        self.dtype = head.dtype
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, ids):
+        import numpy as np
+
+        ids = np.asarray(ids)
+        flat = ids.reshape(-1)
+        out = np.empty((len(flat), self.dim), dtype=np.int8)
+        in_head = flat < len(self.head)
+        out[in_head] = self.head[flat[in_head]]
+        out[~in_head] = unpack_int4(self.tail[flat[~in_head] - len(self.head)], self.dim)
+        return out.reshape(*ids.shape, self.dim)
+
+
+def pack_int4(values):
+    """Signed 4-bit values (int8 in [-8, 7], rows of an even length) packed two a byte, the first in the low nibble:
+    uint8 rows of half the length (ONNX's INT4 layout too)."""
+    import numpy as np
+
+    nibbles = (np.asarray(values, dtype=np.int8) & 0x0F).astype(np.uint8)
+    return nibbles[..., 0::2] | (nibbles[..., 1::2] << 4)
+
+
+def unpack_int4(packed, dim: int):
+    """pack_int4's inverse: int8 rows of `dim` values."""
+    import numpy as np
+
+    packed = np.asarray(packed, dtype=np.uint8)
+    out = np.empty((*packed.shape[:-1], dim), dtype=np.int8)
+    out[..., 0::2] = (packed & 0x0F).astype(np.int8)
+    out[..., 1::2] = (packed >> 4).astype(np.int8)
+    return np.where(out > 7, out - 16, out).astype(np.int8)
+
+
+def quantize_rows_int4(values):
+    """(4-bit values as int8 in [-7, 7], float32 scales) of a 2-D array: symmetric, one scale per row."""
+    import numpy as np
+
+    values = np.asarray(values, dtype=np.float32)
+    scale = np.abs(values).max(axis=1) / 7.0
+    scale = np.where(scale > 0, scale, 1.0).astype(np.float32)
+    return np.clip(np.rint(values / scale[:, None]), -7, 7).astype(np.int8), scale
 
 
 def file_digest(path: str | os.PathLike) -> str:
@@ -110,11 +166,27 @@ def read_table(directory: str | os.PathLike, config: dict, rows: int):
         table = np.load(directory / READER_TABLE, mmap_mode="r", allow_pickle=False)
     except (ValueError, OSError) as exc:
         raise ConfigError(f"{directory / READER_TABLE}: not a numeric .npy array ({exc})") from None
-    if table.dtype not in (np.float16, np.int8) or table.shape != (rows, config["dim"]):
-        raise ConfigError(f"{directory / READER_TABLE}: expected ({rows}, {config['dim']}) float16 or int8, "
-                          f"found {table.shape} {table.dtype}")
+    int4_rows = config.get("int4_rows", 0)
+    if not isinstance(int4_rows, int) or isinstance(int4_rows, bool) or not 0 <= int4_rows < rows:
+        raise ConfigError(f"{directory / 'reader.json'}: int4_rows must be a whole number below {rows}, "
+                          f"found {int4_rows!r}")
+    if table.dtype not in (np.float16, np.int8) or table.shape != (rows - int4_rows, config["dim"]) or \
+            (int4_rows and table.dtype != np.int8):
+        expected = f"({rows - int4_rows}, {config['dim']}) int8" if int4_rows else \
+            f"({rows}, {config['dim']}) float16 or int8"
+        raise ConfigError(f"{directory / READER_TABLE}: expected {expected}, found {table.shape} {table.dtype}")
     if table.dtype == np.float16:
         return table, None
+    if int4_rows:
+        packed_path = directory / READER_INT4
+        if not packed_path.is_file() or file_digest(packed_path) != config.get("int4_sha256"):
+            raise ConfigError(f"{packed_path} is missing or not the file reader.json records: the table's last "
+                              f"{int4_rows} rows are in it")
+        packed = np.load(packed_path, mmap_mode="r", allow_pickle=False)
+        if packed.dtype != np.uint8 or packed.shape != (int4_rows, -(-config["dim"] // 2)) or config["dim"] % 2:
+            raise ConfigError(f"{packed_path}: expected ({int4_rows}, {config['dim'] // 2}) uint8 (an even dim), "
+                              f"found {packed.shape} {packed.dtype}")
+        table = Int4TailTable(table, packed, config["dim"])
     scales_path = directory / READER_SCALES
     if not scales_path.is_file() or file_digest(scales_path) != config.get("scales_sha256"):
         raise ConfigError(f"{scales_path} is missing or not the file reader.json records: an int8 table needs its "
@@ -173,8 +245,8 @@ def dequantize_table(quantized, scale, exact=None, index=None):
 
 
 def table_rows(table, scales, ids):
-    """The float32 rows `ids` of a lookup table stored in float16, or in int8 rows with float32 `scales` (one per
-    row): the reader's word table (qa/transformer/companion.py, ner/bilstm.py)."""
+    """The float32 rows `ids` of a lookup table stored in float16, or in int8 (or Int4TailTable) rows with float32
+    `scales` (one per row): the reader's word table (qa/transformer/companion.py, ner/bilstm.py)."""
     import numpy as np
 
     rows = table[ids].astype(np.float32)

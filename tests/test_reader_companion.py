@@ -244,8 +244,10 @@ def test_the_shipped_reader_records_the_checksum_of_each_of_its_files():
     model = Path(__file__).resolve().parents[1] / "arabert_pipeline" / "models" / "arabert-mini"
     config = json.loads((model / "reader" / "reader.json").read_text(encoding="utf-8"))
     for name, field in (("words.txt", "words_sha256"), ("vectors.npy", "table_sha256"),
-                        ("reader.onnx", "graph_sha256"), ("vector_scales.npy", "scales_sha256")):
-        assert config[field] == file_digest(model / "reader" / name), name
+                        ("reader.onnx", "graph_sha256"), ("vector_scales.npy", "scales_sha256"),
+                        ("vectors_int4.npy", "int4_sha256")):
+        if field in config or (model / "reader" / name).exists():
+            assert config[field] == file_digest(model / "reader" / name), name
     assert len(Companion.load(model, "arabertv02").vocabulary.index) == config["words"]
 
 
@@ -281,6 +283,55 @@ def test_the_compact_reader_reads_its_int8_rows_and_refuses_other_scales(tuned, 
     np.save(compact / "reader" / "vector_scales.npy", scales * 2)
     with pytest.raises(ConfigError, match="vector_scales.npy is missing or not the file"):
         Pipeline(str(compact), backend="torch")
+
+
+def test_the_rarer_words_rows_in_4bit_are_read_as_stored_and_the_rest_unchanged(tuned, tmp_path):
+    """compact_companion(int8_words=N): rows of words past the first N of words.txt in 4-bit (vectors_int4.npy, one
+    scale a row), the others the int8 rows they were; lookups on both sides of the boundary give the stored values;
+    a damaged or missing 4-bit file, or a wrong row count, is refused by name."""
+    import numpy as np
+
+    from arabert_pipeline import Pipeline
+    from arabert_pipeline.qa.transformer.companion import Companion, compact_companion
+    from arabert_pipeline.weights import dequantize_rows, unpack_int4
+
+    _, out, _, _ = tuned
+    int8, mixed = tmp_path / "int8", tmp_path / "mixed"
+    shutil.copytree(out, int8)
+    compact_companion(int8, min_elements=1024)
+    shutil.copytree(int8, mixed)
+    words = len(Companion.load(int8, "arabertv02").vocabulary.index)
+    compact_companion(mixed, int8_words=words // 2)
+    reference = Companion.load(int8, "arabertv02")
+    companion = Companion.load(mixed, "arabertv02")
+    head = 2 + words // 2
+    config = json.loads((mixed / "reader" / "reader.json").read_text(encoding="utf-8"))
+    assert config["int4_rows"] == words + 2 - head and len(companion.table) == words + 2
+    assert np.array_equal(np.load(mixed / "reader" / "vectors.npy"), np.load(int8 / "reader" / "vectors.npy")[:head])
+    ids = np.array([0, 3, head - 1, head, words + 1])
+    expected = reference.table[ids].astype(np.float32) * reference.scales[ids][:, None]
+    found = companion.table[ids].astype(np.float32) * companion.scales[ids][:, None]
+    assert np.array_equal(found[:3], expected[:3])  # int8 rows untouched
+    assert not np.array_equal(found[3:], expected[3:])
+    assert np.abs(found[3:] - expected[3:]).max() <= np.abs(expected[3:]).max() / 14 + 1e-6  # half a 4-bit step
+    packed = np.load(mixed / "reader" / "vectors_int4.npy")
+    assert packed.dtype == np.uint8 and packed.shape[1] * 2 == config["dim"]
+    values = unpack_int4(packed, config["dim"])
+    assert values.min() >= -7 and values.max() <= 7
+    assert np.array_equal(dequantize_rows(values, companion.scales[head:, None]),
+                          companion.table[np.arange(head, words + 2)] * companion.scales[head:, None])
+    Pipeline(str(mixed), backend="torch")
+    with pytest.raises(ConfigError, match="already 4-bit"):
+        compact_companion(mixed, int8_words=2)
+    np.save(mixed / "reader" / "vectors_int4.npy", packed[::-1])
+    with pytest.raises(ConfigError, match="vectors_int4.npy is missing or not the file"):
+        Companion.load(mixed, "arabertv02")
+    (mixed / "reader" / "vectors_int4.npy").unlink()
+    with pytest.raises(ConfigError, match="vectors_int4.npy is missing or not the file"):
+        Companion.load(mixed, "arabertv02")
+    _edit_json(mixed / "reader" / "reader.json", int4_rows=3)
+    with pytest.raises(ConfigError, match=r"vectors.npy: expected \("):
+        Companion.load(mixed, "arabertv02")
 
 
 def test_compacting_the_reader_is_all_or_nothing(tuned, tmp_path, monkeypatch):

@@ -188,6 +188,51 @@ def test_large_constants_are_stored_int8_and_dequantized_when_the_graph_runs():
     assert np.abs(got - expected).max() < 0.02 * np.abs(expected).max()
 
 
+def test_rare_embedding_rows_in_4bit_keep_the_frequent_rows_exact(task_models, tmp_path):
+    """int4_rare_rows (the shipped sentiment graph's storage): texts whose tokens are all kept score exactly as
+    before; with one row kept the others are 4-bit, close to the uint8 values and smaller; a graph without a uint8
+    table, or no row kept, is refused by name."""
+    import shutil
+
+    import numpy as np
+    import onnx
+    from tokenizers import Tokenizer
+
+    from arabert_pipeline import Pipeline
+    from arabert_pipeline.errors import ConfigError
+    from arabert_pipeline.finetuning.runtime import int4_rare_rows
+
+    texts = [r["text"] for r in task_models.dev_texts]
+    tokenizer = Tokenizer.from_file(str(task_models.cls_int8 / "tokenizer.json"))
+    used = sorted({i for text in Pipeline(task_models.cls_int8).model.preprocess(texts)
+                   for i in tokenizer.encode(text).ids})
+
+    def scores(directory):
+        model = Pipeline(directory).model
+        return np.asarray(model.predict_proba(model.preprocess(texts), 16, preprocessed=True))
+
+    expected = scores(task_models.cls_int8)
+    sizes = {}
+    for name, keep in (("kept", used), ("one-kept", [0])):
+        directory = tmp_path / name
+        shutil.copytree(task_models.cls_int8, directory)
+        graph = onnx.load(str(directory / "model.onnx"))
+        table = int4_rare_rows(graph, keep)
+        onnx.save(graph, str(directory / "model.onnx"))
+        sizes[name] = (directory / "model.onnx").stat().st_size
+        assert "word_embeddings" in table
+        if name == "kept":
+            assert np.array_equal(scores(directory), expected)
+        else:
+            got = scores(directory)
+            assert not np.array_equal(got, expected) and np.abs(got - expected).max() < 0.05
+    assert sizes["one-kept"] < sizes["kept"] < (task_models.cls_int8 / "model.onnx").stat().st_size
+    with pytest.raises(ConfigError, match="no uint8 embedding table"):
+        int4_rare_rows(onnx.load(str(task_models.cls / "model.onnx"), load_external_data=False), [0])
+    with pytest.raises(ConfigError, match="1 or more"):
+        int4_rare_rows(onnx.load(str(task_models.cls_int8 / "model.onnx")), [])
+
+
 # Answering: ONNX as torch, Hugging Face's shapes ------------------------------------------------------------------
 
 def test_onnx_labels_are_torch_labels(task_models):

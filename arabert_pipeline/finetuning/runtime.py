@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..weights import check_int8_tables, storage_of
+from ..weights import check_int8_tables, pack_int4, storage_of
 from .export import FINGERPRINT_KEY, ONNX_FILE, WEIGHTS_FILE, config_digest, weights_fingerprint
 
 # model.onnx metadata_props of a standalone graph (write_standalone): it holds its own (quantized) weights, so it is
@@ -296,6 +296,83 @@ def _int8_constants(graph) -> None:
     graph.graph.initializer.extend(kept)
     for node in reversed(dequantize):
         graph.graph.node.insert(0, node)
+
+
+def int4_rare_rows(graph, keep) -> str:
+    """Store, in place, the token-embedding table of an int8 graph (int8_model: a Gather of uint8 rows, then a
+    DequantizeLinear with one scale and zero point) in two parts: the rows of the token ids `keep` (the frequent
+    ones) as they were, and the others in 4-bit, blocks of INT4_BLOCK (symmetric, of the values their uint8 rows stand
+    for; ONNX Runtime's GatherBlockQuantized), placed by an int32 row index as weights.py places exact rows (≥ 0: a
+    kept row; -1 - r: 4-bit row r). The frequent tokens, most of what a text reads, keep their values exactly; the
+    rest take half the bytes. Returns the table's name."""
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+
+    initializers = {tensor.name: tensor for tensor in graph.graph.initializer}
+    consumers = {name: node for node in graph.graph.node for name in node.input}
+    lookups = [node for node in graph.graph.node if node.op_type == "Gather" and node.input[0] in initializers
+               and initializers[node.input[0]].data_type == TensorProto.UINT8
+               and consumers.get(node.output[0]) is not None and consumers[node.output[0]].op_type == "DequantizeLinear"]
+    if not lookups:
+        raise ConfigError("the graph has no uint8 embedding table (an int8 graph's Gather + DequantizeLinear)")
+    gather = max(lookups, key=lambda node: np.prod(initializers[node.input[0]].dims))
+    dequantize = consumers[gather.output[0]]
+    table = gather.input[0]
+    if sum(table in node.input for node in graph.graph.node) > 1:
+        raise ConfigError(f"{table}: read by more than its Gather (tied weights?): its rows cannot be re-stored")
+    stored = numpy_helper.to_array(initializers[table])
+    scale = numpy_helper.to_array(initializers[dequantize.input[1]])
+    zero_point = numpy_helper.to_array(initializers[dequantize.input[2]]) if len(dequantize.input) > 2 else 0
+    if scale.size != 1 or stored.ndim != 2 or stored.shape[1] % INT4_BLOCK:
+        raise ConfigError(f"{table}: expected a per-tensor uint8 table whose rows are blocks of {INT4_BLOCK}")
+    keep = np.unique(np.asarray(keep, dtype=np.int64))
+    if not len(keep) or keep[0] < 0 or keep[-1] >= len(stored):
+        raise ConfigError(f"{table}: the rows kept must be 1 or more of its {len(stored)} row ids")
+    rare = np.setdiff1d(np.arange(len(stored)), keep)
+    index = np.empty(len(stored), dtype=np.int32)
+    index[keep] = np.arange(len(keep))
+    index[rare] = -1 - np.arange(len(rare))
+    values = (stored[rare].astype(np.float32) - np.float32(zero_point)) * np.float32(scale)
+    blocks = values.reshape(len(rare), -1, INT4_BLOCK)
+    block_scale = np.abs(blocks).max(axis=2) / 7.0
+    block_scale = np.where(block_scale > 0, block_scale, 1.0).astype(np.float32)
+    nibbles = np.clip(np.rint(blocks / block_scale[..., None]), -8, 7).astype(np.int8).reshape(len(rare), -1)
+
+    out, ids = dequantize.output[0], gather.input[1]
+    kept_name, rare_name = f"{table}/kept_rows", f"{table}/int4_rows"
+    constants = [
+        numpy_helper.from_array(stored[keep], kept_name),
+        helper.make_tensor(rare_name, TensorProto.INT4, nibbles.shape, pack_int4(nibbles).tobytes(), raw=True),
+        numpy_helper.from_array(block_scale, f"{rare_name}/scale"),
+        numpy_helper.from_array(index, f"{table}/index"),
+        numpy_helper.from_array(np.array(0, np.int32), f"{out}/zero"),
+        numpy_helper.from_array(np.array(-1, np.int32), f"{out}/minus_one"),
+        numpy_helper.from_array(np.array([-1], np.int64), f"{out}/last_axis"),
+    ]
+    # Both lookups run for every id (a Gather of a negative id would wrap); Where keeps the right one.
+    nodes = [
+        helper.make_node("Gather", [f"{table}/index", ids], [f"{out}/place"], axis=0),
+        helper.make_node("Max", [f"{out}/place", f"{out}/zero"], [f"{out}/kept_id"]),
+        helper.make_node("Sub", [f"{out}/minus_one", f"{out}/place"], [f"{out}/rare_place"]),
+        helper.make_node("Max", [f"{out}/rare_place", f"{out}/zero"], [f"{out}/rare_id"]),
+        helper.make_node("Gather", [kept_name, f"{out}/kept_id"], [f"{out}/kept_stored"], axis=0),
+        helper.make_node("DequantizeLinear", [f"{out}/kept_stored", *dequantize.input[1:]], [f"{out}/kept"]),
+        helper.make_node("GatherBlockQuantized", [rare_name, f"{out}/rare_id", f"{rare_name}/scale"], [f"{out}/rare"],
+                         domain="com.microsoft", block_size=INT4_BLOCK, gather_axis=0, quantize_axis=1),
+        helper.make_node("GreaterOrEqual", [f"{out}/place", f"{out}/zero"], [f"{out}/is_kept"]),
+        helper.make_node("Unsqueeze", [f"{out}/is_kept", f"{out}/last_axis"], [f"{out}/is_kept_row"]),
+        helper.make_node("Where", [f"{out}/is_kept_row", f"{out}/kept", f"{out}/rare"], [out]),
+    ]
+    position = list(graph.graph.node).index(gather)
+    remaining = [node for node in graph.graph.node if node is not gather and node is not dequantize]
+    del graph.graph.node[:]
+    graph.graph.node.extend(remaining[:position] + nodes + remaining[position:])
+    kept = [tensor for tensor in graph.graph.initializer if tensor.name != table]
+    del graph.graph.initializer[:]
+    graph.graph.initializer.extend(kept + constants)
+    if not any(entry.domain == "com.microsoft" for entry in graph.opset_import):
+        graph.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    return table
 
 
 def open_task_model(directory: Path, vocab_size: object, *, quantize: bool = False):

@@ -39,12 +39,13 @@ import numpy as np
 
 from ...artifacts import file_digest, read_json_file, read_metadata
 from ...errors import ConfigError
-from ...weights import READER_SCALES, READER_TABLE, read_table, table_rows
+from ...weights import READER_INT4, READER_SCALES, READER_TABLE, read_table, table_rows
 
 COMPANION_DIR = "reader"
 GRAPH_FILE, TABLE_FILE, WORDS_FILE, CONFIG_FILE = "reader.onnx", READER_TABLE, "words.txt", "reader.json"
-# An int8 table's row scales (compact_companion), checked against reader.json's scales_sha256 (weights.read_table).
-SCALES_FILE = READER_SCALES
+# An int8 table's row scales and its 4-bit rows (compact_companion), checked against reader.json's scales_sha256 and
+# int4_sha256 (weights.read_table).
+SCALES_FILE, INT4_FILE = READER_SCALES, READER_INT4
 COMPANION_FILES = (GRAPH_FILE, TABLE_FILE, WORDS_FILE, CONFIG_FILE)
 # reader.json's checksum of each file it vouches for.
 CHECKSUMS = ((WORDS_FILE, "words_sha256"), (TABLE_FILE, "table_sha256"), (GRAPH_FILE, "graph_sha256"))
@@ -135,20 +136,24 @@ def _check_against_torch(graph, path: Path, dim: int) -> None:
 def copy_companion(source: Path, target: Path) -> None:
     """Copy a model dir's reader/ into another model dir being written (tune-decoding's copy of a tuned model)."""
     (target / COMPANION_DIR).mkdir()
-    for name in (*COMPANION_FILES, SCALES_FILE):
+    for name in (*COMPANION_FILES, SCALES_FILE, INT4_FILE):
         if name in COMPANION_FILES or (source / COMPANION_DIR / name).is_file():
             shutil.copy2(source / COMPANION_DIR / name, target / COMPANION_DIR / name)
 
 
-def compact_companion(directory: str | os.PathLike, *, min_elements: int | None = None) -> None:
+def compact_companion(directory: str | os.PathLike, *, min_elements: int | None = None,
+                      int8_words: int | None = None) -> None:
     """Rewrite MODEL_DIR/reader/ in its compact form (issue 53): the table as int8 rows with float32 row scales
     (SCALES_FILE), reader.onnx's fp32 weights as int8 rows widened in the graph (weights.compact_graph),
     and reader.json's checksums to match (`min_elements`: the smallest graph weight stored so, weights.MIN_ELEMENTS by
-    default). Whether answers survive is measured by scripts/compact_gate.py."""
+    default). With `int8_words`, the rows of the words past the first `int8_words` of words.txt (the rarer ones)
+    are 4-bit instead, from the values their stored rows stand for (weights.READER_INT4). Whether answers survive is
+    measured by scripts/compact_gate.py."""
     import onnx
 
     from ...artifacts import atomic_directory
-    from ...weights import MIN_ELEMENTS, compact_graph, quantize_rows
+    from ...weights import (MIN_ELEMENTS, compact_graph, dequantize_rows, pack_int4, quantize_rows,
+                            quantize_rows_int4)
 
     directory = Path(directory) / COMPANION_DIR
     config = read_json_file(directory / CONFIG_FILE)
@@ -158,6 +163,12 @@ def compact_companion(directory: str | os.PathLike, *, min_elements: int | None 
                           "cannot be read without their scales; restore the file or export the reader again")
     if table.dtype not in (np.float16, np.int8):
         raise ConfigError(f"{directory / TABLE_FILE}: expected float16 or int8 rows, found {table.dtype}")
+    if config.get("int4_rows") and int8_words is not None:
+        raise ConfigError(f"{directory}: its rarer rows are already 4-bit ({config['int4_rows']} of them)")
+    head_rows = None if int8_words is None else 2 + int8_words  # padding and unknown word first
+    if head_rows is not None and not 2 < head_rows < len(table):
+        raise ConfigError(f"int8_words must be between 1 and {len(table) - 3} (the table has {len(table) - 2} words), "
+                          f"got {int8_words}")
     graph = onnx.load(str(directory / GRAPH_FILE))
     compacted = compact_graph(graph, MIN_ELEMENTS if min_elements is None else min_elements)
     # A new reader/ replaces the old one whole: a crash midway leaves the old reader, whose files match reader.json's
@@ -166,8 +177,16 @@ def compact_companion(directory: str | os.PathLike, *, min_elements: int | None 
         shutil.copytree(directory, staged, dirs_exist_ok=True)
         if table.dtype == np.float16:
             quantized, scales = quantize_rows(table)
-            np.save(staged / TABLE_FILE, quantized, allow_pickle=False)
-            np.save(staged / SCALES_FILE, scales.reshape(-1), allow_pickle=False)
+            scales = scales.reshape(-1)
+        else:
+            quantized, scales = table, np.load(directory / SCALES_FILE, allow_pickle=False)
+        if head_rows is not None:
+            rare, rare_scales = quantize_rows_int4(dequantize_rows(quantized[head_rows:], scales[head_rows:, None]))
+            np.save(staged / INT4_FILE, pack_int4(rare), allow_pickle=False)
+            quantized, scales = quantized[:head_rows], np.concatenate([scales[:head_rows], rare_scales])
+            config.update(int4_rows=len(rare), int4_sha256=file_digest(staged / INT4_FILE))
+        np.save(staged / TABLE_FILE, quantized, allow_pickle=False)
+        np.save(staged / SCALES_FILE, scales, allow_pickle=False)
         if compacted:
             onnx.save(graph, str(staged / GRAPH_FILE))
         config.update(table_sha256=file_digest(staged / TABLE_FILE), graph_sha256=file_digest(staged / GRAPH_FILE),
