@@ -11,7 +11,9 @@ Two steps, because a lent GPU machine is bare, offline and reached through a 64 
 `run` measures each row in a child process of its own (a fresh CUDA context, its own peak memory, a crash or an
 out-of-memory costs that row only), most important rows first, and stops starting rows at --deadline seconds: the
 JSON is rewritten after every row, so what finished comes back. Per row: tokens/s over --steps timed optimizer steps
-after --warmup-steps untimed ones (compilation included there), between two `torch.cuda.synchronize()`; tokens are
+after --warmup-steps untimed ones (compilation included there), between two `torch.cuda.synchronize()`, timed again
+(up to twice) when torch.compile traced a graph inside them (`retimed`; `graphs_traced_while_timed` > 0 says the row
+never reached the steady state); tokens are
 those the model reads (padding excluded); MFU = tokens/s × (6 × non-embedding parameters + 12 × layers × hidden ×
 seq) / the device's dense bf16 peak (training/logs.py's table, or --peak-tflops); the peak CUDA memory; the mean
 training loss of the last ten timed steps with the tokens read by then (the loss at equal tokens).
@@ -180,7 +182,10 @@ def summary(row: dict) -> str:
         return row["error"].strip().splitlines()[-1][:300] if row["error"].strip() else "error"
     mfu = f", MFU {row['mfu']:.1%}" if row.get("mfu") is not None else ""
     memory = f", peak {row['peak_gib']:.1f} GiB" if row.get("peak_gib") is not None else ""
-    return f"{row['tokens_per_second']:,.0f} tokens/s{mfu}{memory}, loss {row['loss']:.3f} after {row['tokens']:,} tokens"
+    retraced = f" (NOT STEADY: {row['graphs_traced_while_timed']} graph(s) traced while timed)" \
+        if row.get("graphs_traced_while_timed") else ""
+    return (f"{row['tokens_per_second']:,.0f} tokens/s{mfu}{memory}, loss {row['loss']:.3f} after {row['tokens']:,} "
+            f"tokens{retraced}")
 
 
 def ratios(rows: dict) -> dict[str, float]:
@@ -220,16 +225,29 @@ def table(report: dict) -> str:
 # ------------------------------------------------------------------------------------------------------- one row
 
 
+# A timed window in which torch.compile traced a graph (a batch layout first seen there: BERT's batches with and
+# without a mask) is timed again, up to this many times: a trace costs a base-size model tens of seconds on a GPU.
+MAX_RETIMES = 2
+
+
+def planned_steps(args) -> int:
+    """Optimizer steps every row's schedule is planned for (the same for all rows, so their learning rates match):
+    the warm-up, the timed window and its retimings, one more."""
+    return args.warmup_steps + (1 + MAX_RETIMES) * args.steps + 1
+
+
 class Timer:
     """Times the steps after the warm-up between two synchronizations; keeps each step's loss as a device tensor
-    (read once at the end: reading it every step would wait on the GPU)."""
+    (read once at the end: reading it every step would wait on the GPU). A window in which a graph was traced is
+    timed again (MAX_RETIMES)."""
 
     def __init__(self, warmup: int, timed: int, device):
         import torch
 
         self.torch, self.warmup, self.timed, self.device = torch, warmup, timed, device
-        self.losses, self.start = [], None
+        self.losses, self.start, self.end_step = [], None, warmup + timed
         self.seconds = self.tokens = self.end_tokens = None
+        self.start_graphs = self.graphs_while_timed = self.retimed = 0
 
     def synchronize(self) -> None:
         if self.device.type == "cuda":
@@ -242,10 +260,17 @@ class Timer:
         if step == self.warmup:
             self.synchronize()
             self.start, self.start_tokens = time.perf_counter(), tokens
-        elif step == self.warmup + self.timed:
+            self.start_graphs = traced_graphs()
+        elif step == self.end_step:
             self.synchronize()
             self.seconds, self.tokens, self.end_tokens = time.perf_counter() - self.start, tokens - self.start_tokens, \
                 tokens
+            self.graphs_while_timed = traced_graphs() - self.start_graphs
+            if self.graphs_while_timed and self.retimed < MAX_RETIMES:
+                self.retimed += 1
+                self.start, self.start_tokens, self.start_graphs = time.perf_counter(), tokens, traced_graphs()
+                self.end_step = step + self.timed
+                return False
             return True
         return False
 
@@ -255,7 +280,17 @@ class Timer:
         memory = self.torch.cuda.max_memory_allocated(self.device) / 2**30 if self.device.type == "cuda" else None
         return {"tokens_per_second": round(speed, 1), "seconds": round(self.seconds, 3), "timed_steps": self.timed,
                 "mfu": round(speed * flops_per_token / peak, 4) if peak else None, "flops_per_token": flops_per_token,
-                "peak_gib": round(memory, 2) if memory is not None else None, "loss": round(sum(tail) / len(tail), 4), "tokens": self.end_tokens}
+                "peak_gib": round(memory, 2) if memory is not None else None, "loss": round(sum(tail) / len(tail), 4),
+                "tokens": self.end_tokens, "compiled_graphs": traced_graphs(), "retimed": self.retimed,
+                # still > 0 after the retimings: the row is not the steady state
+                "graphs_traced_while_timed": self.graphs_while_timed}
+
+
+def traced_graphs() -> int:
+    """Graphs torch.compile has traced in this process so far."""
+    from torch._dynamo.utils import counters
+
+    return counters["stats"]["unique_graphs"]
 
 
 class _Measured(Exception):
@@ -282,10 +317,6 @@ def measure_row(args) -> None:
         flops = hf_row(args, options, seq, folder, timer, device)
     result = timer.result(flops, peak)
     result.update(kind=kind, options=options, seq=seq, batch=args.tokens_per_step // seq, size=args.size)
-    from torch._dynamo.utils import counters
-
-    # A trace after the warm-up lands in the timed steps: more graphs than batch layouts explain a slow row.
-    result["compiled_graphs"] = counters["stats"]["unique_graphs"]
     Path(args.json).write_text(json.dumps(result), encoding="utf-8")
 
 
@@ -300,7 +331,7 @@ def package_row(args, options: dict, seq: int, folder: Path, timer: Timer) -> fl
         max_seq_length=seq, whole_word_masking=options.get("whole_word_masking", False),
         enhanced_mask_decoder=options.get("enhanced_mask_decoder", False),
         deberta_attention=options.get("deberta_attention", "eager"),
-        batch_size=args.tokens_per_step // seq, steps=args.warmup_steps + args.steps + 1, lr=5e-4, warmup=0.06,
+        batch_size=args.tokens_per_step // seq, steps=planned_steps(args), lr=5e-4, warmup=0.06,
         eval_sequences=16, eval_every=10**9, save_every=10**9, log_every=10, seed=42,
         cache_dir=str(folder / "cache"), progress=False,
         loader_workers=0 if plain else None,
@@ -339,7 +370,7 @@ def hf_row(args, options: dict, seq: int, folder: Path, timer: Timer, device) ->
     cuda = device.type == "cuda"
     training = TrainingArguments(
         output_dir=str(Path(args.work) / "hf"), per_device_train_batch_size=args.tokens_per_step // seq,
-        max_steps=args.warmup_steps + args.steps + 1, learning_rate=5e-4, warmup_steps=0.06, weight_decay=0.01,
+        max_steps=planned_steps(args), learning_rate=5e-4, warmup_steps=0.06, weight_decay=0.01,
         adam_epsilon=1e-6, bf16=cuda, use_cpu=not cuda, logging_steps=10, save_strategy="no", report_to="none",
         dataloader_num_workers=options["workers"], seed=42, disable_tqdm=True,
     )

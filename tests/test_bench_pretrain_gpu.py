@@ -47,6 +47,7 @@ def test_the_prepared_folder_runs_every_row_at_tiny_size(tmp_path):
         assert row["tokens_per_second"] > 0 and row["timed_steps"] == 2 and row["flops_per_token"] > 0
         # Three steps of 512-token budgets: what the model read, padding excluded.
         assert 0 < row["tokens"] <= 3 * 512
+        assert row["graphs_traced_while_timed"] == 0  # eager at tiny size: nothing traced
         if row["kind"] == "package":
             assert math.isfinite(row["loss"]), name
     assert report["rows"]["bert-512"]["seq"] == 128 and report["rows"]["bert-512"]["batch"] == 4

@@ -167,6 +167,11 @@ class Engine(Checkpointing, OutputRules, RunLog, BudgetSteps):
             # after the first new shape) a run compiles twice or more, and a base-size DeBERTa took minutes of its
             # first steps on an H200 doing it (docs/performance.md).
             self.model = torch.compile(self.model, dynamic=True)
+            # Sizes that happen to be equal (64 predicted positions in a batch 64 wide) would share one symbol, and
+            # the next batch where they differ would retrace: the remedy torch's own retrace log names.
+            from torch.fx.experimental import _config as shape_config
+
+            shape_config.use_duck_shape = False
 
     # ------------------------------------------------------------------------------------------- the loop
 
