@@ -167,11 +167,6 @@ class Engine(Checkpointing, OutputRules, RunLog, BudgetSteps):
             # after the first new shape) a run compiles twice or more, and a base-size DeBERTa took minutes of its
             # first steps on an H200 doing it (docs/performance.md).
             self.model = torch.compile(self.model, dynamic=True)
-            # Sizes that happen to be equal (64 predicted positions in a batch 64 wide) would share one symbol, and
-            # the next batch where they differ would retrace: the remedy torch's own retrace log names.
-            from torch.fx.experimental import _config as shape_config
-
-            shape_config.use_duck_shape = False
 
     # ------------------------------------------------------------------------------------------- the loop
 
@@ -280,9 +275,20 @@ class Engine(Checkpointing, OutputRules, RunLog, BudgetSteps):
     def train(self) -> bool:
         """Run to the planned end; True if it completed, False if it was interrupted (a checkpoint is saved)."""
         try:
-            return self.run()
+            with self.tracing_settings():
+                return self.run()
         finally:
             self.release_output()
+
+    def tracing_settings(self):
+        """For the run of a compiled model (traced at its first steps): sizes that happen to be equal (64 predicted
+        positions in a batch 64 wide) do not share one symbol, which would retrace the next batch where they differ
+        (the remedy torch's own retrace log names)."""
+        if not self.loop.compile:
+            return contextlib.nullcontext()
+        from torch.fx.experimental import _config as shape_config
+
+        return shape_config.patch(use_duck_shape=False)
 
     def run(self) -> bool:
         from tqdm.auto import tqdm
