@@ -13,10 +13,11 @@ out-of-memory costs that row only), most important rows first, and stops startin
 JSON is rewritten after every row, so what finished comes back. Per row: tokens/s over --steps timed optimizer steps
 after --warmup-steps untimed ones (compilation included there), between two `torch.cuda.synchronize()`, timed again
 (up to twice) when torch.compile traced a graph inside them (`retimed`; `graphs_traced_while_timed` > 0 says the row
-never reached the steady state); tokens are
-those the model reads (padding excluded); MFU = tokens/s × (6 × non-embedding parameters + 12 × layers × hidden ×
-seq) / the device's dense bf16 peak (training/logs.py's table, or --peak-tflops); the peak CUDA memory; the mean
-training loss of the last ten timed steps with the tokens read by then (the loss at equal tokens).
+never reached the steady state); with --profile-steps N, N more steps under torch.profiler after the timed ones,
+whose busiest operators a step (device time on a GPU) the row keeps as `profile`; tokens are those the model reads
+(padding excluded); MFU = tokens/s × (6 × non-embedding parameters + 12 × layers × hidden × seq) / the device's
+dense bf16 peak (training/logs.py's table, or --peak-tflops); the peak CUDA memory; the mean training loss of the
+last ten timed steps with the tokens read by then (the loss at equal tokens).
 
 Rows, all at --tokens-per-step tokens per optimizer step (default 32,768 = 256 × 128), AdamW, lr 5e-4, 6% warm-up,
 seed 42, bf16 on a GPU:
@@ -166,7 +167,8 @@ def run(args) -> None:
 
 def common_flags(args) -> list[str]:
     flags = ["--size", args.size, "--seq", str(args.seq), "--tokens-per-step", str(args.tokens_per_step),
-             "--steps", str(args.steps), "--warmup-steps", str(args.warmup_steps)]
+             "--steps", str(args.steps), "--warmup-steps", str(args.warmup_steps),
+             "--profile-steps", str(args.profile_steps)]
     return flags + (["--peak-tflops", str(args.peak_tflops)] if args.peak_tflops else [])
 
 
@@ -230,10 +232,13 @@ def table(report: dict) -> str:
 MAX_RETIMES = 2
 
 
+PROFILE_ROWS = 25  # operators kept per profiled row, the busiest first
+
+
 def planned_steps(args) -> int:
     """Optimizer steps every row's schedule is planned for (the same for all rows, so their learning rates match):
-    the warm-up, the timed window and its retimings, one more."""
-    return args.warmup_steps + (1 + MAX_RETIMES) * args.steps + 1
+    the warm-up, the timed window and its retimings, the profiled steps, one more."""
+    return args.warmup_steps + (1 + MAX_RETIMES) * args.steps + args.profile_steps + 1
 
 
 class Timer:
@@ -241,21 +246,30 @@ class Timer:
     (read once at the end: reading it every step would wait on the GPU). A window in which a graph was traced is
     timed again (MAX_RETIMES)."""
 
-    def __init__(self, warmup: int, timed: int, device):
+    def __init__(self, warmup: int, timed: int, device, profile_steps: int = 0):
         import torch
 
         self.torch, self.warmup, self.timed, self.device = torch, warmup, timed, device
         self.losses, self.start, self.end_step = [], None, warmup + timed
         self.seconds = self.tokens = self.end_tokens = None
         self.start_graphs = self.graphs_while_timed = self.retimed = 0
+        self.profile_steps, self.profiler, self.profile = profile_steps, None, None
 
     def synchronize(self) -> None:
         if self.device.type == "cuda":
             self.torch.cuda.synchronize(self.device)
 
     def step(self, step: int, tokens: int, loss=None) -> bool:
-        """After optimizer step `step` (1-based) with `tokens` read so far; True once the timed steps are done."""
-        if step > self.warmup and loss is not None:
+        """After optimizer step `step` (1-based) with `tokens` read so far; True once the timed steps (and the
+        profiled ones after them) are done."""
+        if self.profiler is not None:
+            if step < self.end_step:
+                return False
+            self.synchronize()
+            self.profiler.stop()
+            self.profile = busiest_operators(self.profiler, self.profile_steps, self.device)
+            return True
+        if step > self.warmup and loss is not None and self.seconds is None:
             self.losses.append(loss)
         if step == self.warmup:
             self.synchronize()
@@ -268,8 +282,17 @@ class Timer:
             self.graphs_while_timed = traced_graphs() - self.start_graphs
             if self.graphs_while_timed and self.retimed < MAX_RETIMES:
                 self.retimed += 1
+                self.seconds, self.losses = None, []
                 self.start, self.start_tokens, self.start_graphs = time.perf_counter(), tokens, traced_graphs()
                 self.end_step = step + self.timed
+                return False
+            if self.profile_steps:  # outside the timed window: the profiler's overhead does not count
+                activities = [self.torch.profiler.ProfilerActivity.CPU]
+                if self.device.type == "cuda":
+                    activities.append(self.torch.profiler.ProfilerActivity.CUDA)
+                self.profiler = self.torch.profiler.profile(activities=activities)
+                self.profiler.start()
+                self.end_step = step + self.profile_steps
                 return False
             return True
         return False
@@ -283,7 +306,22 @@ class Timer:
                 "peak_gib": round(memory, 2) if memory is not None else None, "loss": round(sum(tail) / len(tail), 4),
                 "tokens": self.end_tokens, "compiled_graphs": traced_graphs(), "retimed": self.retimed,
                 # still > 0 after the retimings: the row is not the steady state
-                "graphs_traced_while_timed": self.graphs_while_timed}
+                "graphs_traced_while_timed": self.graphs_while_timed,
+                **({"profile": self.profile} if self.profile is not None else {})}
+
+
+def busiest_operators(profiler, steps: int, device) -> list[dict]:
+    """The PROFILE_ROWS operators that took the most self time a step (the device's on a GPU, else the CPU's):
+    where a row's step goes, for the next optimisation to aim at."""
+    def device_us(event) -> float:
+        return float(getattr(event, "self_device_time_total", getattr(event, "self_cuda_time_total", 0.0)))
+
+    events = list(profiler.key_averages())
+    key = device_us if device.type == "cuda" else (lambda event: float(event.self_cpu_time_total))
+    return [{"operator": event.key[:120], "calls_per_step": round(event.count / steps, 1),
+             "self_device_ms_per_step": round(device_us(event) / steps / 1000, 3),
+             "self_cpu_ms_per_step": round(float(event.self_cpu_time_total) / steps / 1000, 3)}
+            for event in sorted(events, key=key, reverse=True)[:PROFILE_ROWS]]
 
 
 def traced_graphs() -> int:
@@ -309,7 +347,7 @@ def measure_row(args) -> None:
     seq = options.get("max_seq_length", args.seq)
     if seq != args.seq:  # the seq-512 row keeps the tokens per step; at tiny size, 4 × --seq
         seq = seq if args.size == "base" else 4 * args.seq
-    timer = Timer(args.warmup_steps, args.steps, device)
+    timer = Timer(args.warmup_steps, args.steps, device, args.profile_steps)
     folder = Path(args.folder)
     if kind == "package":
         flops = package_row(args, options, seq, folder, timer)
@@ -418,6 +456,9 @@ def main(argv: list[str] | None = None) -> None:
         p.add_argument("--steps", type=int, default=50, help="timed optimizer steps per row")
         p.add_argument("--warmup-steps", type=int, default=15, help="untimed steps first (compilation included)")
         p.add_argument("--peak-tflops", type=float, help="the device's dense bf16 peak (default: by device name)")
+        p.add_argument("--profile-steps", type=int, default=0,
+                       help="after the timed steps, this many more under torch.profiler: the row's `profile`, its "
+                            "busiest operators a step (default: none)")
 
     p = sub.add_parser("run", help="on the GPU: every row, each in a child process, then the JSON and a table")
     measured(p)

@@ -34,7 +34,8 @@ def test_the_prepared_folder_runs_every_row_at_tiny_size(tmp_path):
     assert {"corpus.txt", "bench_pretrain_gpu.py"} <= {p.name for p in folder.iterdir()}
 
     run = [sys.executable, str(folder / "bench_pretrain_gpu.py"), "run", str(folder), "--out", str(report_file),
-           "--size", "tiny", "--seq", "32", "--tokens-per-step", "512", "--steps", "2", "--warmup-steps", "1"]
+           "--size", "tiny", "--seq", "32", "--tokens-per-step", "512", "--steps", "2", "--warmup-steps", "1",
+           "--profile-steps", "1"]
     done = subprocess.run(run, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1200)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(report_file.read_text(encoding="utf-8"))
@@ -48,6 +49,7 @@ def test_the_prepared_folder_runs_every_row_at_tiny_size(tmp_path):
         # Three steps of 512-token budgets: what the model read, padding excluded.
         assert 0 < row["tokens"] <= 3 * 512
         assert row["graphs_traced_while_timed"] == 0  # eager at tiny size: nothing traced
+        assert row["profile"] and row["profile"][0]["self_cpu_ms_per_step"] > 0, name  # the CPU's busiest first
         if row["kind"] == "package":
             assert math.isfinite(row["loss"]), name
     assert report["rows"]["bert-512"]["seq"] == 128 and report["rows"]["bert-512"]["batch"] == 4
