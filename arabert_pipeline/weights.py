@@ -105,8 +105,11 @@ class Int4TailTable:
     def __getitem__(self, ids):
         import numpy as np
 
-        ids = np.asarray(ids)
+        ids = np.asarray(ids, dtype=np.intp)
         flat = ids.reshape(-1)
+        if flat.size and (flat.min() < -len(self) or flat.max() >= len(self)):
+            raise IndexError(f"row ids must be within ±{len(self)}, found {flat.min()}..{flat.max()}")
+        flat = np.where(flat < 0, flat + len(self), flat)
         out = np.empty((len(flat), self.dim), dtype=np.int8)
         in_head = flat < len(self.head)
         out[in_head] = self.head[flat[in_head]]
@@ -158,7 +161,8 @@ def file_digest(path: str | os.PathLike) -> str:
 def read_table(directory: str | os.PathLike, config: dict, rows: int):
     """(table, row scales or None) of a reader/ whose reader.json `config` was read and checked (its table_sha256
     against READER_TABLE included): the table memory-mapped, float16 of (rows, config["dim"]), or int8 rows with their
-    float32 scales (checked against scales_sha256). Anything else is a ConfigError naming the file."""
+    float32 scales (checked against scales_sha256), the last config["int4_rows"] of them 4-bit in READER_INT4 (checked
+    against int4_sha256; an Int4TailTable). Anything else is a ConfigError naming the file."""
     import numpy as np
 
     directory = Path(directory)

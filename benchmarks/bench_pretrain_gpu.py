@@ -17,7 +17,10 @@ never reached the steady state); with --profile-steps N, N more steps under torc
 whose busiest operators a step (device time on a GPU) the row keeps as `profile`; tokens are those the model reads
 (padding excluded); MFU = tokens/s × (6 × non-embedding parameters + 12 × layers × hidden × seq) / the device's
 dense bf16 peak (training/logs.py's table, or --peak-tflops); the peak CUDA memory; the mean training loss of the
-last ten timed steps with the tokens read by then (the loss at equal tokens).
+last ten timed steps with the tokens read by then (the loss at equal tokens; a retimed row's comes later). Every
+row's learning-rate schedule is planned for the same number of steps (planned_steps: room for the retimings and the
+profiled steps), so the rows' losses compare with each other, not with the first H200 run's
+(notebooks/results/gpu-bench/).
 
 Rows, all at --tokens-per-step tokens per optimizer step (default 32,768 = 256 × 128), AdamW, lr 5e-4, 6% warm-up,
 seed 42, bf16 on a GPU:
@@ -250,41 +253,46 @@ class Timer:
         import torch
 
         self.torch, self.warmup, self.timed, self.device = torch, warmup, timed, device
-        self.losses, self.start, self.end_step = [], None, warmup + timed
+        self.window = (warmup, warmup + timed)  # the timed steps: (after this one, up to and with this one)
+        self.losses, self.start = [], None
         self.seconds = self.tokens = self.end_tokens = None
         self.start_graphs = self.graphs_while_timed = self.retimed = 0
-        self.profile_steps, self.profiler, self.profile = profile_steps, None, None
+        self.profile_steps, self.profile_end, self.profiler, self.profile = profile_steps, None, None, None
 
     def synchronize(self) -> None:
         if self.device.type == "cuda":
             self.torch.cuda.synchronize(self.device)
 
+    def record_loss(self, step: int, loss) -> None:
+        """Keeps the loss of step `step` when it is one of the timed window's (the last window's, after a retime)."""
+        if self.window[0] < step <= self.window[1]:
+            self.losses.append(loss)
+
     def step(self, step: int, tokens: int, loss=None) -> bool:
         """After optimizer step `step` (1-based) with `tokens` read so far; True once the timed steps (and the
         profiled ones after them) are done."""
+        if loss is not None:
+            self.record_loss(step, loss)
         if self.profiler is not None:
-            if step < self.end_step:
+            if step < self.profile_end:
                 return False
             self.synchronize()
             self.profiler.stop()
             self.profile = busiest_operators(self.profiler, self.profile_steps, self.device)
             return True
-        if step > self.warmup and loss is not None and self.seconds is None:
-            self.losses.append(loss)
         if step == self.warmup:
             self.synchronize()
             self.start, self.start_tokens = time.perf_counter(), tokens
             self.start_graphs = traced_graphs()
-        elif step == self.end_step:
+        elif step == self.window[1]:
             self.synchronize()
             self.seconds, self.tokens, self.end_tokens = time.perf_counter() - self.start, tokens - self.start_tokens, \
                 tokens
             self.graphs_while_timed = traced_graphs() - self.start_graphs
             if self.graphs_while_timed and self.retimed < MAX_RETIMES:
                 self.retimed += 1
-                self.seconds, self.losses = None, []
+                self.losses, self.window = [], (step, step + self.timed)
                 self.start, self.start_tokens, self.start_graphs = time.perf_counter(), tokens, traced_graphs()
-                self.end_step = step + self.timed
                 return False
             if self.profile_steps:  # outside the timed window: the profiler's overhead does not count
                 activities = [self.torch.profiler.ProfilerActivity.CPU]
@@ -292,7 +300,7 @@ class Timer:
                     activities.append(self.torch.profiler.ProfilerActivity.CUDA)
                 self.profiler = self.torch.profiler.profile(activities=activities)
                 self.profiler.start()
-                self.end_step = step + self.profile_steps
+                self.profile_end = step + self.profile_steps
                 return False
             return True
         return False
@@ -421,8 +429,8 @@ def hf_row(args, options: dict, seq: int, folder: Path, timer: Timer, device) ->
         def on_log(self, _args, state, control, logs=None, **kwargs):
             # The Trainer hands a callback no per-step loss: the timed window's come from its log rows (means over
             # ten steps, as the package's rows are taken over the last ten).
-            if logs and "loss" in logs and state.global_step > timer.warmup:
-                timer.losses.append(logs["loss"])
+            if logs and "loss" in logs:
+                timer.record_loss(state.global_step, logs["loss"])
 
     trainer = Trainer(model=model, args=training, train_dataset=blocks,
                       data_collator=DataCollatorForLanguageModeling(tokenizer, mlm_probability=0.15),

@@ -64,6 +64,8 @@ def main() -> int:
     shutil.copytree(args.source, args.target)
     mini = args.target / "arabert-mini"
     reader_config = json.loads((mini / "reader" / "reader.json").read_text(encoding="utf-8"))
+    if reader_config.get("int4_rows") and args.reader_int8_words is not None:
+        print(f"{mini / 'reader'}: its rarer rows are 4-bit already ({reader_config['int4_rows']}): left as they are")
     compact_companion(mini, int8_words=None if reader_config.get("int4_rows") else args.reader_int8_words)
     weights = mini / "model.safetensors"
     if args.transformer_int8 and storage_of(weights) is None:
@@ -81,6 +83,8 @@ def main() -> int:
     # The 4-bit rows' fp32 scales are the kind of table compact_graph re-stores: it runs before them, once.
     rare_rows_done = any(tensor.name.endswith("/int4_rows") for tensor in graph.graph.initializer)
     changed = not rare_rows_done and compact_graph(graph)
+    if rare_rows_done and args.sentiment_rare_rows:
+        print(f"{graph_path}: its embedding rows are split already: left as they are")
     if args.sentiment_rare_rows and not rare_rows_done:
         frequent = most_frequent_tokens(mini, training_texts(graph_path.parent, args.sentiment_frequency_data),
                                         args.sentiment_kept_rows)

@@ -48,7 +48,7 @@ def test_the_prepared_folder_runs_every_row_at_tiny_size(tmp_path):
         assert row["tokens_per_second"] > 0 and row["timed_steps"] == 2 and row["flops_per_token"] > 0
         # Three steps of 512-token budgets: what the model read, padding excluded.
         assert 0 < row["tokens"] <= 3 * 512
-        assert row["graphs_traced_while_timed"] == 0  # eager at tiny size: nothing traced
+        assert row["graphs_traced_while_timed"] == 0 and row["retimed"] == 0  # eager at tiny size: nothing traced
         assert row["profile"] and row["profile"][0]["self_cpu_ms_per_step"] > 0, name  # the CPU's busiest first
         if row["kind"] == "package":
             assert math.isfinite(row["loss"]), name
@@ -57,3 +57,35 @@ def test_the_prepared_folder_runs_every_row_at_tiny_size(tmp_path):
                                      "bert-128 / bert-128-plain", "deberta-128 / deberta-128-plain",
                                      "deberta-128-sdpa / deberta-128"}
     assert "| bert-128 |" in done.stdout
+
+
+def test_a_window_with_a_trace_is_timed_again_then_profiled_within_the_planned_steps(monkeypatch):
+    """The Timer without a model: warm-up 3, windows of 4, a graph traced at step 5 (the first window, steps 4-7):
+    the window is timed again (8-11), the losses are that window's (a Hugging Face log row for its last step comes
+    after the step's callback and still counts), 2 profiled steps follow (12-13), and the run the schedule plans for
+    (planned_steps) holds them all."""
+    import types
+
+    import torch
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import bench_pretrain_gpu as bench
+
+    graphs = {"traced": 0}
+    monkeypatch.setattr(bench, "traced_graphs", lambda: graphs["traced"])
+    timer = bench.Timer(3, 4, torch.device("cpu"), profile_steps=2)
+    done_at = None
+    for step in range(1, 30):
+        if step == 5:
+            graphs["traced"] += 1
+        if timer.step(step, tokens=100 * step, loss=float(step) if step != 11 else None):
+            done_at = step
+            break
+        if step == 11:
+            timer.record_loss(11, 11.0)  # the Trainer's on_log, after on_step_end
+    assert done_at == 13 and timer.retimed == 1 and timer.graphs_while_timed == 0
+    assert timer.losses == [8.0, 9.0, 10.0, 11.0] and (timer.tokens, timer.end_tokens) == (400, 1100)
+    assert timer.profile is not None
+    args = types.SimpleNamespace(warmup_steps=3, steps=4, profile_steps=2)
+    assert done_at < bench.planned_steps(args)  # the last step with no stop before it
+

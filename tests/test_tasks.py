@@ -231,6 +231,8 @@ def test_rare_embedding_rows_in_4bit_keep_the_frequent_rows_exact(task_models, t
         int4_rare_rows(onnx.load(str(task_models.cls / "model.onnx"), load_external_data=False), [0])
     with pytest.raises(ConfigError, match="1 or more"):
         int4_rare_rows(onnx.load(str(task_models.cls_int8 / "model.onnx")), [])
+    with pytest.raises(ConfigError, match="already split"):
+        int4_rare_rows(onnx.load(str(tmp_path / "kept" / "model.onnx")), used)
 
 
 # Answering: ONNX as torch, Hugging Face's shapes ------------------------------------------------------------------

@@ -157,3 +157,33 @@ def test_a_table_with_exact_rows_widens_whole_in_the_graph_to_the_loaders_values
     expected = dequantized_arrays(weights)["emb"]
     assert np.array_equal(widened, expected) and np.array_equal(values, expected)
     assert np.array_equal(expected[[0, 5, 39]], table[[0, 5, 39]].astype(np.float32))
+
+
+def test_int4_values_are_packed_low_nibble_first():
+    """ONNX's INT4 layout (and vectors_int4.npy's): the first value of a pair in the low nibble, two's complement."""
+    import numpy as np
+
+    from arabert_pipeline.weights import pack_int4, unpack_int4
+
+    assert pack_int4([[1, -2, 7, -8]]).tolist() == [[0xE1, 0x87]]
+    values = np.arange(-8, 8, dtype=np.int8).reshape(2, 8)
+    assert np.array_equal(unpack_int4(pack_int4(values), 8), values)
+
+
+def test_an_int4_tail_table_is_indexed_as_one_table_of_all_its_rows():
+    """Int4TailTable: ids past the int8 rows read the 4-bit ones, negative ids count from the end of the whole
+    table, an empty id list gives no rows, and an id out of range is an IndexError naming the bounds."""
+    import numpy as np
+
+    from arabert_pipeline.weights import Int4TailTable, pack_int4
+
+    head = np.arange(12, dtype=np.int8).reshape(3, 4)
+    tail = np.array([[1, -2, 3, -4], [7, -8, 0, 5]], dtype=np.int8)
+    table = Int4TailTable(head, pack_int4(tail), 4)
+    whole = np.concatenate([head, tail])
+    assert len(table) == 5 and np.array_equal(table[np.arange(5)], whole)
+    assert np.array_equal(table[[-1, 0, 3]], whole[[-1, 0, 3]]) and np.array_equal(table[4], whole[4])
+    assert np.array_equal(table[[[1, 4], [3, 2]]], whole[[[1, 4], [3, 2]]])
+    assert table[[]].shape == (0, 4)
+    with pytest.raises(IndexError, match="within ±5"):
+        table[[5]]

@@ -309,10 +309,15 @@ def int4_rare_rows(graph, keep) -> str:
     from onnx import TensorProto, helper, numpy_helper
 
     initializers = {tensor.name: tensor for tensor in graph.graph.initializer}
+    if any(name.endswith(("/kept_rows", "/int4_rows")) for name in initializers):
+        raise ConfigError("the graph's embedding rows are already split (kept rows and 4-bit rows)")
+    opset = next((entry.version for entry in graph.opset_import if entry.domain in ("", "ai.onnx")), 0)
+    if opset < 13:
+        raise ConfigError(f"the graph's opset is {opset}: splitting its embedding rows needs 13 or later")
     consumers = {name: node for node in graph.graph.node for name in node.input}
     lookups = [node for node in graph.graph.node if node.op_type == "Gather" and node.input[0] in initializers
                and initializers[node.input[0]].data_type == TensorProto.UINT8
-               and consumers.get(node.output[0]) is not None and consumers[node.output[0]].op_type == "DequantizeLinear"]
+               and getattr(consumers.get(node.output[0]), "op_type", None) == "DequantizeLinear"]
     if not lookups:
         raise ConfigError("the graph has no uint8 embedding table (an int8 graph's Gather + DequantizeLinear)")
     gather = max(lookups, key=lambda node: np.prod(initializers[node.input[0]].dims))
@@ -320,14 +325,18 @@ def int4_rare_rows(graph, keep) -> str:
     table = gather.input[0]
     if sum(table in node.input for node in graph.graph.node) > 1:
         raise ConfigError(f"{table}: read by more than its Gather (tied weights?): its rows cannot be re-stored")
+    if sum(gather.output[0] in node.input for node in graph.graph.node) > 1 or \
+            any(name not in initializers for name in dequantize.input[1:]):
+        raise ConfigError(f"{table}: expected its Gather read by one DequantizeLinear whose scale and zero point are "
+                          "initializers")
     stored = numpy_helper.to_array(initializers[table])
     scale = numpy_helper.to_array(initializers[dequantize.input[1]])
     zero_point = numpy_helper.to_array(initializers[dequantize.input[2]]) if len(dequantize.input) > 2 else 0
     if scale.size != 1 or stored.ndim != 2 or stored.shape[1] % INT4_BLOCK:
         raise ConfigError(f"{table}: expected a per-tensor uint8 table whose rows are blocks of {INT4_BLOCK}")
     keep = np.unique(np.asarray(keep, dtype=np.int64))
-    if not len(keep) or keep[0] < 0 or keep[-1] >= len(stored):
-        raise ConfigError(f"{table}: the rows kept must be 1 or more of its {len(stored)} row ids")
+    if not 0 < len(keep) < len(stored) or keep[0] < 0 or keep[-1] >= len(stored):
+        raise ConfigError(f"{table}: the rows kept must be 1 or more of its {len(stored)} row ids, not all")
     rare = np.setdiff1d(np.arange(len(stored)), keep)
     index = np.empty(len(stored), dtype=np.int32)
     index[keep] = np.arange(len(keep))

@@ -284,10 +284,10 @@ class Engine(Checkpointing, OutputRules, RunLog, BudgetSteps):
         """For the run of a compiled model (traced at its first steps): sizes that happen to be equal (64 predicted
         positions in a batch 64 wide) do not share one symbol, which would retrace the next batch where they differ
         (the remedy torch's own retrace log names)."""
-        if not self.loop.compile:
-            return contextlib.nullcontext()
         from torch.fx.experimental import _config as shape_config
 
+        if not self.loop.compile or not hasattr(shape_config, "use_duck_shape"):  # a torch without the setting
+            return contextlib.nullcontext()
         return shape_config.patch(use_duck_shape=False)
 
     def run(self) -> bool:

@@ -16,7 +16,8 @@ Runtime (a core dependency), so both of Pipeline's backends use it and neither n
                           fine-tuned question words' rows already in it; memory-mapped, looked up with numpy before
                           the graph runs. A shipped reader may store it as int8 rows instead (issue 53,
                           `compact_companion`): int8 values and, in vector_scales.npy, one float32 scale per row,
-                          widened to float32 row by row as words are looked up
+                          widened to float32 row by row as words are looked up; the rarer words' rows (the last
+                          reader.json `int4_rows`) then in reader/vectors_int4.npy, 4-bit, two values a byte
     reader/words.txt      the embeddings' words.txt (word<TAB>count), whose order the table's rows follow
     reader/reader.json    preprocessing, sizes, the checksums of the three files above (each checked at load: a
                           words.txt with two lines swapped would give every word another word's row), and the
