@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..weights import check_int8_tables, pack_int4, storage_of
+from ..weights import check_int8_tables, pack_int4, quantize_rows_int4, storage_of
 from .export import FINGERPRINT_KEY, ONNX_FILE, WEIGHTS_FILE, config_digest, weights_fingerprint
 
 # model.onnx metadata_props of a standalone graph (write_standalone): it holds its own (quantized) weights, so it is
@@ -342,10 +342,7 @@ def int4_rare_rows(graph, keep) -> str:
     index[keep] = np.arange(len(keep))
     index[rare] = -1 - np.arange(len(rare))
     values = (stored[rare].astype(np.float32) - np.float32(zero_point)) * np.float32(scale)
-    blocks = values.reshape(len(rare), -1, INT4_BLOCK)
-    block_scale = np.abs(blocks).max(axis=2) / 7.0
-    block_scale = np.where(block_scale > 0, block_scale, 1.0).astype(np.float32)
-    nibbles = np.clip(np.rint(blocks / block_scale[..., None]), -8, 7).astype(np.int8).reshape(len(rare), -1)
+    nibbles, block_scale = quantize_rows_int4(values, INT4_BLOCK)
 
     out, ids = dequantize.output[0], gather.input[1]
     kept_name, rare_name = f"{table}/kept_rows", f"{table}/int4_rows"

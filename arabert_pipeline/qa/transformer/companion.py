@@ -183,6 +183,7 @@ def compact_companion(directory: str | os.PathLike, *, min_elements: int | None 
             quantized, scales = table, np.load(directory / SCALES_FILE, allow_pickle=False)
         if head_rows is not None:
             rare, rare_scales = quantize_rows_int4(dequantize_rows(quantized[head_rows:], scales[head_rows:, None]))
+            rare_scales = rare_scales.reshape(-1)
             np.save(staged / INT4_FILE, pack_int4(rare), allow_pickle=False)
             quantized, scales = quantized[:head_rows], np.concatenate([scales[:head_rows], rare_scales])
             config.update(int4_rows=len(rare), int4_sha256=file_digest(staged / INT4_FILE))
