@@ -137,23 +137,6 @@ def unpack_int4(packed, dim: int):
     return np.where(out > 7, out - 16, out).astype(np.int8)
 
 
-def quantize_rows_int4(values, block: int | None = None):
-    """(4-bit values as int8 in [-7, 7], float32 scales rows × blocks) of a 2-D array: symmetric, one scale per
-    `block` consecutive values of a row (None: per row, scales rows × 1), as quantize_rows does in 8 bits."""
-    import numpy as np
-
-    values = np.asarray(values, dtype=np.float32)
-    rows, columns = values.shape
-    block = block or columns
-    if columns % block:
-        raise ConfigError(f"a block of {block} does not divide rows of {columns} values")
-    grouped = values.reshape(rows, columns // block, block)
-    scale = np.abs(grouped).max(axis=2) / 7.0
-    scale = np.where(scale > 0, scale, 1.0).astype(np.float32)
-    quantized = np.clip(np.rint(grouped / scale[..., None]), -7, 7).astype(np.int8)
-    return quantized.reshape(rows, columns), scale
-
-
 def file_digest(path: str | os.PathLike) -> str:
     """SHA-256 of a file's bytes, read in blocks (corpus shards and model files are large); artifacts.file_digest."""
     import hashlib
@@ -211,9 +194,9 @@ def read_table(directory: str | os.PathLike, config: dict, rows: int):
     return table, scales
 
 
-def quantize_rows(values, block: int | None = None):
+def quantize_rows(values, block: int | None = None, bits: int = 8):
     """(int8 values, float32 scales rows × blocks) of a 2-D array: symmetric, one scale per `block` consecutive values
-    of a row (None: per row, scales rows × 1)."""
+    of a row (None: per row, scales rows × 1); values in ±127, or ±7 with `bits` = 4 (pack_int4 stores those)."""
     import numpy as np
 
     values = np.asarray(values, dtype=np.float32)
@@ -222,9 +205,10 @@ def quantize_rows(values, block: int | None = None):
     if columns % block:
         raise ConfigError(f"a block of {block} does not divide rows of {columns} values")
     grouped = values.reshape(rows, columns // block, block)
-    scale = np.abs(grouped).max(axis=2, keepdims=True) / 127.0
+    top = 2 ** (bits - 1) - 1
+    scale = np.abs(grouped).max(axis=2, keepdims=True) / float(top)
     scale = np.where(scale > 0, scale, 1.0).astype(np.float32)
-    quantized = np.clip(np.rint(grouped / scale), -127, 127).astype(np.int8)
+    quantized = np.clip(np.rint(grouped / scale), -top, top).astype(np.int8)
     return quantized.reshape(rows, columns), scale.reshape(rows, columns // block)
 
 

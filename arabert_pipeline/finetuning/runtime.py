@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..weights import check_int8_tables, pack_int4, quantize_rows_int4, storage_of
+from ..weights import check_int8_tables, pack_int4, quantize_rows, storage_of
 from .export import FINGERPRINT_KEY, ONNX_FILE, WEIGHTS_FILE, config_digest, weights_fingerprint
 
 # model.onnx metadata_props of a standalone graph (write_standalone): it holds its own (quantized) weights, so it is
@@ -342,7 +342,7 @@ def int4_rare_rows(graph, keep) -> str:
     index[keep] = np.arange(len(keep))
     index[rare] = -1 - np.arange(len(rare))
     values = (stored[rare].astype(np.float32) - np.float32(zero_point)) * np.float32(scale)
-    nibbles, block_scale = quantize_rows_int4(values, INT4_BLOCK)
+    nibbles, block_scale = quantize_rows(values, INT4_BLOCK, bits=4)
 
     out, ids = dequantize.output[0], gather.input[1]
     kept_name, rare_name = f"{table}/kept_rows", f"{table}/int4_rows"

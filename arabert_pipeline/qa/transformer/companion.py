@@ -153,8 +153,7 @@ def compact_companion(directory: str | os.PathLike, *, min_elements: int | None 
     import onnx
 
     from ...artifacts import atomic_directory
-    from ...weights import (MIN_ELEMENTS, compact_graph, dequantize_rows, pack_int4, quantize_rows,
-                            quantize_rows_int4)
+    from ...weights import MIN_ELEMENTS, compact_graph, dequantize_rows, pack_int4, quantize_rows
 
     directory = Path(directory) / COMPANION_DIR
     config = read_json_file(directory / CONFIG_FILE)
@@ -182,7 +181,7 @@ def compact_companion(directory: str | os.PathLike, *, min_elements: int | None 
         else:
             quantized, scales = table, np.load(directory / SCALES_FILE, allow_pickle=False)
         if head_rows is not None:
-            rare, rare_scales = quantize_rows_int4(dequantize_rows(quantized[head_rows:], scales[head_rows:, None]))
+            rare, rare_scales = quantize_rows(dequantize_rows(quantized[head_rows:], scales[head_rows:, None]), bits=4)
             rare_scales = rare_scales.reshape(-1)
             np.save(staged / INT4_FILE, pack_int4(rare), allow_pickle=False)
             quantized, scales = quantized[:head_rows], np.concatenate([scales[:head_rows], rare_scales])
