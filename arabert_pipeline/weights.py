@@ -433,10 +433,21 @@ def from_pretrained(model_class, directory: str | os.PathLike, **kwargs):
         return model_class.from_pretrained(os.fspath(directory), **kwargs)
     from transformers import AutoConfig
 
+    # Given a config object, transformers hands every keyword to the model's __init__; given a path, it first lets
+    # the config take the ones it knows (a task's num_labels, id2label, label2id). Done here as it does: the config
+    # keeps what it has an attribute for, except the loading settings that are config attributes too.
     config = AutoConfig.from_pretrained(os.fspath(directory))
+    settings = {k: kwargs.pop(k) for k in list(kwargs) if k not in LOADING_KWARGS and hasattr(config, k)}
+    for key, value in settings.items():
+        setattr(config, key, value)
     # the concrete class: an Auto class will not load from a state dict alone
     concrete = model_class._model_mapping[type(config)] if hasattr(model_class, "_model_mapping") else model_class
     return concrete.from_pretrained(None, config=config, state_dict=dequantized_state_dict(path), **kwargs)
+
+
+# from_pretrained's keywords that say how to load, not what the model is, though a config has an attribute of the name.
+LOADING_KWARGS = frozenset({"dtype", "torch_dtype", "attn_implementation", "device_map", "output_loading_info",
+                            "ignore_mismatched_sizes", "state_dict", "quantization_config"})
 
 
 # What a plain transformers checkpoint copy of a model dir takes besides its weights.

@@ -578,3 +578,39 @@ def test_a_damaged_companion_is_named_not_half_read(task_models, tmp_path):
     (out / "arabert_pipeline.json").write_text(json.dumps({**metadata, "lexical_weight": 2}), encoding="utf-8")
     with pytest.raises(ConfigError, match="lexical_weight must be a number in \\[0, 1\\]"):
         OnnxTextClassifier.load(out)
+
+
+# The documented commands, on the shipped encoder itself ---------------------------------------------------------------
+
+def documented_finetune_commands() -> list[list[str]]:
+    """docs/tasks.md's `arabert-pipeline finetune ...` commands, as argument lists (continuation lines joined)."""
+    text = (REPO / "docs" / "tasks.md").read_text(encoding="utf-8").replace("\\\n", " ")
+    return [line.split()[1:] for line in text.splitlines() if line.startswith("arabert-pipeline finetune ")]
+
+
+@pytest.mark.parametrize("task", ["classification", "ner"])
+def test_each_documented_finetune_command_trains_from_the_shipped_encoder(task, tmp_path):
+    """Issue 60: the shipped encoder is stored in int8 rows; a task head (num_labels, id2label) must still be built on
+    it. The command as docs/tasks.md gives it, its dataset names swapped for toy files, two steps."""
+    commands = [c for c in documented_finetune_commands() if c[c.index("--task") + 1] == task]
+    assert len(commands) == 1
+    argv = commands[0]
+    assert argv[argv.index("--model") + 1] == "arabert_pipeline/models/arabert-mini"
+    argv[argv.index("--model") + 1] = str(REPO / "arabert_pipeline" / "models" / "arabert-mini")
+    argv[argv.index("-o") + 1] = str(tmp_path / "out")
+    if task == "classification":
+        column = argv[argv.index("--label-column") + 1]
+        rows = toys.texts(24, 0)
+        files = [toys.write_jsonl(tmp_path / f"{part}.jsonl", [{"id": r["id"], "text": r["text"], column: r["label"]}
+                                                              for r in rows[i::3]]) for i, part in enumerate("abc")]
+    else:
+        sentences = toys.sentences(24, 0)
+        files = [toys.write_conll(tmp_path / f"{part}.conll", sentences[i::3]) for i, part in enumerate("abc")]
+    for flag, file in zip(("--train", "--dev", "--hold-out"), files, strict=True):
+        argv[argv.index(flag) + 1] = str(file)
+    with toys.one_thread():
+        assert main([*argv, "--max-steps", "2", "--batch-size", "4", "--max-seq-length", "32", "--no-progress"]) == 0
+    meta = read_metadata(tmp_path / "out")
+    assert meta["labels"]
+    labels = json.loads((tmp_path / "out" / "config.json").read_text(encoding="utf-8"))["id2label"]
+    assert sorted(labels.values()) == sorted(meta["labels"])
