@@ -440,13 +440,16 @@ def test_compiled_training_steps_train_like_eager_ones_and_save_plain_checkpoint
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("architecture", ["deberta-v2", "bert"])
+@pytest.mark.parametrize("architecture, attention",
+                         [("deberta-v2", "eager"), ("bert", "eager"), ("deberta-v2", "sdpa")],
+                         ids=["deberta-v2", "bert", "deberta-v2-sdpa"])
 def test_compiled_training_traces_one_graph_for_every_batch_shape(tokenizer_dir, corpus, workdir, monkeypatch,
-                                                                   architecture):
+                                                                   architecture, attention):
     """--compile traces the model once per batch layout (DeBERTa: one, every batch masked; BERT: with and without
     a mask), though batches differ in rows, width and predicted positions: each trace costs a base-size DeBERTa tens
     of seconds on a GPU, and retraces landing in a measured run's steps made it 19× slower than eager
-    (docs/performance.md)."""
+    (docs/performance.md). With --deberta-attention sdpa too: on a CPU its compiled backward pass takes every width
+    (on a GPU it failed at the second, a CUDA-only path; the trainer runs it eager there)."""
     import torch
     import torch._dynamo
     from torch._dynamo.utils import counters
@@ -465,8 +468,9 @@ def test_compiled_training_traces_one_graph_for_every_batch_shape(tokenizer_dir,
     monkeypatch.setattr(MLMCollator, "__call__", recording)
     torch._dynamo.reset()
     counters.clear()
-    config = tiny_config(tokenizer_dir, corpus, workdir / f"compiled-shapes-{architecture}", architecture=architecture,
-                         compile=True, max_seq_length=96, batch_size=4, steps=24, eval_every=24, bf16="off")
+    config = tiny_config(tokenizer_dir, corpus, workdir / f"compiled-shapes-{architecture}-{attention}",
+                         architecture=architecture, deberta_attention=attention, compile=True, max_seq_length=96,
+                         batch_size=4, steps=24, eval_every=24, bf16="off")
     assert pretrain(config)
     widths = {dict(layout)["input_ids"] for layout in layouts}
     assert len(widths) >= 2, f"the run should see batches of several shapes: {widths}"
