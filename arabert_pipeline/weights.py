@@ -2,8 +2,8 @@
 `model.safetensors`, widened to fp32 when the model is loaded, so a model computes exactly as an fp32 model whose
 weights are those dequantized values.
 
-    python -m arabert_pipeline.weights MODEL_DIR               # rewrite MODEL_DIR/model.safetensors in int8 rows
-    python -m arabert_pipeline.weights MODEL_DIR --plain OUT   # a plain fp32 transformers copy of MODEL_DIR
+    arabert-pipeline weights MODEL_DIR --int8-rows     # rewrite MODEL_DIR/model.safetensors in int8 rows
+    arabert-pipeline weights MODEL_DIR --plain OUT     # a plain fp32 transformers copy of MODEL_DIR
 
 Each 2-D floating tensor of at least `MIN_ELEMENTS` values (embedding tables, linear weights; or the ones chosen) is
 stored as int8 under its own name plus `NAME` + `SCALE_SUFFIX` (float32, rows × blocks: one scale per block of
@@ -457,14 +457,17 @@ PLAIN_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "specia
 
 def write_plain(model_dir: str | os.PathLike, output: str | os.PathLike) -> Path:
     """OUTPUT: a plain transformers checkpoint of MODEL_DIR (fp32 model.safetensors, config and tokenizer files), for
-    `AutoModel...from_pretrained(OUTPUT)` without this package. OUTPUT must not exist."""
+    `AutoModel...from_pretrained(OUTPUT)` without this package. OUTPUT must be new or empty (the `weights` verb,
+    finetuning/weightscli.py, gives it a directory it renames into place once complete)."""
     import shutil
 
     import numpy as np
     from safetensors.numpy import save_file
 
     model_dir, output = Path(model_dir), Path(output)
-    output.mkdir(parents=True)
+    if output.is_dir() and any(output.iterdir()):
+        raise ConfigError(f"{output} is not empty: a plain copy is written to a new directory")
+    output.mkdir(parents=True, exist_ok=True)
     arrays = dequantized_arrays(model_dir / "model.safetensors")
     save_file({k: np.ascontiguousarray(v, dtype=np.float32) for k, v in arrays.items()},
               os.fspath(output / "model.safetensors"), metadata={"format": "pt"})
@@ -550,32 +553,6 @@ def copy_tokenizer_json(model_dir: str | os.PathLike, target: str | os.PathLike)
     return True
 
 
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="python -m arabert_pipeline.weights",
-                                     description="Store a model dir's weights as int8 rows (re-export model.onnx "
-                                                 "after), or write a plain fp32 transformers copy of it (--plain).")
-    parser.add_argument("model_dir")
-    parser.add_argument("--plain", metavar="OUTPUT", help="write a plain transformers checkpoint of MODEL_DIR here")
-    args = parser.parse_args(argv)
-    if args.plain:
-        print(f"wrote {write_plain(args.model_dir, args.plain)}")
-        return 0
-    weights = Path(args.model_dir) / "model.safetensors"
-    temporary = weights.with_name(weights.name + ".int8.tmp")
-    try:
-        counts = compact(weights, temporary)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temporary, 0o666 & ~umask)
-        os.replace(temporary, weights)
-    finally:
-        temporary.unlink(missing_ok=True)
-    print(f"{weights}: {counts['quantized']} tensors in int8 rows, {counts['kept']} kept; re-export model.onnx "
-          f"(arabert-pipeline export-onnx {args.model_dir})")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+if __name__ == "__main__":  # the command of earlier versions: say where it went, rather than end doing nothing
+    raise SystemExit("python -m arabert_pipeline.weights is now a verb: arabert-pipeline weights MODEL_DIR --plain OUT "
+                     "(or --int8-rows)")

@@ -105,7 +105,7 @@ def write_standalone(model_dir: str | os.PathLike, target: str | os.PathLike, we
     model_dir, target = Path(model_dir), Path(target)
     if weight_bits == 4 and (model_dir / WEIGHTS_FILE).is_file() and storage_of(model_dir / WEIGHTS_FILE):
         raise ConfigError(f"{model_dir / WEIGHTS_FILE} is stored in int8 rows, which the 4-bit quantizer does not "
-                          f"read: write a plain copy (python -m arabert_pipeline.weights {model_dir} --plain OUT), "
+                          f"read: write a plain copy (arabert-pipeline weights {model_dir} --plain OUT), "
                           "export-onnx OUT, then --standalone from OUT")
     quantize = int8_model if weight_bits == 8 else int4_model
     graph = onnx.load_from_string(quantize(model_dir / ONNX_FILE))

@@ -391,9 +391,12 @@ class Engine(Checkpointing, OutputRules, RunLog, BudgetSteps):
             self.stop_signal = signum
             signal.signal(signum, previous[signum])  # a second Ctrl-C interrupts at once
 
+        # A signal ignored on entry stays ignored, as a shell leaves it and as Python leaves SIGINT: a script's
+        # background job (`arabert-pipeline pretrain ... &`) ignores the Ctrl-C meant for the script's foreground.
         previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
         for s in previous:
-            signal.signal(s, handle)
+            if previous[s] is not signal.SIG_IGN:
+                signal.signal(s, handle)
         return previous
 
     def mean_over_processes(self, value):
