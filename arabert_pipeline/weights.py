@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import struct
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from .errors import ConfigError
+from .errors import ConfigError, InputError
 
 STORAGE_KEY = "arabert_pipeline.storage"
 INT8_ROWS = "int8-rows"
@@ -146,6 +147,70 @@ def file_digest(path: str | os.PathLike) -> str:
         for block in iter(lambda: f.read(1 << 22), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+# Reading a model dir's files, bounded: here, in the lowest layer, so that the shared tokenizer and the weights are read
+# as every other file is (artifacts.py re-exports these to the layers above).
+
+# A metadata, config or tokenizer file of a model is at most a few tens of megabytes; anything far larger (a symlink to
+# /dev/zero, a corpus given by mistake) would be read whole into memory before JSON could refuse it.
+MAX_JSON_FILE_BYTES = 64 * 2**20
+
+
+def open_regular_file(path: str | os.PathLike, *, max_bytes: int | None = None) -> Any:
+    """A binary file object on `path`, a regular file (or a link to one) of at most `max_bytes`; anything else is an
+    InputError naming the file and what it is, raised before a byte is read."""
+    path = Path(path)
+    try:
+        # O_NONBLOCK: opening a FIFO for reading would wait for a writer forever, before fstat could refuse it.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError as exc:
+        raise InputError("not found", path=path) from exc
+    except IsADirectoryError as exc:
+        raise InputError("is a directory, not a file", path=path) from exc
+    except OSError as exc:
+        raise InputError(f"unreadable ({exc.strerror or exc})", path=path) from exc
+    except ValueError:  # "embedded null byte": no file can have that name
+        raise InputError("not a usable file name (it holds a NUL character)", path=repr(str(path))) from None
+    f = open(fd, "rb")
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise InputError(f"not a regular file (it is {_file_kind(info.st_mode)})", path=path)
+        if max_bytes is not None and info.st_size > max_bytes:
+            raise InputError(f"{info.st_size:,} bytes, more than the {max_bytes:,} such a file may have", path=path)
+    except BaseException:
+        f.close()
+        raise
+    return f
+
+
+def read_text_file(path: str | os.PathLike, *, max_bytes: int = MAX_JSON_FILE_BYTES, bom: bool = False) -> str:
+    """A small UTF-8 text file (metadata, configs): only a regular file of at most `max_bytes` is read. `bom`: a
+    leading byte-order mark is dropped (SQuAD files saved by Windows tools have one)."""
+    path = Path(path)
+    with open_regular_file(path, max_bytes=max_bytes) as f:
+        try:
+            data = f.read(max_bytes + 1)
+        except OSError as exc:
+            raise InputError(f"unreadable ({exc.strerror or exc})", path=path) from exc
+    try:
+        return data.decode("utf-8-sig" if bom else "utf-8")
+    except UnicodeDecodeError as exc:
+        # Where to look, in the editor the user will open: utf-8-sig counts from after the byte-order mark.
+        at = exc.start + (3 if bom and data.startswith(b"\xef\xbb\xbf") else 0)
+        line = data.count(b"\n", 0, at) + 1
+        raise InputError(f"not UTF-8 ({exc.reason} at byte {at + 1:,} of the file)", path=path, line=line) from exc
+
+
+def _file_kind(mode: int) -> str | None:
+    """What a non-regular directory entry is, in words; None for a regular file."""
+    for test, name in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISDIR, "a directory")):
+        if test(mode):
+            return name
+    return None if stat.S_ISREG(mode) else "not a regular file"
 
 
 def read_table(directory: str | os.PathLike, config: dict, rows: int):
@@ -481,34 +546,75 @@ SHARED_TOKENIZER_FILE = "tokenizer.shared.json"
 
 
 def read_tokenizer_json(directory: str | os.PathLike) -> tuple[str, Path]:
-    """(text, path) of a model dir's tokenizer.json, or of the sibling model's that its tokenizer.shared.json names,
-    which must be the file whose digest it records."""
+    """(text, path) of a model dir's tokenizer.json, which must be the file any sibling model's tokenizer.shared.json
+    records for it; or of the sibling model's that its own tokenizer.shared.json names, found beside DIRECTORY (as
+    given) or beside the directory it links to, and which must be the file whose digest the reference records. Each
+    file is read as open_regular_file reads one: a FIFO, a device or a file of more than MAX_JSON_FILE_BYTES is a
+    ConfigError naming it."""
     import hashlib
-    from pathlib import PurePosixPath
 
     directory = Path(directory)
-    path = directory / "tokenizer.json"
-    shared = directory / SHARED_TOKENIZER_FILE
-    if not path.is_file() and shared.is_file():
-        ref = _read_reference(shared)
-        name, digest = ref.get("file"), ref.get("sha256")
-        parts = PurePosixPath(name).parts if isinstance(name, str) else ()
-        if len(parts) != 3 or parts[0] != ".." or parts[1] in ("", ".", "..") or parts[2] != "tokenizer.json":
-            raise ConfigError(f"{shared}: file must be ../MODEL/tokenizer.json (a sibling model's), not {name!r}")
-        path = directory.parent / parts[1] / "tokenizer.json"
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise ConfigError(f"{shared} names {path}, which cannot be read ({exc}): the package is incomplete") from None
-        if hashlib.sha256(data).hexdigest() != digest:
-            raise ConfigError(f"{path} is not the tokenizer {shared} records (its digest differs)")
-        return data.decode("utf-8"), path
-    if not path.is_file():
-        raise ConfigError(f"{directory} has no tokenizer.json, which the ONNX backend tokenizes with")
+    path, shared = directory / "tokenizer.json", directory / SHARED_TOKENIZER_FILE
+    if os.path.lexists(path) or not os.path.lexists(shared):
+        if not os.path.lexists(path):
+            raise ConfigError(f"{directory} has no tokenizer.json, which the ONNX backend tokenizes with")
+        text = _read_tokenizer_text(path)
+        check_shared_copies(directory, hashlib.sha256(text.encode("utf-8")).hexdigest())
+        return text, path
+    ref = _read_reference(shared)
+    sibling, digest = _referenced_sibling(shared, ref.get("file")), ref.get("sha256")
+    # Beside the directory as given (a copy of the models folder), else beside the one a link to it leads to.
+    places = dict.fromkeys(base.parent / sibling / "tokenizer.json"
+                           for base in (Path(os.path.abspath(directory)), directory.resolve()))
+    path = next((place for place in places if os.path.lexists(place)), None)
+    if path is None:
+        raise ConfigError(
+            f"{shared} names ../{sibling}/tokenizer.json, which is not beside {directory}: this model dir shares "
+            f"{sibling}'s tokenizer and was copied without it. `arabert-pipeline export-onnx MODEL --standalone DIR` "
+            "writes a copy that holds its own tokenizer (MODEL: the model dir it was copied from, or a shipped "
+            "model's name: arabert-sentiment, arabert-ner)")
+    text = _read_tokenizer_text(path, named_by=shared)
+    if hashlib.sha256(text.encode("utf-8")).hexdigest() != digest:
+        raise ConfigError(f"{path} is not the tokenizer {shared} records (its digest differs)")
+    return text, path
+
+
+def _read_tokenizer_text(path: Path, named_by: Path | None = None) -> str:
     try:
-        return path.read_text(encoding="utf-8"), path
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: not a tokenizers file ({exc})") from exc
+        return read_text_file(path)
+    except InputError as exc:
+        raise ConfigError(f"{named_by} names {exc}" if named_by else str(exc)) from None
+
+
+def _referenced_sibling(shared: Path, name: object) -> str:
+    """The sibling model's folder name in a tokenizer.shared.json's "file": it must be ../MODEL/tokenizer.json."""
+    from pathlib import PurePosixPath
+
+    parts = PurePosixPath(name).parts if isinstance(name, str) else ()
+    if len(parts) != 3 or parts[0] != ".." or parts[1] in ("", ".", "..") or parts[2] != "tokenizer.json" \
+            or "\0" in parts[1] or "\\" in parts[1]:
+        raise ConfigError(f"{shared}: file must be ../MODEL/tokenizer.json (a sibling model's), not {name!r}")
+    return parts[1]
+
+
+def check_shared_copies(directory: str | os.PathLike, digest: str) -> None:
+    """DIRECTORY's own tokenizer.json (SHA-256 `digest`) against what every sibling model dir's tokenizer.shared.json
+    records for it: the siblings read it as theirs, so a changed file (two vocabulary pieces swapped) is refused by
+    name instead of silently changing the answers of all of them. A sibling's unreadable reference is its own to
+    report, when it is loaded."""
+    from pathlib import PurePosixPath
+
+    directory = Path(os.path.abspath(directory))
+    for reference in sorted(directory.parent.glob(f"*/{SHARED_TOKENIZER_FILE}")):
+        try:
+            ref = _read_reference(reference)
+        except ConfigError:
+            continue
+        name = ref.get("file")
+        if isinstance(name, str) and PurePosixPath(name).parts == ("..", directory.name, "tokenizer.json") \
+                and ref.get("sha256") != digest:
+            raise ConfigError(f"{directory / 'tokenizer.json'} is not the tokenizer {reference} records for it (its "
+                              "digest differs): the file was changed; restore it")
 
 
 def share_tokenizer(directory: str | os.PathLike, source: str | os.PathLike) -> None:
@@ -530,8 +636,10 @@ def share_tokenizer(directory: str | os.PathLike, source: str | os.PathLike) -> 
 def _read_reference(path: Path) -> dict:
     # A few bytes of JSON; artifacts.read_json_file lies a layer above this module.
     try:
-        ref = json.loads(path.read_bytes()[:1_000_000])
-    except (OSError, ValueError, RecursionError) as exc:
+        ref = json.loads(read_text_file(path, max_bytes=1 << 16))
+    except InputError as exc:
+        raise ConfigError(str(exc)) from None
+    except (ValueError, RecursionError) as exc:
         raise ConfigError(f"{path}: not a shared-tokenizer reference ({type(exc).__name__})") from None
     if not isinstance(ref, dict):
         raise ConfigError(f"{path}: expected a JSON object with file and sha256")
