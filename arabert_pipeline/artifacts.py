@@ -444,6 +444,8 @@ def load_pretrained_model(auto_class, source: str | os.PathLike, **kwargs) -> tu
 
         model, info = from_pretrained(auto_class, source, output_loading_info=True, ignore_mismatched_sizes=True,
                                       **kwargs)
+    except ArabertPipelineError:  # weights.py's checks of the weights file name the file and field themselves
+        raise
     except Exception as exc:  # safetensors, JSON, shape and I/O errors all mean "cannot load this"
         raise ConfigError(f"cannot load the model in {source} ({describe_exception(exc)})") from exc
     finally:

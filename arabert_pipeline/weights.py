@@ -57,10 +57,11 @@ class SafetensorsHeader(NamedTuple):
 
 
 def read_safetensors_header(path: str | os.PathLike) -> SafetensorsHeader:
-    """The header of a safetensors file, read without its tensors; a file that is not one (unreadable, truncated, a
-    header length over MAX_HEADER_BYTES, not a JSON object) is a one-line ConfigError naming it."""
+    """The header of a safetensors file, read without its tensors; a file that is not one (not a regular file,
+    unreadable, truncated, a header length over MAX_HEADER_BYTES, JSON nested past the recursion limit, not a JSON
+    object) is a one-line ConfigError naming it."""
     try:
-        with open(path, "rb") as f:
+        with open_regular_file(path) as f:
             size = struct.unpack("<Q", f.read(8))[0]
             if size > MAX_HEADER_BYTES:
                 raise ValueError(f"its header claims {size:,} bytes, more than the {MAX_HEADER_BYTES:,} allowed")
@@ -73,6 +74,10 @@ def read_safetensors_header(path: str | os.PathLike) -> SafetensorsHeader:
         metadata = header.pop("__metadata__", None) or {}
         if not isinstance(metadata, dict):
             raise ValueError("its __metadata__ is not a JSON object")
+    except InputError as exc:
+        raise ConfigError(str(exc)) from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not a readable safetensors file (its header is nested too deeply)") from None
     except (OSError, ValueError, struct.error) as exc:
         message = " ".join(str(exc).split())
         raise ConfigError(f"{path}: not a readable safetensors file ({message})") from exc
@@ -395,17 +400,47 @@ def compact_graph(graph, min_elements: int = MIN_ELEMENTS) -> int:
     return len(nodes) // 2
 
 
+def open_safetensors(path: str | os.PathLike):
+    """safetensors' safe_open on PATH (numpy), as a context manager; a header that library refuses (offsets that
+    overlap or leave bytes uncovered, an unknown dtype, a shape its bytes do not hold) is a ConfigError naming PATH."""
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        return safe_open(os.fspath(path), framework="np")
+    except (SafetensorError, OSError) as exc:
+        message = " ".join((str(exc).strip().splitlines() or [""])[0].split())
+        raise ConfigError(f"{path}: not a readable safetensors file ({message})") from None
+
+
+def check_storage(path: str | os.PathLike, header: SafetensorsHeader) -> str | None:
+    """The storage PATH's metadata records (None: a plain checkpoint), refused when the tensors say otherwise: int8 rows
+    whose metadata was dropped (a tool that rewrote the file), or an int8 tensor in a plain checkpoint; either would
+    load as raw int8 values, or be refused later with advice about other things."""
+    storage = header.metadata.get(STORAGE_KEY)
+    if storage is not None and storage not in (INT8_ROWS, INT8_ROWS_EXACT):
+        raise ConfigError(f"{path}: unknown weight storage {storage!r} (a newer arabert-pipeline wrote it?)")
+    if storage is not None:
+        return storage
+    for name, entry in header.tensors.items():
+        if name.endswith((SCALE_SUFFIX, EXACT_SUFFIX, INDEX_SUFFIX)):
+            raise ConfigError(f"{path} holds int8 rows ({name}) but its metadata does not say so ({STORAGE_KEY} is "
+                              "missing: a tool that rewrote the file dropped it): restore the file as this package "
+                              "wrote it")
+        if isinstance(entry, dict) and entry.get("dtype") == "I8":
+            raise ConfigError(f"{path}: {name} is int8 without row scales in a plain checkpoint: it would load as its "
+                              "raw int8 values; the file is damaged or not a model's weights; restore it")
+    return None
+
+
 def dequantized_arrays(path: str | os.PathLike) -> dict:
     """{name: numpy array} of a safetensors file, int8 rows widened to fp32 and their scales dropped."""
     import numpy as np
-    from safetensors.numpy import load_file
 
-    storage = storage_of(path)
-    tensors = load_file(os.fspath(path))
+    storage = check_storage(path, read_safetensors_header(path))
+    with open_safetensors(path) as stored:
+        tensors = {name: stored.get_tensor(name) for name in stored.keys()}
     if storage is None:
         return tensors
-    if storage not in (INT8_ROWS, INT8_ROWS_EXACT):
-        raise ConfigError(f"{path}: unknown weight storage {storage!r} (a newer arabert-pipeline wrote it?)")
     out = {}
     for name, values in tensors.items():
         if name.endswith((SCALE_SUFFIX, EXACT_SUFFIX, INDEX_SUFFIX)):
@@ -421,9 +456,10 @@ def dequantized_arrays(path: str | os.PathLike) -> dict:
 
 
 def check_int8_table(path, name: str, quantized, scale, exact=None, index=None) -> None:
-    """A ConfigError naming PATH unless a stored int8 table is whole: int8 rows with a float32 scale per row or per
-    block, and any exact rows (float16 or float32, as wide as the int8 rows) placed with the int8 rows by a row index
-    that names each exactly once. A damaged file's table would otherwise load scrambled, or as its raw int8 values."""
+    """A ConfigError naming PATH unless a stored int8 table is whole: int8 rows with a finite float32 scale per row or
+    per block, and any exact rows (float16 or float32, as wide as the int8 rows) placed with the int8 rows by a row
+    index that names each exactly once. A damaged file's table would otherwise load scrambled, as its raw int8 values,
+    or (a NaN scale) as rows that silently change answers."""
     import numpy as np
 
     def fits() -> bool:
@@ -444,18 +480,20 @@ def check_int8_table(path, name: str, quantized, scale, exact=None, index=None) 
     if not fits():
         raise ConfigError(f"{path}: {name} is not a whole int8 table (its int8 rows, row scales, exact rows and row "
                           "index do not fit together): the file is damaged; restore it")
+    if not np.isfinite(scale).all():
+        raise ConfigError(f"{path}: {name}{SCALE_SUFFIX} holds {int((~np.isfinite(scale)).sum())} scale(s) that are "
+                          "NaN or infinite: the file is damaged; restore it")
 
 
 def check_int8_tables(path: str | os.PathLike) -> None:
-    """check_int8_table for every int8 table of a weights file, from its header and its row indexes alone (a few
-    hundred KB, not the tables): the ONNX graph reads the tables as they lie, so a damaged one is refused by name
-    before a session runs on it. Nothing to check in a file not stored in int8 rows."""
+    """check_int8_table for every int8 table of a weights file, from its header, its row indexes and its row scales
+    alone (a few hundred KB, not the tables): the ONNX graph reads the tables as they lie, so a damaged one is refused
+    by name before a session runs on it. In any file, a header the safetensors library refuses is refused here too, and
+    check_storage's mismatches of metadata and tensors."""
     import numpy as np
-    from safetensors import safe_open
 
     header = read_safetensors_header(path)
-    if header.metadata.get(STORAGE_KEY) is None:
-        return
+    storage = check_storage(path, header)
     types = {"I8": np.int8, "I32": np.int32, "F16": np.float16, "F32": np.float32}
 
     def shaped(name: str):
@@ -467,7 +505,9 @@ def check_int8_tables(path: str | os.PathLike) -> None:
         return np.lib.stride_tricks.as_strided(np.zeros(1, types.get(entry["dtype"], np.uint16)), shape=shape,
                                                strides=(0,) * len(shape))
 
-    with safe_open(os.fspath(path), framework="np") as stored:
+    with open_safetensors(path) as stored:
+        if storage is None:
+            return
         for name, entry in header.tensors.items():
             # int8 rows; an int8 tensor without its scales too (it would load as raw values); other integer
             # tensors (a checkpoint's position ids) are not tables
@@ -475,7 +515,53 @@ def check_int8_tables(path: str | os.PathLike) -> None:
                     entry["dtype"] == "I8" or name + SCALE_SUFFIX in header.tensors):
                 continue
             index = stored.get_tensor(name + INDEX_SUFFIX) if name + INDEX_SUFFIX in header.tensors else None
-            check_int8_table(path, name, shaped(name), shaped(name + SCALE_SUFFIX), shaped(name + EXACT_SUFFIX), index)
+            scale = stored.get_tensor(name + SCALE_SUFFIX) if name + SCALE_SUFFIX in header.tensors else None
+            check_int8_table(path, name, shaped(name), scale, shaped(name + EXACT_SUFFIX), index)
+
+
+def check_fits_config(model_class, config, path: str | os.PathLike, header: SafetensorsHeader) -> None:
+    """Before the model is built: the sizes in `config` (config.json with the caller's settings) against the shapes in
+    the header of the weights file PATH, a ConfigError naming the field that differs. Built first, the model of a
+    config.json saying 200 layers (the weights hold 4) took 1.8 GB before the mismatch could be seen, and a
+    vocab_size of 10⁹ would take more than any machine has. The layers are counted from the tensor names; every other
+    size is compared by building the model on torch's meta device (shapes without memory) and comparing each tensor
+    both hold. A file whose tensor names show no encoder layers is left to the checks after loading."""
+    import copy
+    import re
+
+    import torch
+
+    source = Path(path).parent / "config.json"
+    stored = {}  # name → shape as loaded (int8 rows with exact rows: the whole table's)
+    for name, entry in header.tensors.items():
+        if not name.endswith((SCALE_SUFFIX, EXACT_SUFFIX, INDEX_SUFFIX)):
+            index = header.tensors.get(name + INDEX_SUFFIX)
+            shape = list(entry["shape"])
+            stored[name] = tuple(index["shape"][:1] + shape[1:] if index is not None else shape)
+    # An encoder's layers, as BERT, ELECTRA, DeBERTa (encoder.layer.N.) and XLNet (transformer.layer.N.) name them
+    layers = {int(found.group(1)) for name in stored
+              if (found := re.search(r"(?:^|\.)(?:encoder|transformer)\.layers?\.(\d+)\.", name))}
+    declared = getattr(config, "num_hidden_layers", None)
+    if not layers or type(declared) is not int:  # another architecture: building even on meta is not bounded
+        return
+    if declared != max(layers) + 1:
+        raise ConfigError(f"{source}: num_hidden_layers is {declared}, but {path} holds {max(layers) + 1} layers")
+    with torch.device("meta"):
+        model = model_class(copy.deepcopy(config))
+    expected = {name: tuple(tensor.shape) for name, tensor in model.state_dict().items()}
+    # transformers loads a base model's weights into a task model and back: compare names without the base's prefix
+    prefix = f"{getattr(model_class, 'base_model_prefix', '')}."
+    stored = {name.removeprefix(prefix): shape for name, shape in stored.items()}
+    for name, shape in expected.items():
+        found = stored.get(name.removeprefix(prefix))
+        if found is None or found == shape:
+            continue
+        differing = [want for want, have in zip(shape, found) if want != have] if len(shape) == len(found) else []
+        fields = sorted(key for key, value in config.to_dict().items()
+                        if type(value) is int and differing and value == differing[0])
+        what = " or ".join(f"{field} {differing[0]}" for field in fields) + " does" if fields else "its sizes do"
+        raise ConfigError(f"{source}: {what} not fit the weights: {name} is {found} in {path} but {shape} by "
+                          "config.json")
 
 
 def dequantized_state_dict(path: str | os.PathLike) -> dict:
@@ -488,25 +574,34 @@ def dequantized_state_dict(path: str | os.PathLike) -> dict:
 def from_pretrained(model_class, directory: str | os.PathLike, **kwargs):
     """`model_class.from_pretrained(directory, **kwargs)` (an Auto class or a concrete one), a model.safetensors in int8
     rows read widened to fp32: transformers cannot read that file itself (it refuses it, or with an int8 linear weight
-    of the right shape would load the int8 values as they are)."""
+    of the right shape would load the int8 values as they are). The file's header is checked first (check_storage,
+    check_fits_config): nothing is built for weights that do not fit."""
     path = Path(directory) / "model.safetensors"
-    try:
-        compact = path.is_file() and storage_of(path) is not None
-    except ConfigError:  # not a safetensors file at all: transformers' own load says what is wrong, as for any model
-        compact = False
-    if not compact:
+    if not path.is_file():  # a hub id, or weights in another form: transformers' own load says what is wrong
         return model_class.from_pretrained(os.fspath(directory), **kwargs)
     from transformers import AutoConfig
 
+    header = read_safetensors_header(path)
+    with open_safetensors(path):  # a header the library refuses, refused before anything is built
+        pass
+    compact = check_storage(path, header) is not None
     # Given a config object, transformers hands every keyword to the model's __init__; given a path, it first lets
     # the config take the ones it knows (a task's num_labels, id2label, label2id). Done here as it does: the config
     # keeps what it has an attribute for, except the loading settings that are config attributes too.
     config = AutoConfig.from_pretrained(os.fspath(directory))
-    settings = {k: kwargs.pop(k) for k in list(kwargs) if k not in LOADING_KWARGS and hasattr(config, k)}
+    settings = {k: v for k, v in kwargs.items() if k not in LOADING_KWARGS and hasattr(config, k)}
     for key, value in settings.items():
         setattr(config, key, value)
-    # the concrete class: an Auto class will not load from a state dict alone
-    concrete = model_class._model_mapping[type(config)] if hasattr(model_class, "_model_mapping") else model_class
+    # the concrete class: an Auto class will not load from a state dict alone, nor build on the meta device
+    try:
+        concrete = model_class._model_mapping[type(config)] if hasattr(model_class, "_model_mapping") else model_class
+    except KeyError:
+        raise ConfigError(f"{Path(directory) / 'config.json'}: model_type {config.model_type!r} has no "
+                          f"{model_class.__name__} form") from None
+    check_fits_config(concrete, config, path, header)
+    if not compact:
+        return model_class.from_pretrained(os.fspath(directory), **kwargs)
+    kwargs = {k: v for k, v in kwargs.items() if k not in settings}
     return concrete.from_pretrained(None, config=config, state_dict=dequantized_state_dict(path), **kwargs)
 
 

@@ -22,13 +22,15 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from test_hostile_outputs import one_line_error
 from test_hostile_round3 import in_child
 
-from arabert_pipeline.artifacts import PACKAGED_MODELS_DIR
+from arabert_pipeline.artifacts import PACKAGED_MODELS_DIR, load_pretrained_model
 from arabert_pipeline.errors import ConfigError
-from arabert_pipeline.weights import SHARED_TOKENIZER_FILE, read_tokenizer_json
+from arabert_pipeline.weights import (SCALE_SUFFIX, SHARED_TOKENIZER_FILE, STORAGE_KEY, read_safetensors_header,
+                                      read_tokenizer_json)
 
 
 def copy_models(tmp_path: Path, *names: str, ignore=None) -> Path:
@@ -225,3 +227,154 @@ def test_a_shipped_task_model_copied_alone_names_the_command_that_makes_it_stand
         assert main(["classify", "--model", model, "الخدمة ممتازة جدا", "الفيلم سيء"]) == 0
         answers.append(capsys.readouterr().out)
     assert answers[0] == answers[1] and answers[0].count("\n") == 2
+
+
+# 3. config.json's sizes against the weights, before anything is built -----------------------------------------------
+
+def refuse_building(monkeypatch, *classes) -> None:
+    def built(*_, **__):
+        raise AssertionError("a model was built before config.json was checked against the weights")
+
+    for cls in classes:
+        monkeypatch.setattr(cls, "from_pretrained", built)
+
+
+@pytest.mark.parametrize("field, value, expected", [
+    ("num_hidden_layers", 200, "config.json: num_hidden_layers is 200, but"),
+    ("vocab_size", 10**9, "config.json: vocab_size 1000000000 does not fit the weights"),
+    ("intermediate_size", 10**7, "config.json: intermediate_size 10000000 does not fit the weights"),
+    ("position_buckets", 10**8, "config.json: its sizes do not fit the weights: deberta.encoder.rel_embeddings"),
+])
+def test_config_sizes_are_checked_against_the_weights_before_the_model_is_built(tmp_path, monkeypatch, field, value,
+                                                                                expected):
+    """num_hidden_layers 200 took 1.8 GB before the error (400: 3.2 GB, 14.6 s); 10⁹ words more than any machine."""
+    import transformers
+
+    model = copy_models(tmp_path, "arabert-mini", ignore=shutil.ignore_patterns("model.onnx", "reader"))
+    model = model / "arabert-mini"
+    config = json.loads((model / "config.json").read_text())
+    (model / "config.json").write_text(json.dumps({**config, field: value}))
+    refuse_building(monkeypatch, transformers.DebertaV2ForQuestionAnswering)
+    with pytest.raises(ConfigError, match=expected.replace(".", r"\.")):
+        load_pretrained_model(transformers.AutoModelForQuestionAnswering, model)
+
+
+def test_a_plain_checkpoints_layers_are_counted_before_the_model_is_built(tmp_path, monkeypatch):
+    import transformers
+    from conftest import build_tiny_bert
+
+    model = build_tiny_bert(tmp_path / "qa", ["نص قصير للتجربة", "كلمات أخرى هنا"], "BertForQuestionAnswering",
+                            vocab_size=60, max_positions=64)
+    config = json.loads((model / "config.json").read_text())
+    (model / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 300}))
+    refuse_building(monkeypatch, transformers.AutoModelForQuestionAnswering)
+    with pytest.raises(ConfigError, match=r"config\.json: num_hidden_layers is 300, but .*model\.safetensors holds 2"):
+        load_pretrained_model(transformers.AutoModelForQuestionAnswering, model)
+
+
+# 4. model.safetensors headers on the default backend ----------------------------------------------------------------
+
+def qa_copy(tmp_path: Path) -> Path:
+    return copy_models(tmp_path, "arabert-mini", ignore=shutil.ignore_patterns("reader")) / "arabert-mini"
+
+
+def test_a_header_nested_past_the_recursion_limit_is_a_config_error(tmp_path):
+    path = tmp_path / "model.safetensors"
+    header = b"[" * 60_000
+    path.write_bytes(len(header).to_bytes(8, "little") + header)
+    with pytest.raises(ConfigError, match="model.safetensors: not a readable safetensors file .*nested too deeply"):
+        read_safetensors_header(path)
+
+
+@pytest.mark.parametrize("damage", ["appended", "truncated"])
+def test_a_damaged_weights_file_is_named_before_onnx_runtime_loads_the_graph(tmp_path, damage):
+    """Bytes after the last tensor: the graph loaded, then safetensors' own SafetensorError; a truncated file was
+    blamed on model.onnx, with advice to re-export it."""
+    from arabert_pipeline.finetuning.runtime import create_session
+
+    model = qa_copy(tmp_path)
+    weights = model / "model.safetensors"
+    if damage == "appended":
+        with open(weights, "ab") as f:
+            f.write(b"\0" * 16)
+    else:
+        os.truncate(weights, weights.stat().st_size - 4096)
+    with pytest.raises(ConfigError) as refused:
+        create_session(model)
+    message = str(refused.value)
+    assert message.startswith(f"{weights}: not a readable safetensors file") and "export-onnx" not in message
+
+
+def test_onnx_runtimes_own_log_line_is_not_printed_before_the_error(tmp_path, capfd):
+    from safetensors.numpy import save_file
+
+    from arabert_pipeline.finetuning.runtime import create_session
+
+    model = qa_copy(tmp_path)
+    save_file({"other": np.zeros(4, np.float32)}, model / "model.safetensors")  # readable, but not the graph's
+    capfd.readouterr()
+    with pytest.raises(ConfigError, match="model.onnx: ONNX Runtime cannot load it"):
+        create_session(model)
+    assert "onnxruntime" not in capfd.readouterr().err
+
+
+# 4, minor: NaN row scales of the transformer; int8 weights without their storage metadata or scales -----------------
+
+def overwrite_tensor(path: Path, name: str, values: np.ndarray) -> None:
+    """Write `values` over the stored tensor `name`, in place: the header (so model.onnx's fingerprint) unchanged."""
+    header = read_safetensors_header(path)
+    start, end = header.tensors[name]["data_offsets"]
+    assert values.nbytes == end - start
+    with open(path, "r+b") as f:
+        f.seek(header.data_start + start)
+        f.write(values.tobytes())
+
+
+@pytest.mark.parametrize("backend", ["onnx", "torch"])
+def test_a_nan_row_scale_of_the_transformer_is_refused_at_load(tmp_path, backend):
+    import transformers
+    from safetensors import safe_open
+
+    from arabert_pipeline.finetuning.runtime import create_session
+
+    model = qa_copy(tmp_path)
+    name = "deberta.encoder.layer.2.attention.self.query_proj.weight" + SCALE_SUFFIX
+    with safe_open(model / "model.safetensors", framework="np") as stored:
+        scales = stored.get_tensor(name)
+    scales[7] = np.nan
+    overwrite_tensor(model / "model.safetensors", name, scales)
+    with pytest.raises(ConfigError, match=f"model.safetensors: {name.replace('.', '[.]')} holds 1 scale.s. that are "
+                                          "NaN or infinite"):
+        if backend == "onnx":
+            create_session(model)
+        else:
+            load_pretrained_model(transformers.AutoModelForQuestionAnswering, model)
+
+
+def test_int8_rows_whose_storage_metadata_was_dropped_get_advice_about_that(tmp_path):
+    import transformers
+    from safetensors.numpy import load_file, save_file
+
+    model = qa_copy(tmp_path)
+    tensors = load_file(model / "model.safetensors")
+    save_file(tensors, model / "model.safetensors", metadata={"format": "pt"})  # a tool that keeps only "format"
+    with pytest.raises(ConfigError) as refused:
+        load_pretrained_model(transformers.AutoModelForQuestionAnswering, model)
+    assert f"its metadata does not say so ({STORAGE_KEY} is missing" in str(refused.value)
+    assert "num_hidden_layers" not in str(refused.value)
+
+
+def test_a_plain_checkpoint_holding_an_int8_weight_without_scales_is_refused_on_torch(tmp_path):
+    import transformers
+    from conftest import build_tiny_bert
+    from safetensors.numpy import load_file, save_file
+
+    model = build_tiny_bert(tmp_path / "qa", ["نص قصير للتجربة", "كلمات أخرى هنا"], "BertForQuestionAnswering",
+                            vocab_size=60, max_positions=64)
+    tensors = load_file(model / "model.safetensors")
+    name = "bert.encoder.layer.0.intermediate.dense.weight"
+    tensors[name] = np.clip(np.rint(tensors[name] * 1000), -127, 127).astype(np.int8)
+    save_file(tensors, model / "model.safetensors", metadata={"format": "pt"})
+    with pytest.raises(ConfigError, match=f"{name.replace('.', '[.]')} is int8 without row scales in a plain "
+                                          "checkpoint"):
+        load_pretrained_model(transformers.AutoModelForQuestionAnswering, model)
