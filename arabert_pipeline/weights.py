@@ -226,10 +226,7 @@ def read_table(directory: str | os.PathLike, config: dict, rows: int):
     import numpy as np
 
     directory = Path(directory)
-    try:
-        table = np.load(directory / READER_TABLE, mmap_mode="r", allow_pickle=False)
-    except (ValueError, OSError) as exc:
-        raise ConfigError(f"{directory / READER_TABLE}: not a numeric .npy array ({exc})") from None
+    table = _load_array(directory / READER_TABLE)
     int4_rows = config.get("int4_rows", 0)
     if not isinstance(int4_rows, int) or isinstance(int4_rows, bool) or not 0 <= int4_rows < rows:
         raise ConfigError(f"{directory / 'reader.json'}: int4_rows must be a whole number below {rows}, "
@@ -246,7 +243,7 @@ def read_table(directory: str | os.PathLike, config: dict, rows: int):
         if not packed_path.is_file() or file_digest(packed_path) != config.get("int4_sha256"):
             raise ConfigError(f"{packed_path} is missing or not the file reader.json records: the table's last "
                               f"{int4_rows} rows are in it")
-        packed = np.load(packed_path, mmap_mode="r", allow_pickle=False)
+        packed = _load_array(packed_path)
         if packed.dtype != np.uint8 or packed.shape != (int4_rows, -(-config["dim"] // 2)) or config["dim"] % 2:
             raise ConfigError(f"{packed_path}: expected ({int4_rows}, {config['dim'] // 2}) uint8 (an even dim), "
                               f"found {packed.shape} {packed.dtype}")
@@ -255,13 +252,29 @@ def read_table(directory: str | os.PathLike, config: dict, rows: int):
     if not scales_path.is_file() or file_digest(scales_path) != config.get("scales_sha256"):
         raise ConfigError(f"{scales_path} is missing or not the file reader.json records: an int8 table needs its "
                           "row scales")
-    try:
-        scales = np.load(scales_path, allow_pickle=False)
-    except (ValueError, OSError) as exc:
-        raise ConfigError(f"{scales_path}: not a numeric .npy array ({exc})") from None
+    scales = _load_array(scales_path)
     if scales.dtype != np.float32 or scales.shape != (rows,):
         raise ConfigError(f"{scales_path}: expected ({rows},) float32, found {scales.shape} {scales.dtype}")
+    scales = np.array(scales)  # 4 bytes a row: read whole
+    if not np.isfinite(scales).all():  # a NaN row would silently change answers, or leave none
+        raise ConfigError(f"{scales_path}: {int((~np.isfinite(scales)).sum())} row scale(s) are NaN or infinite: "
+                          "the file is damaged; restore it")
     return table, scales
+
+
+def _load_array(path: Path):
+    """A reader/ table memory-mapped (a header claiming more than the file holds is refused, not allocated), anything
+    but a .npy array that fits its file a ConfigError naming it."""
+    import numpy as np
+
+    try:
+        array = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise ConfigError(f"{path}: not a numeric .npy array ({' '.join(str(exc).split())})") from None
+    if not isinstance(array, np.ndarray):  # an .npz archive loads as one
+        array.close()
+        raise ConfigError(f"{path}: not a numeric .npy array (an .npz archive)")
+    return array
 
 
 def quantize_rows(values, block: int | None = None, bits: int = 8):

@@ -11,6 +11,7 @@ the server runs as a child whose every wait is bounded.
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
 import queue
@@ -378,3 +379,87 @@ def test_a_plain_checkpoint_holding_an_int8_weight_without_scales_is_refused_on_
     with pytest.raises(ConfigError, match=f"{name.replace('.', '[.]')} is int8 without row scales in a plain "
                                           "checkpoint"):
         load_pretrained_model(transformers.AutoModelForQuestionAnswering, model)
+
+
+# 5. reader/ parts that match their checksums but not each other -----------------------------------------------------
+
+def reader_copy(tmp_path: Path) -> tuple[Path, dict]:
+    root = copy_models(tmp_path, "arabert-mini", ignore=shutil.ignore_patterns("model.*"))
+    reader = root / "arabert-mini" / "reader"
+    return reader, json.loads((reader / "reader.json").read_text())
+
+
+def rewritten(reader: Path, config: dict, **arrays: tuple[np.ndarray | bytes, str]) -> None:
+    """Write each FILE=(array or raw bytes, reader.json checksum field) and record its new checksum, as a hand editor
+    who knows the format would."""
+    for name, (value, field) in arrays.items():
+        path = reader / name.replace("__", ".")
+        if isinstance(value, bytes):
+            path.write_bytes(value)
+        else:
+            np.save(path, value, allow_pickle=False)
+        config[field] = hashlib.sha256(path.read_bytes()).hexdigest()
+    (reader / "reader.json").write_text(json.dumps(config))
+
+
+def npy_claiming(array: np.ndarray, rows: int) -> bytes:
+    """A .npy file of `array`'s bytes whose header claims `rows` rows."""
+    import io
+
+    header = np.lib.format.header_data_from_array_1_0(array)
+    header["shape"] = (rows, *array.shape[1:])
+    out = io.BytesIO()
+    np.lib.format.write_array_header_1_0(out, header)
+    return out.getvalue() + np.ascontiguousarray(array).tobytes()
+
+
+@pytest.mark.parametrize("case, expected", [
+    ("int4_not_npy", "vectors_int4.npy: not a numeric .npy array"),
+    ("int4_claims_more_rows", "vectors_int4.npy: not a numeric .npy array"),
+    ("dim_50_for_a_graph_of_100", "reader.onnx reads context vectors of 100 values, but reader.json dim and "
+                                  "vectors.npy have 50"),
+    ("nan_scale", "vector_scales.npy: 1 row scale(s) are NaN or infinite"),
+])
+def test_reader_parts_that_fit_their_checksums_but_not_each_other_are_refused_at_load(tmp_path, case, expected):
+    from arabert_pipeline.qa.transformer.companion import Companion
+
+    reader, config = reader_copy(tmp_path)
+    int4 = np.load(reader / "vectors_int4.npy")
+    if case == "int4_not_npy":
+        rewritten(reader, config, vectors_int4__npy=(b"not an array" * 100, "int4_sha256"))
+    elif case == "int4_claims_more_rows":
+        rewritten(reader, config, vectors_int4__npy=(npy_claiming(int4, 2 * len(int4)), "int4_sha256"))
+    elif case == "dim_50_for_a_graph_of_100":
+        config["dim"] = 50
+        rewritten(reader, config, vectors__npy=(np.load(reader / "vectors.npy")[:, :50], "table_sha256"),
+                  vectors_int4__npy=(np.ascontiguousarray(int4[:, :25]), "int4_sha256"))
+    else:
+        scales = np.load(reader / "vector_scales.npy")
+        scales[1234] = np.nan
+        rewritten(reader, config, vector_scales__npy=(scales, "scales_sha256"))
+    with pytest.raises(ConfigError, match=expected.replace(".", r"\.").replace("(", r"\(").replace(")", r"\)")):
+        Companion.load(reader.parent, "arabertv02")
+
+
+# 5, minor: tags that are no tags ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("source", ["metadata", "config"])
+def test_tags_that_are_no_bio_tags_are_refused_at_load(tmp_path, source):
+    """A Q-LOC tag was accepted, and every entity tagged with it silently dropped."""
+    from arabert_pipeline.ner.model import OnnxTokenTagger
+
+    model = copy_models(tmp_path, "arabert-ner", ignore=shutil.ignore_patterns("model.onnx")) / "arabert-ner"
+    metadata = json.loads((model / "arabert_pipeline.json").read_text())
+    labels = [label.replace("B-LOC", "Q-LOC") for label in metadata["labels"]]
+    if source == "metadata":
+        (model / "arabert_pipeline.json").write_text(json.dumps({**metadata, "labels": labels}))
+        expected = "arabert_pipeline.json 'labels' holds the tag 'Q-LOC'"
+    else:
+        del metadata["labels"]
+        (model / "arabert_pipeline.json").write_text(json.dumps(metadata))
+        config = json.loads((model / "config.json").read_text())
+        config["id2label"] = {str(i): label for i, label in enumerate(labels)}
+        (model / "config.json").write_text(json.dumps(config))
+        expected = "config.json id2label holds the tag 'Q-LOC'"
+    with pytest.raises(ConfigError, match=expected):
+        OnnxTokenTagger.load(model)
