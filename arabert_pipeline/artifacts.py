@@ -24,9 +24,9 @@ import zlib
 from pathlib import Path
 from typing import Any, Iterator
 
-from .errors import ConfigError, DataNotFoundError, InputError
-# One digest for every file the package checks; the layers above read it here.
-from .weights import file_digest  # noqa: F401
+from .errors import ArabertPipelineError, ConfigError, DataNotFoundError, InputError
+# One digest and one bounded reader for every file the package checks; the layers above read them here.
+from .weights import MAX_JSON_FILE_BYTES, _file_kind, file_digest, open_regular_file, read_text_file  # noqa: F401
 
 METADATA_FILE = "arabert_pipeline.json"
 # A corpus file's metadata lives beside it: corpus.txt.xz → corpus.txt.xz.arabert_pipeline.json (written by preprocess,
@@ -299,11 +299,6 @@ def load_tensor_state(path: str | os.PathLike) -> Any:
         raise InputError(f"unreadable checkpoint state ({type(exc).__name__}: {exc})", path=path) from exc
 
 
-# A metadata or config file of a model is a few kilobytes; anything far larger (a symlink to /dev/zero, a corpus
-# given by mistake) would be read whole into memory before JSON could refuse it.
-MAX_JSON_FILE_BYTES = 64 * 2**20
-
-
 def parse_json(text: str, *, path: object = None, line: int | None = None) -> Any:
     """json.loads with every way a text can fail to be JSON an InputError naming the file (and line): invalid syntax,
     integers too long for Python's int conversion, nesting deeper than the recursion limit."""
@@ -358,50 +353,6 @@ def check_input_file(path: str | os.PathLike, what: str = "file") -> Path:
     return path
 
 
-def open_regular_file(path: str | os.PathLike, *, max_bytes: int | None = None) -> Any:
-    """A binary file object on `path`, a regular file (or a link to one) of at most `max_bytes`; anything else is an
-    InputError naming the file and what it is, raised before a byte is read."""
-    path = Path(path)
-    try:
-        # O_NONBLOCK: opening a FIFO for reading would wait for a writer forever, before fstat could refuse it.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except FileNotFoundError as exc:
-        raise InputError("not found", path=path) from exc
-    except IsADirectoryError as exc:
-        raise InputError("is a directory, not a file", path=path) from exc
-    except OSError as exc:
-        raise InputError(f"unreadable ({exc.strerror or exc})", path=path) from exc
-    f = open(fd, "rb")
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise InputError(f"not a regular file (it is {_file_kind(info.st_mode)})", path=path)
-        if max_bytes is not None and info.st_size > max_bytes:
-            raise InputError(f"{info.st_size:,} bytes, more than the {max_bytes:,} such a file may have", path=path)
-    except BaseException:
-        f.close()
-        raise
-    return f
-
-
-def read_text_file(path: str | os.PathLike, *, max_bytes: int = MAX_JSON_FILE_BYTES, bom: bool = False) -> str:
-    """A small UTF-8 text file (metadata, configs): only a regular file of at most `max_bytes` is read. `bom`: a
-    leading byte-order mark is dropped (SQuAD files saved by Windows tools have one)."""
-    path = Path(path)
-    with open_regular_file(path, max_bytes=max_bytes) as f:
-        try:
-            data = f.read(max_bytes + 1)
-        except OSError as exc:
-            raise InputError(f"unreadable ({exc.strerror or exc})", path=path) from exc
-    try:
-        return data.decode("utf-8-sig" if bom else "utf-8")
-    except UnicodeDecodeError as exc:
-        # Where to look, in the editor the user will open: utf-8-sig counts from after the byte-order mark.
-        at = exc.start + (3 if bom and data.startswith(b"\xef\xbb\xbf") else 0)
-        line = data.count(b"\n", 0, at) + 1
-        raise InputError(f"not UTF-8 ({exc.reason} at byte {at + 1:,} of the file)", path=path, line=line) from exc
-
-
 def read_json_file(path: str | os.PathLike, *, max_bytes: int = MAX_JSON_FILE_BYTES,
                    bom: bool = False) -> dict[str, Any]:
     """A JSON file that must hold an object; any problem is an InputError naming the file."""
@@ -412,16 +363,6 @@ def read_json_file(path: str | os.PathLike, *, max_bytes: int = MAX_JSON_FILE_BY
 
 
 # Outputs (the rules of what a verb may write are in outputs.py) ----------------------------------------------------
-
-def _file_kind(mode: int) -> str | None:
-    """What a non-regular directory entry is, in words; None for a regular file."""
-    for test, name in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISDIR, "a directory")):
-        if test(mode):
-            return name
-    return None if stat.S_ISREG(mode) else "not a regular file"
-
 
 def check_replaceable(path: str | os.PathLike, flag: str | None = None) -> None:
     """Refuse to replace anything at `path` but a regular file: outputs are renamed into place, and a rename
@@ -503,6 +444,8 @@ def load_pretrained_model(auto_class, source: str | os.PathLike, **kwargs) -> tu
 
         model, info = from_pretrained(auto_class, source, output_loading_info=True, ignore_mismatched_sizes=True,
                                       **kwargs)
+    except ArabertPipelineError:  # weights.py's checks of the weights file name the file and field themselves
+        raise
     except Exception as exc:  # safetensors, JSON, shape and I/O errors all mean "cannot load this"
         raise ConfigError(f"cannot load the model in {source} ({describe_exception(exc)})") from exc
     finally:

@@ -16,6 +16,7 @@ STAGE_CLIS = [
     "arabert_pipeline.tokenizer.cli",
     "arabert_pipeline.embeddings.cli",
     "arabert_pipeline.pretrain.cli",
+    "arabert_pipeline.finetuning.weightscli",
     "arabert_pipeline.qa.cli",
     "arabert_pipeline.classification.cli",
     "arabert_pipeline.evaluate.cli",
@@ -52,28 +53,36 @@ def add_export_tasks(export: argparse.ArgumentParser) -> None:
                         help="classification / NER: also write DIR, the model with quantized weights inside its "
                              "model.onnx and no model.safetensors (how the package's task models are shipped); with "
                              "--overwrite, an earlier such DIR is replaced (its README.md kept)")
-    export.add_argument("--weight-bits", type=int, choices=(8, 4), default=8,
+    export.add_argument("--weight-bits", type=int, choices=(8, 4), default=None,
                         help="--standalone's weights: 8 (int8, dynamic quantization; default) or 4 (weight-only in "
                              "blocks of 64: half the size, for a larger encoder)")
     run_qa = export.get_default("run")
 
     def run(args: argparse.Namespace) -> int | None:
-        from .finetuning.taskexport import TASK_HEADS, claim_standalone, export_task_onnx, standalone, task_of
+        from .artifacts import shipped_model_dir
+        from .finetuning.taskexport import (TASK_HEADS, claim_standalone, export_task_onnx, standalone,
+                                            standalone_bits, task_of)
 
         if args.standalone:
+            # a shipped task model by its name: the copy of it that stands alone (its tokenizer is a sibling's)
+            args.model_dir = shipped_model_dir(args.model_dir) or args.model_dir
             claim_standalone(args.model_dir, args.standalone, overwrite=args.overwrite)
-        elif args.weight_bits != 8:
+        elif args.weight_bits is not None:
             raise ConfigError("--weight-bits applies to --standalone DIR: name the directory to write")
         elif task_of(args.model_dir) not in TASK_HEADS:
             return run_qa(args)
-        path = export_task_onnx(args.model_dir, overwrite=args.overwrite)
-        print(f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB, reading its weights from model.safetensors), "
-              "logits checked against torch")
+        if standalone_bits(args.model_dir) is None:
+            path = export_task_onnx(args.model_dir, overwrite=args.overwrite)
+            print(f"wrote {path} ({path.stat().st_size / 1e6:.2f} MB, reading its weights from model.safetensors), "
+                  "logits checked against torch")
+        elif not args.standalone:
+            raise ConfigError(f"{args.model_dir} is in the shipped form already (its weights are inside its "
+                              f"model.onnx): nothing to export; --standalone DIR copies it")
         if args.standalone:
             shipped = standalone(args.model_dir, args.standalone, weight_bits=args.weight_bits,
                                  overwrite=args.overwrite)
             print(f"wrote {shipped.parent} (model.onnx {shipped.stat().st_size / 1e6:.2f} MB, "
-                  f"{args.weight_bits}-bit weights inside)")
+                  f"{standalone_bits(shipped.parent)}-bit weights inside)")
         return 0
 
     export.set_defaults(run=run)

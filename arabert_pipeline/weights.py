@@ -2,8 +2,8 @@
 `model.safetensors`, widened to fp32 when the model is loaded, so a model computes exactly as an fp32 model whose
 weights are those dequantized values.
 
-    python -m arabert_pipeline.weights MODEL_DIR               # rewrite MODEL_DIR/model.safetensors in int8 rows
-    python -m arabert_pipeline.weights MODEL_DIR --plain OUT   # a plain fp32 transformers copy of MODEL_DIR
+    arabert-pipeline weights MODEL_DIR --int8-rows     # rewrite MODEL_DIR/model.safetensors in int8 rows
+    arabert-pipeline weights MODEL_DIR --plain OUT     # a plain fp32 transformers copy of MODEL_DIR
 
 Each 2-D floating tensor of at least `MIN_ELEMENTS` values (embedding tables, linear weights; or the ones chosen) is
 stored as int8 under its own name plus `NAME` + `SCALE_SUFFIX` (float32, rows × blocks: one scale per block of
@@ -28,11 +28,12 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import struct
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
-from .errors import ConfigError
+from .errors import ConfigError, InputError
 
 STORAGE_KEY = "arabert_pipeline.storage"
 INT8_ROWS = "int8-rows"
@@ -56,10 +57,11 @@ class SafetensorsHeader(NamedTuple):
 
 
 def read_safetensors_header(path: str | os.PathLike) -> SafetensorsHeader:
-    """The header of a safetensors file, read without its tensors; a file that is not one (unreadable, truncated, a
-    header length over MAX_HEADER_BYTES, not a JSON object) is a one-line ConfigError naming it."""
+    """The header of a safetensors file, read without its tensors; a file that is not one (not a regular file,
+    unreadable, truncated, a header length over MAX_HEADER_BYTES, JSON nested past the recursion limit, not a JSON
+    object) is a one-line ConfigError naming it."""
     try:
-        with open(path, "rb") as f:
+        with open_regular_file(path) as f:
             size = struct.unpack("<Q", f.read(8))[0]
             if size > MAX_HEADER_BYTES:
                 raise ValueError(f"its header claims {size:,} bytes, more than the {MAX_HEADER_BYTES:,} allowed")
@@ -72,6 +74,10 @@ def read_safetensors_header(path: str | os.PathLike) -> SafetensorsHeader:
         metadata = header.pop("__metadata__", None) or {}
         if not isinstance(metadata, dict):
             raise ValueError("its __metadata__ is not a JSON object")
+    except InputError as exc:
+        raise ConfigError(str(exc)) from None
+    except RecursionError:
+        raise ConfigError(f"{path}: not a readable safetensors file (its header is nested too deeply)") from None
     except (OSError, ValueError, struct.error) as exc:
         message = " ".join(str(exc).split())
         raise ConfigError(f"{path}: not a readable safetensors file ({message})") from exc
@@ -148,6 +154,70 @@ def file_digest(path: str | os.PathLike) -> str:
     return digest.hexdigest()
 
 
+# Reading a model dir's files, bounded: here, in the lowest layer, so that the shared tokenizer and the weights are read
+# as every other file is (artifacts.py re-exports these to the layers above).
+
+# A metadata, config or tokenizer file of a model is at most a few tens of megabytes; anything far larger (a symlink to
+# /dev/zero, a corpus given by mistake) would be read whole into memory before JSON could refuse it.
+MAX_JSON_FILE_BYTES = 64 * 2**20
+
+
+def open_regular_file(path: str | os.PathLike, *, max_bytes: int | None = None) -> Any:
+    """A binary file object on `path`, a regular file (or a link to one) of at most `max_bytes`; anything else is an
+    InputError naming the file and what it is, raised before a byte is read."""
+    path = Path(path)
+    try:
+        # O_NONBLOCK: opening a FIFO for reading would wait for a writer forever, before fstat could refuse it.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError as exc:
+        raise InputError("not found", path=path) from exc
+    except IsADirectoryError as exc:
+        raise InputError("is a directory, not a file", path=path) from exc
+    except OSError as exc:
+        raise InputError(f"unreadable ({exc.strerror or exc})", path=path) from exc
+    except ValueError:  # "embedded null byte": no file can have that name
+        raise InputError("not a usable file name (it holds a NUL character)", path=repr(str(path))) from None
+    f = open(fd, "rb")
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise InputError(f"not a regular file (it is {_file_kind(info.st_mode)})", path=path)
+        if max_bytes is not None and info.st_size > max_bytes:
+            raise InputError(f"{info.st_size:,} bytes, more than the {max_bytes:,} such a file may have", path=path)
+    except BaseException:
+        f.close()
+        raise
+    return f
+
+
+def read_text_file(path: str | os.PathLike, *, max_bytes: int = MAX_JSON_FILE_BYTES, bom: bool = False) -> str:
+    """A small UTF-8 text file (metadata, configs): only a regular file of at most `max_bytes` is read. `bom`: a
+    leading byte-order mark is dropped (SQuAD files saved by Windows tools have one)."""
+    path = Path(path)
+    with open_regular_file(path, max_bytes=max_bytes) as f:
+        try:
+            data = f.read(max_bytes + 1)
+        except OSError as exc:
+            raise InputError(f"unreadable ({exc.strerror or exc})", path=path) from exc
+    try:
+        return data.decode("utf-8-sig" if bom else "utf-8")
+    except UnicodeDecodeError as exc:
+        # Where to look, in the editor the user will open: utf-8-sig counts from after the byte-order mark.
+        at = exc.start + (3 if bom and data.startswith(b"\xef\xbb\xbf") else 0)
+        line = data.count(b"\n", 0, at) + 1
+        raise InputError(f"not UTF-8 ({exc.reason} at byte {at + 1:,} of the file)", path=path, line=line) from exc
+
+
+def _file_kind(mode: int) -> str | None:
+    """What a non-regular directory entry is, in words; None for a regular file."""
+    for test, name in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISDIR, "a directory")):
+        if test(mode):
+            return name
+    return None if stat.S_ISREG(mode) else "not a regular file"
+
+
 def read_table(directory: str | os.PathLike, config: dict, rows: int):
     """(table, row scales or None) of a reader/ whose reader.json `config` was read and checked (its table_sha256
     against READER_TABLE included): the table memory-mapped, float16 of (rows, config["dim"]), or int8 rows with their
@@ -156,10 +226,7 @@ def read_table(directory: str | os.PathLike, config: dict, rows: int):
     import numpy as np
 
     directory = Path(directory)
-    try:
-        table = np.load(directory / READER_TABLE, mmap_mode="r", allow_pickle=False)
-    except (ValueError, OSError) as exc:
-        raise ConfigError(f"{directory / READER_TABLE}: not a numeric .npy array ({exc})") from None
+    table = _load_array(directory / READER_TABLE)
     int4_rows = config.get("int4_rows", 0)
     if not isinstance(int4_rows, int) or isinstance(int4_rows, bool) or not 0 <= int4_rows < rows:
         raise ConfigError(f"{directory / 'reader.json'}: int4_rows must be a whole number below {rows}, "
@@ -176,7 +243,7 @@ def read_table(directory: str | os.PathLike, config: dict, rows: int):
         if not packed_path.is_file() or file_digest(packed_path) != config.get("int4_sha256"):
             raise ConfigError(f"{packed_path} is missing or not the file reader.json records: the table's last "
                               f"{int4_rows} rows are in it")
-        packed = np.load(packed_path, mmap_mode="r", allow_pickle=False)
+        packed = _load_array(packed_path)
         if packed.dtype != np.uint8 or packed.shape != (int4_rows, -(-config["dim"] // 2)) or config["dim"] % 2:
             raise ConfigError(f"{packed_path}: expected ({int4_rows}, {config['dim'] // 2}) uint8 (an even dim), "
                               f"found {packed.shape} {packed.dtype}")
@@ -185,13 +252,29 @@ def read_table(directory: str | os.PathLike, config: dict, rows: int):
     if not scales_path.is_file() or file_digest(scales_path) != config.get("scales_sha256"):
         raise ConfigError(f"{scales_path} is missing or not the file reader.json records: an int8 table needs its "
                           "row scales")
-    try:
-        scales = np.load(scales_path, allow_pickle=False)
-    except (ValueError, OSError) as exc:
-        raise ConfigError(f"{scales_path}: not a numeric .npy array ({exc})") from None
+    scales = _load_array(scales_path)
     if scales.dtype != np.float32 or scales.shape != (rows,):
         raise ConfigError(f"{scales_path}: expected ({rows},) float32, found {scales.shape} {scales.dtype}")
+    scales = np.array(scales)  # 4 bytes a row: read whole
+    if not np.isfinite(scales).all():  # a NaN row would silently change answers, or leave none
+        raise ConfigError(f"{scales_path}: {int((~np.isfinite(scales)).sum())} row scale(s) are NaN or infinite: "
+                          "the file is damaged; restore it")
     return table, scales
+
+
+def _load_array(path: Path):
+    """A reader/ table memory-mapped (a header claiming more than the file holds is refused, not allocated), anything
+    but a .npy array that fits its file a ConfigError naming it."""
+    import numpy as np
+
+    try:
+        array = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise ConfigError(f"{path}: not a numeric .npy array ({' '.join(str(exc).split())})") from None
+    if not isinstance(array, np.ndarray):  # an .npz archive loads as one
+        array.close()
+        raise ConfigError(f"{path}: not a numeric .npy array (an .npz archive)")
+    return array
 
 
 def quantize_rows(values, block: int | None = None, bits: int = 8):
@@ -330,17 +413,47 @@ def compact_graph(graph, min_elements: int = MIN_ELEMENTS) -> int:
     return len(nodes) // 2
 
 
+def open_safetensors(path: str | os.PathLike):
+    """safetensors' safe_open on PATH (numpy), as a context manager; a header that library refuses (offsets that
+    overlap or leave bytes uncovered, an unknown dtype, a shape its bytes do not hold) is a ConfigError naming PATH."""
+    from safetensors import SafetensorError, safe_open
+
+    try:
+        return safe_open(os.fspath(path), framework="np")
+    except (SafetensorError, OSError) as exc:
+        message = " ".join((str(exc).strip().splitlines() or [""])[0].split())
+        raise ConfigError(f"{path}: not a readable safetensors file ({message})") from None
+
+
+def check_storage(path: str | os.PathLike, header: SafetensorsHeader) -> str | None:
+    """The storage PATH's metadata records (None: a plain checkpoint), refused when the tensors say otherwise: int8 rows
+    whose metadata was dropped (a tool that rewrote the file), or an int8 tensor in a plain checkpoint; either would
+    load as raw int8 values, or be refused later with advice about other things."""
+    storage = header.metadata.get(STORAGE_KEY)
+    if storage is not None and storage not in (INT8_ROWS, INT8_ROWS_EXACT):
+        raise ConfigError(f"{path}: unknown weight storage {storage!r} (a newer arabert-pipeline wrote it?)")
+    if storage is not None:
+        return storage
+    for name, entry in header.tensors.items():
+        if name.endswith((SCALE_SUFFIX, EXACT_SUFFIX, INDEX_SUFFIX)):
+            raise ConfigError(f"{path} holds int8 rows ({name}) but its metadata does not say so ({STORAGE_KEY} is "
+                              "missing: a tool that rewrote the file dropped it): restore the file as this package "
+                              "wrote it")
+        if isinstance(entry, dict) and entry.get("dtype") == "I8":
+            raise ConfigError(f"{path}: {name} is int8 without row scales in a plain checkpoint: it would load as its "
+                              "raw int8 values; the file is damaged or not a model's weights; restore it")
+    return None
+
+
 def dequantized_arrays(path: str | os.PathLike) -> dict:
     """{name: numpy array} of a safetensors file, int8 rows widened to fp32 and their scales dropped."""
     import numpy as np
-    from safetensors.numpy import load_file
 
-    storage = storage_of(path)
-    tensors = load_file(os.fspath(path))
+    storage = check_storage(path, read_safetensors_header(path))
+    with open_safetensors(path) as stored:
+        tensors = {name: stored.get_tensor(name) for name in stored.keys()}
     if storage is None:
         return tensors
-    if storage not in (INT8_ROWS, INT8_ROWS_EXACT):
-        raise ConfigError(f"{path}: unknown weight storage {storage!r} (a newer arabert-pipeline wrote it?)")
     out = {}
     for name, values in tensors.items():
         if name.endswith((SCALE_SUFFIX, EXACT_SUFFIX, INDEX_SUFFIX)):
@@ -356,9 +469,10 @@ def dequantized_arrays(path: str | os.PathLike) -> dict:
 
 
 def check_int8_table(path, name: str, quantized, scale, exact=None, index=None) -> None:
-    """A ConfigError naming PATH unless a stored int8 table is whole: int8 rows with a float32 scale per row or per
-    block, and any exact rows (float16 or float32, as wide as the int8 rows) placed with the int8 rows by a row index
-    that names each exactly once. A damaged file's table would otherwise load scrambled, or as its raw int8 values."""
+    """A ConfigError naming PATH unless a stored int8 table is whole: int8 rows with a finite float32 scale per row or
+    per block, and any exact rows (float16 or float32, as wide as the int8 rows) placed with the int8 rows by a row
+    index that names each exactly once. A damaged file's table would otherwise load scrambled, as its raw int8 values,
+    or (a NaN scale) as rows that silently change answers."""
     import numpy as np
 
     def fits() -> bool:
@@ -379,18 +493,20 @@ def check_int8_table(path, name: str, quantized, scale, exact=None, index=None) 
     if not fits():
         raise ConfigError(f"{path}: {name} is not a whole int8 table (its int8 rows, row scales, exact rows and row "
                           "index do not fit together): the file is damaged; restore it")
+    if not np.isfinite(scale).all():
+        raise ConfigError(f"{path}: {name}{SCALE_SUFFIX} holds {int((~np.isfinite(scale)).sum())} scale(s) that are "
+                          "NaN or infinite: the file is damaged; restore it")
 
 
 def check_int8_tables(path: str | os.PathLike) -> None:
-    """check_int8_table for every int8 table of a weights file, from its header and its row indexes alone (a few
-    hundred KB, not the tables): the ONNX graph reads the tables as they lie, so a damaged one is refused by name
-    before a session runs on it. Nothing to check in a file not stored in int8 rows."""
+    """check_int8_table for every int8 table of a weights file, from its header, its row indexes and its row scales
+    alone (a few hundred KB, not the tables): the ONNX graph reads the tables as they lie, so a damaged one is refused
+    by name before a session runs on it. In any file, a header the safetensors library refuses is refused here too, and
+    check_storage's mismatches of metadata and tensors."""
     import numpy as np
-    from safetensors import safe_open
 
     header = read_safetensors_header(path)
-    if header.metadata.get(STORAGE_KEY) is None:
-        return
+    storage = check_storage(path, header)
     types = {"I8": np.int8, "I32": np.int32, "F16": np.float16, "F32": np.float32}
 
     def shaped(name: str):
@@ -402,7 +518,9 @@ def check_int8_tables(path: str | os.PathLike) -> None:
         return np.lib.stride_tricks.as_strided(np.zeros(1, types.get(entry["dtype"], np.uint16)), shape=shape,
                                                strides=(0,) * len(shape))
 
-    with safe_open(os.fspath(path), framework="np") as stored:
+    with open_safetensors(path) as stored:
+        if storage is None:
+            return
         for name, entry in header.tensors.items():
             # int8 rows; an int8 tensor without its scales too (it would load as raw values); other integer
             # tensors (a checkpoint's position ids) are not tables
@@ -410,7 +528,53 @@ def check_int8_tables(path: str | os.PathLike) -> None:
                     entry["dtype"] == "I8" or name + SCALE_SUFFIX in header.tensors):
                 continue
             index = stored.get_tensor(name + INDEX_SUFFIX) if name + INDEX_SUFFIX in header.tensors else None
-            check_int8_table(path, name, shaped(name), shaped(name + SCALE_SUFFIX), shaped(name + EXACT_SUFFIX), index)
+            scale = stored.get_tensor(name + SCALE_SUFFIX) if name + SCALE_SUFFIX in header.tensors else None
+            check_int8_table(path, name, shaped(name), scale, shaped(name + EXACT_SUFFIX), index)
+
+
+def check_fits_config(model_class, config, path: str | os.PathLike, header: SafetensorsHeader) -> None:
+    """Before the model is built: the sizes in `config` (config.json with the caller's settings) against the shapes in
+    the header of the weights file PATH, a ConfigError naming the field that differs. Built first, the model of a
+    config.json saying 200 layers (the weights hold 4) took 1.8 GB before the mismatch could be seen, and a
+    vocab_size of 10⁹ would take more than any machine has. The layers are counted from the tensor names; every other
+    size is compared by building the model on torch's meta device (shapes without memory) and comparing each tensor
+    both hold. A file whose tensor names show no encoder layers is left to the checks after loading."""
+    import copy
+    import re
+
+    import torch
+
+    source = Path(path).parent / "config.json"
+    stored = {}  # name → shape as loaded (int8 rows with exact rows: the whole table's)
+    for name, entry in header.tensors.items():
+        if not name.endswith((SCALE_SUFFIX, EXACT_SUFFIX, INDEX_SUFFIX)):
+            index = header.tensors.get(name + INDEX_SUFFIX)
+            shape = list(entry["shape"])
+            stored[name] = tuple(index["shape"][:1] + shape[1:] if index is not None else shape)
+    # An encoder's layers, as BERT, ELECTRA, DeBERTa (encoder.layer.N.) and XLNet (transformer.layer.N.) name them
+    layers = {int(found.group(1)) for name in stored
+              if (found := re.search(r"(?:^|\.)(?:encoder|transformer)\.layers?\.(\d+)\.", name))}
+    declared = getattr(config, "num_hidden_layers", None)
+    if not layers or type(declared) is not int:  # another architecture: building even on meta is not bounded
+        return
+    if declared != max(layers) + 1:
+        raise ConfigError(f"{source}: num_hidden_layers is {declared}, but {path} holds {max(layers) + 1} layers")
+    with torch.device("meta"):
+        model = model_class(copy.deepcopy(config))
+    expected = {name: tuple(tensor.shape) for name, tensor in model.state_dict().items()}
+    # transformers loads a base model's weights into a task model and back: compare names without the base's prefix
+    prefix = f"{getattr(model_class, 'base_model_prefix', '')}."
+    stored = {name.removeprefix(prefix): shape for name, shape in stored.items()}
+    for name, shape in expected.items():
+        found = stored.get(name.removeprefix(prefix))
+        if found is None or found == shape:
+            continue
+        differing = [want for want, have in zip(shape, found) if want != have] if len(shape) == len(found) else []
+        fields = sorted(key for key, value in config.to_dict().items()
+                        if type(value) is int and differing and value == differing[0])
+        what = " or ".join(f"{field} {differing[0]}" for field in fields) + " does" if fields else "its sizes do"
+        raise ConfigError(f"{source}: {what} not fit the weights: {name} is {found} in {path} but {shape} by "
+                          "config.json")
 
 
 def dequantized_state_dict(path: str | os.PathLike) -> dict:
@@ -423,25 +587,34 @@ def dequantized_state_dict(path: str | os.PathLike) -> dict:
 def from_pretrained(model_class, directory: str | os.PathLike, **kwargs):
     """`model_class.from_pretrained(directory, **kwargs)` (an Auto class or a concrete one), a model.safetensors in int8
     rows read widened to fp32: transformers cannot read that file itself (it refuses it, or with an int8 linear weight
-    of the right shape would load the int8 values as they are)."""
+    of the right shape would load the int8 values as they are). The file's header is checked first (check_storage,
+    check_fits_config): nothing is built for weights that do not fit."""
     path = Path(directory) / "model.safetensors"
-    try:
-        compact = path.is_file() and storage_of(path) is not None
-    except ConfigError:  # not a safetensors file at all: transformers' own load says what is wrong, as for any model
-        compact = False
-    if not compact:
+    if not path.is_file():  # a hub id, or weights in another form: transformers' own load says what is wrong
         return model_class.from_pretrained(os.fspath(directory), **kwargs)
     from transformers import AutoConfig
 
+    header = read_safetensors_header(path)
+    with open_safetensors(path):  # a header the library refuses, refused before anything is built
+        pass
+    compact = check_storage(path, header) is not None
     # Given a config object, transformers hands every keyword to the model's __init__; given a path, it first lets
     # the config take the ones it knows (a task's num_labels, id2label, label2id). Done here as it does: the config
     # keeps what it has an attribute for, except the loading settings that are config attributes too.
     config = AutoConfig.from_pretrained(os.fspath(directory))
-    settings = {k: kwargs.pop(k) for k in list(kwargs) if k not in LOADING_KWARGS and hasattr(config, k)}
+    settings = {k: v for k, v in kwargs.items() if k not in LOADING_KWARGS and hasattr(config, k)}
     for key, value in settings.items():
         setattr(config, key, value)
-    # the concrete class: an Auto class will not load from a state dict alone
-    concrete = model_class._model_mapping[type(config)] if hasattr(model_class, "_model_mapping") else model_class
+    # the concrete class: an Auto class will not load from a state dict alone, nor build on the meta device
+    try:
+        concrete = model_class._model_mapping[type(config)] if hasattr(model_class, "_model_mapping") else model_class
+    except KeyError:
+        raise ConfigError(f"{Path(directory) / 'config.json'}: model_type {config.model_type!r} has no "
+                          f"{model_class.__name__} form") from None
+    check_fits_config(concrete, config, path, header)
+    if not compact:
+        return model_class.from_pretrained(os.fspath(directory), **kwargs)
+    kwargs = {k: v for k, v in kwargs.items() if k not in settings}
     return concrete.from_pretrained(None, config=config, state_dict=dequantized_state_dict(path), **kwargs)
 
 
@@ -457,14 +630,17 @@ PLAIN_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "specia
 
 def write_plain(model_dir: str | os.PathLike, output: str | os.PathLike) -> Path:
     """OUTPUT: a plain transformers checkpoint of MODEL_DIR (fp32 model.safetensors, config and tokenizer files), for
-    `AutoModel...from_pretrained(OUTPUT)` without this package. OUTPUT must not exist."""
+    `AutoModel...from_pretrained(OUTPUT)` without this package. OUTPUT must be new or empty (the `weights` verb,
+    finetuning/weightscli.py, gives it a directory it renames into place once complete)."""
     import shutil
 
     import numpy as np
     from safetensors.numpy import save_file
 
     model_dir, output = Path(model_dir), Path(output)
-    output.mkdir(parents=True)
+    if output.is_dir() and any(output.iterdir()):
+        raise ConfigError(f"{output} is not empty: a plain copy is written to a new directory")
+    output.mkdir(parents=True, exist_ok=True)
     arrays = dequantized_arrays(model_dir / "model.safetensors")
     save_file({k: np.ascontiguousarray(v, dtype=np.float32) for k, v in arrays.items()},
               os.fspath(output / "model.safetensors"), metadata={"format": "pt"})
@@ -481,34 +657,75 @@ SHARED_TOKENIZER_FILE = "tokenizer.shared.json"
 
 
 def read_tokenizer_json(directory: str | os.PathLike) -> tuple[str, Path]:
-    """(text, path) of a model dir's tokenizer.json, or of the sibling model's that its tokenizer.shared.json names,
-    which must be the file whose digest it records."""
+    """(text, path) of a model dir's tokenizer.json, which must be the file any sibling model's tokenizer.shared.json
+    records for it; or of the sibling model's that its own tokenizer.shared.json names, found beside DIRECTORY (as
+    given) or beside the directory it links to, and which must be the file whose digest the reference records. Each
+    file is read as open_regular_file reads one: a FIFO, a device or a file of more than MAX_JSON_FILE_BYTES is a
+    ConfigError naming it."""
     import hashlib
-    from pathlib import PurePosixPath
 
     directory = Path(directory)
-    path = directory / "tokenizer.json"
-    shared = directory / SHARED_TOKENIZER_FILE
-    if not path.is_file() and shared.is_file():
-        ref = _read_reference(shared)
-        name, digest = ref.get("file"), ref.get("sha256")
-        parts = PurePosixPath(name).parts if isinstance(name, str) else ()
-        if len(parts) != 3 or parts[0] != ".." or parts[1] in ("", ".", "..") or parts[2] != "tokenizer.json":
-            raise ConfigError(f"{shared}: file must be ../MODEL/tokenizer.json (a sibling model's), not {name!r}")
-        path = directory.parent / parts[1] / "tokenizer.json"
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise ConfigError(f"{shared} names {path}, which cannot be read ({exc}): the package is incomplete") from None
-        if hashlib.sha256(data).hexdigest() != digest:
-            raise ConfigError(f"{path} is not the tokenizer {shared} records (its digest differs)")
-        return data.decode("utf-8"), path
-    if not path.is_file():
-        raise ConfigError(f"{directory} has no tokenizer.json, which the ONNX backend tokenizes with")
+    path, shared = directory / "tokenizer.json", directory / SHARED_TOKENIZER_FILE
+    if os.path.lexists(path) or not os.path.lexists(shared):
+        if not os.path.lexists(path):
+            raise ConfigError(f"{directory} has no tokenizer.json, which the ONNX backend tokenizes with")
+        text = _read_tokenizer_text(path)
+        check_shared_copies(directory, hashlib.sha256(text.encode("utf-8")).hexdigest())
+        return text, path
+    ref = _read_reference(shared)
+    sibling, digest = _referenced_sibling(shared, ref.get("file")), ref.get("sha256")
+    # Beside the directory as given (a copy of the models folder), else beside the one a link to it leads to.
+    places = dict.fromkeys(base.parent / sibling / "tokenizer.json"
+                           for base in (Path(os.path.abspath(directory)), directory.resolve()))
+    path = next((place for place in places if os.path.lexists(place)), None)
+    if path is None:
+        raise ConfigError(
+            f"{shared} names ../{sibling}/tokenizer.json, which is not beside {directory}: this model dir shares "
+            f"{sibling}'s tokenizer and was copied without it. `arabert-pipeline export-onnx MODEL --standalone DIR` "
+            "writes a copy that holds its own tokenizer (MODEL: the model dir it was copied from, or a shipped "
+            "model's name: arabert-sentiment, arabert-ner)")
+    text = _read_tokenizer_text(path, named_by=shared)
+    if hashlib.sha256(text.encode("utf-8")).hexdigest() != digest:
+        raise ConfigError(f"{path} is not the tokenizer {shared} records (its digest differs)")
+    return text, path
+
+
+def _read_tokenizer_text(path: Path, named_by: Path | None = None) -> str:
     try:
-        return path.read_text(encoding="utf-8"), path
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: not a tokenizers file ({exc})") from exc
+        return read_text_file(path)
+    except InputError as exc:
+        raise ConfigError(f"{named_by} names {exc}" if named_by else str(exc)) from None
+
+
+def _referenced_sibling(shared: Path, name: object) -> str:
+    """The sibling model's folder name in a tokenizer.shared.json's "file": it must be ../MODEL/tokenizer.json."""
+    from pathlib import PurePosixPath
+
+    parts = PurePosixPath(name).parts if isinstance(name, str) else ()
+    if len(parts) != 3 or parts[0] != ".." or parts[1] in ("", ".", "..") or parts[2] != "tokenizer.json" \
+            or "\0" in parts[1] or "\\" in parts[1]:
+        raise ConfigError(f"{shared}: file must be ../MODEL/tokenizer.json (a sibling model's), not {name!r}")
+    return parts[1]
+
+
+def check_shared_copies(directory: str | os.PathLike, digest: str) -> None:
+    """DIRECTORY's own tokenizer.json (SHA-256 `digest`) against what every sibling model dir's tokenizer.shared.json
+    records for it: the siblings read it as theirs, so a changed file (two vocabulary pieces swapped) is refused by
+    name instead of silently changing the answers of all of them. A sibling's unreadable reference is its own to
+    report, when it is loaded."""
+    from pathlib import PurePosixPath
+
+    directory = Path(os.path.abspath(directory))
+    for reference in sorted(directory.parent.glob(f"*/{SHARED_TOKENIZER_FILE}")):
+        try:
+            ref = _read_reference(reference)
+        except ConfigError:
+            continue
+        name = ref.get("file")
+        if isinstance(name, str) and PurePosixPath(name).parts == ("..", directory.name, "tokenizer.json") \
+                and ref.get("sha256") != digest:
+            raise ConfigError(f"{directory / 'tokenizer.json'} is not the tokenizer {reference} records for it (its "
+                              "digest differs): the file was changed; restore it")
 
 
 def share_tokenizer(directory: str | os.PathLike, source: str | os.PathLike) -> None:
@@ -530,8 +747,10 @@ def share_tokenizer(directory: str | os.PathLike, source: str | os.PathLike) -> 
 def _read_reference(path: Path) -> dict:
     # A few bytes of JSON; artifacts.read_json_file lies a layer above this module.
     try:
-        ref = json.loads(path.read_bytes()[:1_000_000])
-    except (OSError, ValueError, RecursionError) as exc:
+        ref = json.loads(read_text_file(path, max_bytes=1 << 16))
+    except InputError as exc:
+        raise ConfigError(str(exc)) from None
+    except (ValueError, RecursionError) as exc:
         raise ConfigError(f"{path}: not a shared-tokenizer reference ({type(exc).__name__})") from None
     if not isinstance(ref, dict):
         raise ConfigError(f"{path}: expected a JSON object with file and sha256")
@@ -550,32 +769,6 @@ def copy_tokenizer_json(model_dir: str | os.PathLike, target: str | os.PathLike)
     return True
 
 
-def main(argv: list[str] | None = None) -> int:
-    import argparse
-
-    parser = argparse.ArgumentParser(prog="python -m arabert_pipeline.weights",
-                                     description="Store a model dir's weights as int8 rows (re-export model.onnx "
-                                                 "after), or write a plain fp32 transformers copy of it (--plain).")
-    parser.add_argument("model_dir")
-    parser.add_argument("--plain", metavar="OUTPUT", help="write a plain transformers checkpoint of MODEL_DIR here")
-    args = parser.parse_args(argv)
-    if args.plain:
-        print(f"wrote {write_plain(args.model_dir, args.plain)}")
-        return 0
-    weights = Path(args.model_dir) / "model.safetensors"
-    temporary = weights.with_name(weights.name + ".int8.tmp")
-    try:
-        counts = compact(weights, temporary)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temporary, 0o666 & ~umask)
-        os.replace(temporary, weights)
-    finally:
-        temporary.unlink(missing_ok=True)
-    print(f"{weights}: {counts['quantized']} tensors in int8 rows, {counts['kept']} kept; re-export model.onnx "
-          f"(arabert-pipeline export-onnx {args.model_dir})")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+if __name__ == "__main__":  # the command of earlier versions: say where it went, rather than end doing nothing
+    raise SystemExit("python -m arabert_pipeline.weights is now a verb: arabert-pipeline weights MODEL_DIR --plain OUT "
+                     "(or --int8-rows)")

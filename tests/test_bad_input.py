@@ -122,16 +122,17 @@ BROKEN_MODELS = {
     "negative-stride": (lambda d: _edit_json(d / "arabert_pipeline.json", _set("doc_stride", -5)),
                         "arabert_pipeline.json: doc_stride must be between 1 and 8,192, got -5"),
     "truncated-weights": (lambda d: (d / "model.safetensors").write_bytes(
-        (d / "model.safetensors").read_bytes()[:5000]), "cannot load the model in"),
+        (d / "model.safetensors").read_bytes()[:5000]), "model.safetensors: not a readable safetensors file"),
     "hidden-size": (lambda d: _edit_json(d / "config.json", _set("hidden_size", 32)),
-                    "the weights do not fit config.json"),
+                    "config.json: hidden_size 32 does not fit the weights"),
     "invalid-config": (lambda d: (d / "config.json").write_text("{bad"), "config.json: invalid JSON"),
     "config-array": (lambda d: (d / "config.json").write_text("[]"), "config.json: expected a JSON object"),
-    # Sizes in config.json that disagree with the weights: transformers only warns and builds another model.
+    # Sizes in config.json that disagree with the weights: transformers only warns and builds another model. They are
+    # compared with the weights file's header before anything is built (issue 60).
     "fewer-layers": (lambda d: _edit_json(d / "config.json", _set("num_hidden_layers", 1)),
-                     "encoder tensors in the weights are unused by the model it describes"),
+                     "config.json: num_hidden_layers is 1, but"),
     "more-layers": (lambda d: _edit_json(d / "config.json", _set("num_hidden_layers", 3)),
-                    "encoder tensors are missing for the model it describes"),
+                    "config.json: num_hidden_layers is 3, but"),
     "negative-layers": (lambda d: _edit_json(d / "config.json", _set("num_hidden_layers", -1)),
                         "config.json: num_hidden_layers must be an integer ≥ 0, not -1"),
     "vocab-size-text": (lambda d: _edit_json(d / "config.json", _set("vocab_size", "32000")),

@@ -55,7 +55,7 @@ def test_the_prepared_folder_runs_every_row_at_tiny_size(tmp_path):
     assert report["rows"]["bert-512"]["seq"] == 128 and report["rows"]["bert-512"]["batch"] == 4
     assert set(report["ratios"]) >= {"bert-128 / hf-trainer-4w", "bert-128-wwm / bert-128",
                                      "bert-128 / bert-128-plain", "deberta-128 / deberta-128-plain",
-                                     "deberta-128-sdpa / deberta-128"}
+                                     "deberta-128-sdpa-eager / deberta-128-eager"}
     assert "| bert-128 |" in done.stdout
 
 

@@ -207,6 +207,30 @@ def test_the_option_is_checked_parsed_and_resumable(setup):
     assert sdpa.differences(stored) == []
 
 
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+def test_sdpa_runs_eager_on_a_gpu_and_refuses_an_explicit_compile_there(setup, attention):
+    """Compiled, `--deberta-attention sdpa` failed in the backward pass on an H200 at the first batch of another width
+    (2026-11-28, torch 2.11; a CUDA-only path, docs/pretraining.md): on a GPU the default leaves it eager, and
+    `--compile` is refused before anything is loaded; on a CPU, and with the eager attention, compile is as asked."""
+    from arabert_pipeline.errors import ConfigError
+    from arabert_pipeline.pretrain.trainer import Trainer, loop_settings
+
+    def choice(compile, device):
+        trainer = Trainer.__new__(Trainer)  # the rule alone: no data, model or output
+        trainer.config = tiny_config(setup, architecture="deberta-v2", deberta_attention=attention, compile=compile)
+        trainer.loop = loop_settings(trainer.config)
+        return trainer.compile_choice(torch.device(device))
+
+    assert choice(None, "cuda") is (attention == "eager")
+    assert choice(False, "cuda") is False
+    assert (choice(None, "cpu"), choice(True, "cpu")) == (False, True)
+    if attention == "sdpa":
+        with pytest.raises(ConfigError, match="--deberta-attention sdpa with --compile on a GPU"):
+            choice(True, "cuda")
+    else:
+        assert choice(True, "cuda") is True
+
+
 # ------------------------------------------------------------------------------------------------ the trainer
 
 

@@ -161,6 +161,21 @@ def test_sentence_match_variants():
     assert m.score_question(ex, "بيروت")["soqal_sm"] == 0.0
 
 
+def test_arabic_sm_is_the_best_over_every_gold_answer_and_soqal_sm_reads_the_first():
+    """Arabic SM, as F1 and EM, counts a prediction in the sentence of any gold answer, whichever is listed first;
+    SOQAL's SM, by its definition, the first gold answer's sentence only. The two gold answers lie in two sentences."""
+    context = "ولد علي في بيروت. ثم درس في القاهرة."
+    beirut, cairo = ("بيروت", context.index("بيروت")), ("القاهرة", context.index("القاهرة"))
+    in_first, in_second = ("علي", context.index("علي")), ("درس في القاهرة", context.index("درس في القاهرة"))
+    for golds, soqal in (((beirut, cairo), (1.0, 0.0)), ((cairo, beirut), (0.0, 1.0))):
+        ex = example(context, *golds)
+        for (prediction, start), expected in zip((in_first, in_second), soqal):
+            scores = m.score_question(ex, prediction, start)
+            assert (scores["arabic_sm"], scores["soqal_sm"]) == (1.0, expected), (golds, prediction)
+            assert m.arabic_sentence_match(context, prediction, ex["answers"], prediction_start=start) == 1.0
+    assert m.score_question(example(context, cairo), *in_first)["arabic_sm"] == 0.0  # in neither gold's sentence
+
+
 def test_span_crossing_sentences_scores_zero_in_soqal():
     context = "ولد في بيروت. درس في القاهرة."
     ex = example(context, ("بيروت. درس", 7))

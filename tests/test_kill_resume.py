@@ -29,11 +29,18 @@ torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.slow
 SHARD = SHARED_DATA / "corpus" / "ant-jawharafm-000.txt.xz"
 
+# AS_FROM_A_TERMINAL: the children below take SIGINT as a command started from a terminal does (Python's
+# KeyboardInterrupt), whatever this test run inherited: under `nohup pytest &` or any runner that starts the suite as a
+# background job of a script, SIGINT arrives ignored and every child inherits that. The CLI keeps an inherited ignore,
+# as a shell's background job must (test_a_run_started_with_sigint_ignored_keeps_it_ignored), so the test, the
+# parent here, sets what it means to send.
+
 # The CLI, as `arabert-pipeline` runs it, announcing each optimizer step from HOLD_AFTER_STEP on in the file
 # HOLD_MARKER, and slowed from three steps later: the signal lands at full speed, unless this test was slow to send
 # it, and the run cannot end first however slow that was.
 HELD_CLI = r"""
-import os, sys, time
+import os, signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)  # see AS_FROM_A_TERMINAL
 from arabert_pipeline.cli import main
 from arabert_pipeline.training.engine import Engine
 
@@ -79,7 +86,7 @@ def signal_when(command: list[str], ready, signum: int, env: dict | None = None,
         finally:
             if process.poll() is None:
                 process.kill()
-                process.wait()
+                process.wait(timeout=60)
 
 
 def held_run(argv: list[str], out: Path, step: int, signum: int, group: bool = False) -> int:
@@ -87,6 +94,14 @@ def held_run(argv: list[str], out: Path, step: int, signum: int, group: bool = F
     marker.unlink(missing_ok=True)
     return signal_when([sys.executable, "-c", HELD_CLI, *argv, "-o", str(out)], marker.exists, signum,
                        env={"HOLD_AFTER_STEP": str(step), "HOLD_MARKER": str(marker)}, group=group)
+
+
+@pytest.fixture
+def sigint_as_from_a_terminal():
+    """SIGINT taken, by a run in this process, as in a command started from a terminal (AS_FROM_A_TERMINAL)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
 
 
 def signal_self_at(monkeypatch, step: int, signum: int) -> None:
@@ -180,9 +195,29 @@ def test_pretraining_with_loader_workers_stops_cleanly_on_a_sigterm_to_its_proce
     same_weights(out, straight)
 
 
+def test_a_run_started_with_sigint_ignored_keeps_it_ignored(tmp_path):
+    """A script's background job (`arabert-pipeline pretrain ... &`) starts with SIGINT ignored, so that the Ctrl-C
+    meant for the script's foreground leaves it running: the engine keeps that (Python itself installs no
+    KeyboardInterrupt then). SIGINT sent to such a run changes nothing; SIGTERM still stops it at a checkpoint."""
+    argv = [*tiny_pretraining(tmp_path, steps=10), "--save-every", "100"]
+    out = tmp_path / "run"
+    ignoring = HELD_CLI.replace("signal.signal(signal.SIGINT, signal.default_int_handler)",
+                                "signal.signal(signal.SIGINT, signal.SIG_IGN)  # as `&` in a script starts it")
+    assert ignoring != HELD_CLI
+    marker = tmp_path / "run.step"
+    assert signal_when([sys.executable, "-c", ignoring, *argv, "-o", str(out)], marker.exists, signal.SIGINT,
+                       env={"HOLD_AFTER_STEP": "3", "HOLD_MARKER": str(marker)}) == 0
+    assert (out / "config.json").exists() and curve(out)[-1][0] == 10  # every step run
+    marker.unlink()
+    code = signal_when([sys.executable, "-c", ignoring, *argv, "-o", str(tmp_path / "again")], marker.exists,
+                       signal.SIGTERM, env={"HOLD_AFTER_STEP": "3", "HOLD_MARKER": str(marker)})
+    assert code == 130 and checkpoint_steps(tmp_path / "again") and not (tmp_path / "again" / "config.json").exists()
+
+
 # Fine-tuning -------------------------------------------------------------------------------------------------------
 
-def test_finetuning_interrupted_by_sigint_resumes_to_the_uninterrupted_model(shared_data, tmp_path, monkeypatch):
+def test_finetuning_interrupted_by_sigint_resumes_to_the_uninterrupted_model(shared_data, tmp_path, monkeypatch,
+                                                                              sigint_as_from_a_terminal):
     """The fine-tuning side of the engine's handler (the SIGKILL of a subprocess is the pretraining test's: the same
     engine, and another torch start would cost seconds)."""
     from arabert_pipeline.qa.data import read_squad
@@ -213,7 +248,8 @@ def test_finetuning_interrupted_by_sigint_resumes_to_the_uninterrupted_model(sha
 # appears. The signal then lands at that point whatever the machine's speed: the run cannot finish first, and the
 # resumed run must cut OUT.part back to its checkpoint.
 HELD_PREPROCESS = r"""
-import os, sys, time
+import os, signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)  # see AS_FROM_A_TERMINAL
 from arabert_pipeline.cli import main
 from arabert_pipeline.preprocess import corpus
 

@@ -100,7 +100,7 @@ def test_train_tokenizer_is_refused_while_another_run_holds_the_output(tmp_path,
         assert not output.exists()
     finally:
         holder.kill()
-        holder.wait()
+        holder.wait(60)
     assert main(["train-tokenizer", str(text), "-o", str(output), *TOKENIZER]) == 0  # a dead holder blocks nothing
 
 
@@ -232,7 +232,7 @@ def test_finetune_output_rules(tiny_mlm, qa_slices, tmp_path):
             run_finetune(finetune_config(tiny_mlm, output, train), log=quiet)
     finally:
         holder.kill()
-        holder.wait()
+        holder.wait(60)
     run_finetune(finetune_config(tiny_mlm, output, train), log=quiet)
     first = tree(output)
     with pytest.raises(ConfigError, match="holds an earlier `arabert-pipeline finetune` output: pass --resume"):
@@ -315,7 +315,7 @@ def test_pretrain_never_overwrites_a_foreign_directory_and_replaces_its_own_only
         assert f"is in use by PID {holder.pid}" in capsys.readouterr().err
     finally:
         holder.kill()
-        holder.wait()
+        holder.wait(60)
 
 
 @pytest.mark.slow

@@ -318,6 +318,28 @@ def _fp32_reference(directory):
     return Pipeline(QAModel(model, settings_only.tokenizer, settings_only.preprocessing, settings_only.settings))
 
 
+def test_torch_quantize_true_makes_every_linear_an_int8_dynamic_module(model_dir):
+    """quantize=True on the torch backend is int8 dynamic quantization of every nn.Linear (qint8 weights, activations
+    quantized on the fly): fp16 dynamic quantization, or a layer left in fp32, also stays within the logit tolerance of
+    the answer tests, so the module's form is checked itself."""
+    from arabert_pipeline import Pipeline
+
+    plain, int8 = Pipeline(model_dir(), backend="torch"), Pipeline(model_dir(), backend="torch", quantize=True)
+    linears = {name: m for name, m in plain.qa.model.named_modules() if isinstance(m, torch.nn.Linear)}
+    assert len(linears) == 6 * 2 + 1  # q, k, v, out, up, down a layer; qa_outputs
+    quantized = dict(int8.qa.model.named_modules())
+    assert not [name for name, m in quantized.items() if isinstance(m, torch.nn.Linear)], "a Linear left in fp32"
+    for name, linear in linears.items():
+        module = quantized[name]
+        assert isinstance(module, torch.ao.nn.quantized.dynamic.Linear), name
+        weight = module.weight()
+        assert weight.dtype == torch.qint8 and weight.qscheme() in (torch.per_tensor_affine, torch.per_channel_affine)
+        # the int8 values stand for the fp32 weights: within half a step of each
+        steps = weight.q_per_channel_scales()[:, None] if weight.qscheme() == torch.per_channel_affine \
+            else weight.q_scale()
+        assert ((weight.dequantize() - linear.weight).abs() <= steps / 2 + 1e-7).all(), name
+
+
 @pytest.mark.slow
 def test_quantized_and_fp16_models_answer_spans(model_dir, tmp_path):
     from arabert_pipeline import Pipeline

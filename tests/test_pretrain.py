@@ -440,13 +440,16 @@ def test_compiled_training_steps_train_like_eager_ones_and_save_plain_checkpoint
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("architecture", ["deberta-v2", "bert"])
+@pytest.mark.parametrize("architecture, attention",
+                         [("deberta-v2", "eager"), ("bert", "eager"), ("deberta-v2", "sdpa")],
+                         ids=["deberta-v2", "bert", "deberta-v2-sdpa"])
 def test_compiled_training_traces_one_graph_for_every_batch_shape(tokenizer_dir, corpus, workdir, monkeypatch,
-                                                                   architecture):
+                                                                   architecture, attention):
     """--compile traces the model once per batch layout (DeBERTa: one, every batch masked; BERT: with and without
     a mask), though batches differ in rows, width and predicted positions: each trace costs a base-size DeBERTa tens
     of seconds on a GPU, and retraces landing in a measured run's steps made it 19× slower than eager
-    (docs/performance.md)."""
+    (docs/performance.md). With --deberta-attention sdpa too: on a CPU its compiled backward pass takes every width
+    (on a GPU it failed at the second, a CUDA-only path; the trainer runs it eager there)."""
     import torch
     import torch._dynamo
     from torch._dynamo.utils import counters
@@ -465,14 +468,41 @@ def test_compiled_training_traces_one_graph_for_every_batch_shape(tokenizer_dir,
     monkeypatch.setattr(MLMCollator, "__call__", recording)
     torch._dynamo.reset()
     counters.clear()
-    config = tiny_config(tokenizer_dir, corpus, workdir / f"compiled-shapes-{architecture}", architecture=architecture,
-                         compile=True, max_seq_length=96, batch_size=4, steps=24, eval_every=24, bf16="off")
+    config = tiny_config(tokenizer_dir, corpus, workdir / f"compiled-shapes-{architecture}-{attention}",
+                         architecture=architecture, deberta_attention=attention, compile=True, max_seq_length=96,
+                         batch_size=4, steps=24, eval_every=24, bf16="off")
     assert pretrain(config)
     widths = {dict(layout)["input_ids"] for layout in layouts}
     assert len(widths) >= 2, f"the run should see batches of several shapes: {widths}"
     masked = {"attention_mask" in dict(layout) for layout in layouts}
     assert masked == ({True} if architecture == "deberta-v2" else {True, False})
     assert counters["stats"]["unique_graphs"] == len(masked), dict(counters["stats"])
+
+
+def test_compile_defaults_to_on_for_a_gpu_and_off_for_a_cpu(tokenizer_dir, corpus, workdir):
+    """`--compile` is on by default on a GPU (1.68× eager for DeBERTa-v2 base on an H200) and off on a CPU, where
+    inductor's compilation costs a short run more than it saves; `--compile` / `--no-compile` insist either way. The
+    choice is the engine's (the device is known only there), and what the run records and the batch shapes read is
+    the choice made."""
+    import torch
+
+    from arabert_pipeline.cli import build_parser
+    from arabert_pipeline.pretrain.trainer import Trainer
+
+    def parsed(*flags):
+        return build_parser().parse_args(["pretrain", "--tokenizer", "t", "--corpus", "c", "-o", "o", *flags]).compile
+
+    assert (parsed(), parsed("--compile"), parsed("--no-compile")) == (None, True, False)
+    trainer = Trainer(tiny_config(tokenizer_dir, corpus, workdir / "compile-default", steps=2))
+    try:
+        assert trainer.compiled is False and trainer.model is trainer.unwrapped()
+        assert trainer.config.compile is False and trainer.config.to_dict()["compile"] is False
+        gpu, cpu = torch.device("cuda"), torch.device("cpu")
+        for setting, on_gpu, on_cpu in ((None, True, False), (True, True, True), (False, False, False)):
+            trainer.loop.compile = setting
+            assert (trainer.compile_choice(gpu), trainer.compile_choice(cpu)) == (on_gpu, on_cpu), setting
+    finally:
+        trainer.release_output()
 
 
 @pytest.mark.slow

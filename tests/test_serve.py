@@ -418,7 +418,7 @@ def test_sigterm_stops_accepting_answers_the_request_in_flight_and_exits_0(model
     finally:
         if process.poll() is None:
             process.kill()
-            process.wait()
+            process.wait(60)
     status, _, body = found["response"]
     assert status == 200 and body == {"answers": answers_json(pipelines[None].answer(Q, C))}
     assert "Traceback" not in process.stderr.read()

@@ -412,6 +412,34 @@ def test_tag_writes_entities_with_offsets_into_each_line(task_models, capsys, tm
         ("PERS", "حمدان", 6), ("LOC", "نجران", 22)]
 
 
+@pytest.mark.parametrize("field, name", [("cls_token", "<s>"), ("sep_token", "[MASK]"), ("cls_token", "[SEP]")])
+def test_tag_frames_texts_by_the_tokenizers_template_not_by_the_token_names_of_tokenizer_config(
+        task_models, capsys, tmp_path, field, name):
+    """[CLS] and [SEP] come from tokenizer.json's template, as QA's and classification's texts get them: a
+    tokenizer_config.json naming another token ("<s>", not in the vocabulary; "[MASK]") changes no tag, on either
+    backend, through `tag` as through the tagger. (transformers adds a token it does not find to the vocabulary, which
+    the torch backend then refuses by name, as it does for QA and classification.)"""
+    from arabert_pipeline.ner.model import OnnxTokenTagger, TokenTagger
+
+    sentences = [words for words, _ in task_models.dev_sentences]
+    source = tmp_path / "texts.txt"
+    source.write_text("".join(" ".join(words) + "\n" for words in sentences), encoding="utf-8")
+    for kind, model in ((TokenTagger, task_models.ner), (OnnxTokenTagger, task_models.ner_int8)):
+        expected = kind.load(model).tag_words(sentences)
+        entities = run_verb(["tag", "--model", str(model), "--input", str(source)], capsys)
+        edited = tmp_path / f"{model.name}-{field}"
+        shutil.copytree(model, edited)
+        config = json.loads((edited / "tokenizer_config.json").read_text(encoding="utf-8"))
+        assert config[field] != name
+        (edited / "tokenizer_config.json").write_text(json.dumps({**config, field: name}), encoding="utf-8")
+        if kind is TokenTagger and name == "<s>":
+            with pytest.raises(ConfigError, match="the tokenizer files do not belong to this model"):
+                kind.load(edited)
+            continue
+        assert kind.load(edited).tag_words(sentences) == expected, kind.__name__
+        assert run_verb(["tag", "--model", str(edited), "--input", str(source)], capsys) == entities
+
+
 @pytest.mark.parametrize("content, argv, message", [
     ('{"text": "جميل"}\n{"id": "b"}\n', [], r"texts.jsonl: line 2: text: missing"),
     ('{"text": "جميل"}\n{"text": 5}\n', [], r"texts.jsonl: line 2: text: must be a str, got int"),

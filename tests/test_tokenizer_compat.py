@@ -106,7 +106,7 @@ def test_transformers_4_loads_the_shipped_model_and_fresh_tokenizers_as_5_does(t
     from arabert_pipeline.weights import write_plain
 
     # The shipped weights are int8 rows (issue 53), which transformers does not read: its plain fp32 copy is what a
-    # transformers user loads (`python -m arabert_pipeline.weights DIR --plain OUT`).
+    # transformers user loads (`arabert-pipeline weights DIR --plain OUT`).
     plain = write_plain(SHIPPED, tmp_path / "plain")
     directories = [str(d) for d in _written_tokenizers(tmp_path)] + [str(plain)]
     request = {"tokenizers": directories, "model": str(plain), "pairs": PAIRS}

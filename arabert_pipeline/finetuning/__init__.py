@@ -9,6 +9,7 @@ contract in pyproject.toml already names them), each importing this package and 
     modeldir.py   a fine-tuned model dir's metadata (local or hub) and the recorded-preprocessing check
     export.py     a model dir's forward as model.onnx reading its weights from model.safetensors, checked against torch
     runtime.py    ONNX Runtime sessions for the answering backends (threads, stale exports refused, int8 copies)
+    weightscli.py `arabert-pipeline weights`: a model dir's weights as a plain transformers checkpoint, or in int8 rows
     rnn.py        DrQA's stacked BiLSTM, shared by the static QA reader and the NER BiLSTM baseline
 
 A task supplies its data format and reader, its leakage finder, its model head, its metric and its decoding; the

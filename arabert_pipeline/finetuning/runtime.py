@@ -55,6 +55,9 @@ def session_options():
     # token-dense texts grew from 0.7 to 1.3 GB and stayed there (0.42-0.48 GB without it), and a same-size load of
     # ARCD questions and NER texts ran no slower without it (7.9 s both, best of 3).
     options.enable_cpu_mem_arena = False
+    # A graph ONNX Runtime cannot load is reported by the caller in one line naming the file; its own log would print
+    # the same failure first, in colour, with its C++ source location.
+    options.log_severity_level = 4
     return options
 
 
@@ -66,6 +69,10 @@ def create_session(directory: str | os.PathLike, *, quantize: bool = False):
     path = directory / ONNX_FILE
     options = session_options()
     redo = f"re-export it with `arabert-pipeline export-onnx {directory}`, or use the torch backend"
+    if os.path.lexists(directory / WEIGHTS_FILE):
+        # The graph reads its weights from there: a damaged file is named before ONNX Runtime blames the graph for it
+        # (and the fingerprint covers the layout, not an int8 table's index or scales).
+        check_int8_tables(directory / WEIGHTS_FILE)
     try:
         session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # ONNX Runtime's own exception types, for a broken file or weights it cannot read
@@ -80,7 +87,6 @@ def create_session(directory: str | os.PathLike, *, quantize: bool = False):
     if meta.get(FINGERPRINT_KEY) != weights_fingerprint(directory):
         raise ConfigError(f"{path} was exported from another config.json or weights file than the ones beside it: "
                           f"{redo}")
-    check_int8_tables(directory / WEIGHTS_FILE)  # the fingerprint covers the layout, not an int8 table's index
     if quantize:
         session = int8_session(path, options, directory / WEIGHTS_FILE)
     return session
@@ -105,7 +111,7 @@ def write_standalone(model_dir: str | os.PathLike, target: str | os.PathLike, we
     model_dir, target = Path(model_dir), Path(target)
     if weight_bits == 4 and (model_dir / WEIGHTS_FILE).is_file() and storage_of(model_dir / WEIGHTS_FILE):
         raise ConfigError(f"{model_dir / WEIGHTS_FILE} is stored in int8 rows, which the 4-bit quantizer does not "
-                          f"read: write a plain copy (python -m arabert_pipeline.weights {model_dir} --plain OUT), "
+                          f"read: write a plain copy (arabert-pipeline weights {model_dir} --plain OUT), "
                           "export-onnx OUT, then --standalone from OUT")
     quantize = int8_model if weight_bits == 8 else int4_model
     graph = onnx.load_from_string(quantize(model_dir / ONNX_FILE))

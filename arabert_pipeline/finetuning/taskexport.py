@@ -126,10 +126,19 @@ def claim_standalone(model_dir: str | os.PathLike, target: str | os.PathLike, *,
     claim_output_dir(target, STANDALONE, inputs=[model_dir], overwrite=overwrite)
 
 
-def standalone(model_dir: str | os.PathLike, target: str | os.PathLike, *, weight_bits: int = 8,
+def standalone_bits(model_dir: str | os.PathLike) -> int | None:
+    """The weight bits of MODEL_DIR when it is itself in the shipped form (its metadata's "weights" says so), else
+    None."""
+    weights = read_metadata(model_dir, missing_ok=True).get("weights")
+    return next((bits for bits, text in STANDALONE_WEIGHTS.items() if text == weights), None)
+
+
+def standalone(model_dir: str | os.PathLike, target: str | os.PathLike, *, weight_bits: int | None = None,
                overwrite: bool = False) -> Path:
     """TARGET as described in the module docstring, from MODEL_DIR with a current model.onnx (export it first), with
-    int8 (`weight_bits` 8) or 4-bit (4) weights; returns TARGET/model.onnx."""
+    int8 (`weight_bits` 8, the default) or 4-bit (4) weights; returns TARGET/model.onnx. A MODEL_DIR in the shipped
+    form already (a shipped task model, whose tokenizer is a sibling's) is copied as it is, its tokenizer written out
+    and its model card with it: the one way to a copy that stands alone."""
     from ..artifacts import atomic_directory
     from ..weights import copy_tokenizer_json
     from .runtime import create_session, write_standalone
@@ -138,8 +147,14 @@ def standalone(model_dir: str | os.PathLike, target: str | os.PathLike, *, weigh
     claim_standalone(model_dir, target, overwrite=overwrite)
     metadata = read_metadata(model_dir)
     lexical = check_lexical_companion(model_dir, metadata)
+    shipped_bits = standalone_bits(model_dir)
+    if shipped_bits is not None and weight_bits not in (None, shipped_bits):
+        raise ConfigError(f"{model_dir} is already in the shipped form, {shipped_bits}-bit weights inside its "
+                          f"{ONNX_FILE}, which is copied as it is: leave out --weight-bits")
     create_session(model_dir)  # refuses a missing or stale model.onnx
     card = (target / CARD).read_bytes() if (target / CARD).is_file() else None
+    if card is None and shipped_bits is not None and (model_dir / CARD).is_file():
+        card = (model_dir / CARD).read_bytes()
     with atomic_directory(target) as staged:
         copy_tokenizer_json(model_dir, staged)  # a shared tokenizer is written out: the copy stands alone
         for name in SHIPPED_FILES:
@@ -149,7 +164,10 @@ def standalone(model_dir: str | os.PathLike, target: str | os.PathLike, *, weigh
             (staged / CARD).write_bytes(card)
         if lexical:
             shutil.copytree(model_dir / LEXICAL_DIR, staged / LEXICAL_DIR)
-        write_standalone(model_dir, staged, weight_bits)
-        metadata["weights"] = STANDALONE_WEIGHTS[weight_bits]
+        if shipped_bits is None:
+            write_standalone(model_dir, staged, weight_bits or 8)
+            metadata["weights"] = STANDALONE_WEIGHTS[weight_bits or 8]
+        else:
+            shutil.copyfile(model_dir / ONNX_FILE, staged / ONNX_FILE)
         write_metadata(staged, **metadata)
     return target / ONNX_FILE

@@ -14,7 +14,9 @@ and the stem and suffixes are not labelled. A word the preprocessing deletes ent
 its alphabet) has no token: it is not trained on (counted) and is predicted O.
 
 A sentence longer than max_seq_length tokens is cut into pieces at word boundaries (a single word longer than that is
-cut inside, its first token kept), each piece [CLS] … [SEP], so every word is tagged.
+cut inside, its first token kept), each piece framed as the tokenizer frames one text ([CLS] … [SEP]: the template of
+its tokenizer.json, as QA's and classification's calls of the tokenizer frame theirs; tokenizer_config.json's
+`cls_token` / `sep_token` names are not read), so every word is tagged.
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from typing import Sequence
 
 import regex
 
+from ..errors import ConfigError
 from ..finetuning.offsets import preprocess_aligned
 
 WORD = regex.compile(r"\w+|[^\w\s]")
@@ -80,9 +83,8 @@ class WordEncoder:
 
     def __init__(self, tokenizer, preprocessor, max_seq_length: int, preprocessing: str = ""):
         self.tokenizer, self.preprocessor, self.preprocessing = tokenizer, preprocessor, preprocessing
-        self.max_tokens = max(1, max_seq_length - 2)
-        self.cls_id = tokenizer.cls_token_id
-        self.sep_id = tokenizer.sep_token_id
+        self.before, self.after = template_frame(tokenizer)
+        self.max_tokens = max(1, max_seq_length - len(self.before) - len(self.after))
 
     def encode(self, texts: Sequence[str], spans: Sequence[Sequence[tuple[int, int]]]) -> list[EncodedSentence]:
         aligned = [preprocess_aligned(text, self.preprocessor, self.preprocessing) for text in texts]
@@ -108,10 +110,25 @@ class WordEncoder:
                     cut -= 1
                 end = cut if cut > begin + 1 else end
             words = [w for w in sorted({owner[t] for t in range(begin, end)}) if w >= 0 and begin <= first[w] < end]
-            pieces.append(Piece([self.cls_id, *ids[begin:end], self.sep_id], [first[w] - begin + 1 for w in words],
-                                words))
+            pieces.append(Piece([*self.before, *ids[begin:end], *self.after],
+                                [first[w] - begin + len(self.before) for w in words], words))
             begin = end
         return EncodedSentence(pieces, len(spans))
+
+
+_PROBE = "ا 0 a"  # any text the tokenizer gives a token for (its unknown token at worst)
+
+
+def template_frame(tokenizer) -> tuple[list[int], list[int]]:
+    """The ids the tokenizer's template puts before and after one text ([CLS] and [SEP] for BERT's), read from a call
+    of the tokenizer itself (a transformers fast tokenizer or TokenizerAdapter), which places them as it does for QA's
+    and classification's texts."""
+    encoded = tokenizer([_PROBE], add_special_tokens=True)
+    ids, sequence = list(encoded["input_ids"][0]), encoded.sequence_ids(0)
+    inside = [i for i, s in enumerate(sequence) if s is not None]
+    if not inside:
+        raise ConfigError(f"the model's tokenizer gives no token for {_PROBE!r}: it cannot tag text")
+    return ids[: inside[0]], ids[inside[-1] + 1 :]
 
 
 def _boundary(owner: list[int], t: int) -> bool:

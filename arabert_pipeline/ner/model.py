@@ -27,6 +27,7 @@ from ..finetuning.modeldir import (check_head_size, head_labels, model_metadata,
 from ..finetuning.runtime import head_outputs, open_task_model, run_task_session
 from ..finetuning.taskexport import OUTPUT_NAMES, TOKEN_CLASSIFICATION
 from .align import EncodedSentence, WordEncoder, joined, word_spans
+from .data import split_tag
 from .metrics import entities as tag_entities
 
 TASK = TOKEN_CLASSIFICATION
@@ -50,9 +51,14 @@ def _softmax(x: np.ndarray) -> np.ndarray:
 def read_tags(metadata: dict, config: dict, source: object) -> list[str]:
     """The tag names in the head's order (finetuning/modeldir.py's head_labels), O among them."""
     labels = head_labels(metadata, config, source, "tag")
+    field = "arabert_pipeline.json 'labels'" if metadata.get("labels") is not None else "config.json id2label"
     if "O" not in labels:
-        raise ConfigError(f"{source}: no tag names with O among them (arabert_pipeline.json 'labels' or config.json "
-                          "id2label)")
+        raise ConfigError(f"{source}: no tag names with O among them ({field})")
+    for label in labels:
+        try:
+            split_tag(label)
+        except ValueError:  # an entity tagged with it would be read as no entity at all (metrics.entities)
+            raise ConfigError(f"{source}: {field} holds the tag {label!r}: tags are O, B-TYPE or I-TYPE") from None
     return labels
 
 

@@ -352,8 +352,9 @@ class BatchShape:
     @classmethod
     def for_config(cls, config) -> "BatchShape":
         # Compiled DeBERTa: its attention builds a full mask when given none, so one costs nothing. BERT's SDPA runs
-        # its flash kernel only without a mask, worth one more compilation per run.
-        always_masked = config.compile and config.architecture == "deberta-v2"
+        # its flash kernel only without a mask, worth one more compilation per run. The trainer gives the compile
+        # setting resolved for its device; an unresolved None is a CPU's (not compiled).
+        always_masked = bool(config.compile) and config.architecture == "deberta-v2"
         return cls(config.batch_size * config.max_seq_length, config.max_seq_length, always_masked=always_masked)
 
 

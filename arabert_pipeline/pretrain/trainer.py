@@ -36,6 +36,7 @@ killed during a save left half-written.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from collections import defaultdict
@@ -123,11 +124,29 @@ class Trainer(Engine):
         config = self.config
         return [*config.corpus, config.tokenizer, *([config.init_from] if config.init_from else [])]
 
+    def compile_choice(self, device: torch.device) -> bool:
+        """The engine's choice, except for --deberta-attention sdpa on a GPU, which runs eager: there the compiled
+        backward pass failed at the first batch of another width (one H200, torch 2.11, 2026-11-28): inductor checked
+        the SDPA bias saved for it against strides fixed at the first width. By torch's source the two layouts part
+        where the CUDA attention kernel's bias is padded, which a CPU never does, so a CPU cannot show it
+        (docs/pretraining.md)."""
+        compiled = super().compile_choice(device)
+        if not (compiled and device.type == "cuda" and self.config.deberta_attention == "sdpa"):
+            return compiled
+        if self.config.compile:
+            raise ConfigError("--deberta-attention sdpa with --compile on a GPU: torch.compile's backward pass fails "
+                              "at the first batch of another width (docs/pretraining.md); use --no-compile or "
+                              "--deberta-attention eager")
+        log.info("--deberta-attention sdpa on a GPU: training steps not compiled (docs/pretraining.md)")
+        return False
+
     def setup(self) -> None:
         """Load and check everything the run needs: tokenizer, corpus, checkpoint, model, optimizer, data plan."""
         from accelerate.utils import set_seed
 
-        config = self.config
+        # Compiled or not as decided for this device, for what reads the setting (the batch shapes) and what records
+        # the config (checkpoints, the export's metadata).
+        config = self.config = dataclasses.replace(self.config, compile=self.compiled)
         self.tokenizer = load_pretrained_tokenizer(
             config.tokenizer, "--tokenizer takes a directory written by `arabert-pipeline train-tokenizer`")
         if not self.tokenizer.is_fast:

@@ -6,9 +6,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..artifacts import METADATA_FILE, _file_kind, describe_exception, looks_like_local_path, read_metadata
+from ..artifacts import (MAX_JSON_FILE_BYTES, METADATA_FILE, describe_exception, file_digest, looks_like_local_path,
+                         open_regular_file, read_metadata)
 from ..errors import ConfigError, InputError
 from ..outputs import TOKENIZER_VOCAB_FILES
+from ..weights import check_shared_copies
 from .export import fetch_vocab, read_vocab_file, wordpiece_backend, wrap_fast
 from .markers import keep_whole
 
@@ -23,10 +25,15 @@ def load_pretrained_tokenizer(source: str | os.PathLike,
 
     path = Path(source)
     if path.is_dir():
-        for name in TOKENIZER_VOCAB_FILES:  # a FIFO or device there would hang or flood the tokenizer's reader
-            if os.path.lexists(path / name) and not (path / name).is_file():
-                raise ConfigError(f"{path / name} is {_file_kind(os.stat(path / name).st_mode) or 'not a regular file'}"
-                                  ", not a tokenizer file")
+        # A FIFO or device there would hang or flood the tokenizer's reader, a sparse file of gigabytes fill the memory.
+        for name in TOKENIZER_VOCAB_FILES:
+            if os.path.lexists(path / name):
+                try:
+                    open_regular_file(path / name, max_bytes=MAX_JSON_FILE_BYTES).close()
+                except InputError as exc:
+                    raise ConfigError(f"{exc}: not a tokenizer file") from None
+        if (path / "tokenizer.json").is_file():  # one that sibling model dirs share must be the file they record
+            check_shared_copies(path, file_digest(path / "tokenizer.json"))
     if path.is_dir() and not any((path / name).is_file() for name in TOKENIZER_VOCAB_FILES):
         raise ConfigError(
             f"{path} holds no tokenizer files (none of {', '.join(TOKENIZER_VOCAB_FILES)}): {hint}"

@@ -55,6 +55,7 @@ class Engine(Checkpointing, OutputRules, RunLog, BudgetSteps):
         # bf16 needs no loss scaling, so autocast is all that accelerate's mixed_precision="bf16" would add; doing it
         # here keeps accelerate's process-wide state the same for every run (it cannot change within a process).
         self.accelerator = Accelerator(cpu=cpu)
+        self.compiled = self.compile_choice(self.accelerator.device)  # before OUT is claimed: it may refuse
         self.is_main = self.accelerator.is_main_process
         self.world = self.accelerator.num_processes
         self.batches_per_step = self.world * loop.grad_accum
@@ -86,6 +87,11 @@ class Engine(Checkpointing, OutputRules, RunLog, BudgetSteps):
     def inputs(self) -> list[str]:
         """Paths this run reads: OUT may not be, nor contain, any of them."""
         return []
+
+    def compile_choice(self, device: torch.device) -> bool:
+        """Whether the training steps run under torch.compile: as the stage's config says, or (None) on a GPU and not
+        on a CPU, where inductor's C++ compilation costs a short run (and each test's) more than it saves."""
+        return self.loop.compile if self.loop.compile is not None else device.type == "cuda"
 
     def setup(self) -> None:
         raise NotImplementedError
@@ -160,7 +166,7 @@ class Engine(Checkpointing, OutputRules, RunLog, BudgetSteps):
             torch.manual_seed(self.loop.seed + self.accelerator.process_index)  # distinct dropout masks per process
         self.model, self.optimizer = self.accelerator.prepare(model, optimizer)
         self.module = self.accelerator.unwrap_model(self.model)
-        if self.loop.compile:
+        if self.compiled:
             # Training steps only: checkpoints, evaluation and the export read the module itself (unwrapped()), so
             # their keys and results are those of a run without --compile. Batches come in a few padded shapes:
             # dynamic from the first trace, so that they share one graph. With the default (static first, dynamic
@@ -286,7 +292,7 @@ class Engine(Checkpointing, OutputRules, RunLog, BudgetSteps):
         (the remedy torch's own retrace log names)."""
         from torch.fx.experimental import _config as shape_config
 
-        if not self.loop.compile or not hasattr(shape_config, "use_duck_shape"):  # a torch without the setting
+        if not self.compiled or not hasattr(shape_config, "use_duck_shape"):  # a torch without the setting
             return contextlib.nullcontext()
         return shape_config.patch(use_duck_shape=False)
 
@@ -385,9 +391,12 @@ class Engine(Checkpointing, OutputRules, RunLog, BudgetSteps):
             self.stop_signal = signum
             signal.signal(signum, previous[signum])  # a second Ctrl-C interrupts at once
 
+        # A signal ignored on entry stays ignored, as a shell leaves it and as Python leaves SIGINT: a script's
+        # background job (`arabert-pipeline pretrain ... &`) ignores the Ctrl-C meant for the script's foreground.
         previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
         for s in previous:
-            signal.signal(s, handle)
+            if previous[s] is not signal.SIG_IGN:
+                signal.signal(s, handle)
         return previous
 
     def mean_over_processes(self, value):

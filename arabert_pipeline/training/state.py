@@ -35,8 +35,8 @@ class LoopSettings:
     loader_workers: int | None = None
     # torch.compile the model for the training steps, once, with dynamic shapes: batches come in a few padded shapes
     # (pretrain/data.py). With --time-budget the first plan counts the compilation as step time, and the replanning
-    # that follows corrects it.
-    compile: bool = False
+    # that follows corrects it. None: on a GPU, not on a CPU (Engine.compile_choice).
+    compile: bool | None = False
 
     def __post_init__(self) -> None:
         """Checked for every stage at once, before any model or data is loaded: torch would refuse a negative or NaN

@@ -252,13 +252,15 @@ class Companion:
         table = read_table(directory, config, len(words) + 2)
         options = session_options()
         if session is not None:
-            return cls(session(directory / GRAPH_FILE, options), table, words, preprocessing)
-        try:
-            graph = onnxruntime.InferenceSession(str(directory / GRAPH_FILE), options,
-                                                 providers=["CPUExecutionProvider"])
-        except Exception as exc:  # ONNX Runtime's own exception types
-            first_line = (str(exc).strip().splitlines() or [""])[0]
-            raise ConfigError(f"{directory / GRAPH_FILE}: ONNX Runtime cannot load it ({first_line})") from exc
+            graph = session(directory / GRAPH_FILE, options)
+        else:
+            try:
+                graph = onnxruntime.InferenceSession(str(directory / GRAPH_FILE), options,
+                                                     providers=["CPUExecutionProvider"])
+            except Exception as exc:  # ONNX Runtime's own exception types
+                first_line = (str(exc).strip().splitlines() or [""])[0]
+                raise ConfigError(f"{directory / GRAPH_FILE}: ONNX Runtime cannot load it ({first_line})") from exc
+        check_graph_dim(graph, config["dim"], directory)
         return cls(graph, table, words, preprocessing)
 
     def word_log_probs(self, question: str, text: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -286,6 +288,17 @@ class Companion:
         for (a, b), s, e in zip(spans.tolist(), np.maximum(start, LOG_PROB_FLOOR), np.maximum(end, LOG_PROB_FLOOR)):
             by_char_start[a:b], by_char_end[a:b] = s, e
         return by_char_start, by_char_end
+
+
+def check_graph_dim(graph, dim: int, directory: Path) -> None:
+    """The reader graph must read vectors of the table's `dim` (reader.json): each part matches its own checksum, so
+    a table and a graph from two readers would load, and fail at the first answer."""
+    for entry in graph.get_inputs():
+        if entry.name in ("context", "question") and entry.shape and type(entry.shape[-1]) is int \
+                and entry.shape[-1] != dim:
+            raise ConfigError(f"{directory / GRAPH_FILE} reads {entry.name} vectors of {entry.shape[-1]} values, but "
+                              f"{CONFIG_FILE} dim and {TABLE_FILE} have {dim}: the reader's files come from different "
+                              "readers; restore them together")
 
 
 def read_companion_config(path: Path, preprocessing: str) -> dict[str, Any]:
