@@ -25,9 +25,9 @@ profiled steps), so the rows' losses compare with each other, not with the first
 Rows, all at --tokens-per-step tokens per optimizer step (default 32,768 = 256 × 128), AdamW, lr 5e-4, 6% warm-up,
 seed 42, bf16 on a GPU:
 - package rows: `pretrain` with the GPU levers (loader workers, --compile, fused AdamW; `-plain`: without workers and
-  compile, the path measured before issue 51; `-eager`: workers without compile): BERT-base seq 128 random and whole-word masking, seq 512, DeBERTa-v2
-  base with and without the enhanced mask decoder and with `--deberta-attention sdpa` (`deberta-128-sdpa`), ELECTRA
-  base (DeBERTaV3-style RTD);
+  compile, the path measured before issue 51; `-eager`: workers without compile): BERT-base seq 128 random and
+  whole-word masking, seq 512, DeBERTa-v2 base with and without the enhanced mask decoder and with
+  `--deberta-attention sdpa` (`deberta-128-sdpa`), ELECTRA base (DeBERTaV3-style RTD);
 - Hugging Face: `transformers.Trainer` + `BertForMaskedLM` (the same config) + `DataCollatorForLanguageModeling(0.15)`
   over run_mlm.py's `group_texts` blocks of the same corpus and tokenizer, with its defaults, and with 4 loader workers.
 
@@ -38,6 +38,8 @@ masking, each lever set vs the plain path, MFU). The CPU runs every row at tiny 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import itertools
 import json
 import lzma
 import os
@@ -92,7 +94,7 @@ def prepare(args) -> None:
     source = Path(args.corpus) if args.corpus else SHARED / "corpus" / f"{args.shard}.txt.xz"
     opener = lzma.open if source.suffix == ".xz" else open
     with opener(source, "rt", encoding="utf-8") as f:
-        raw.write_text("".join(line for _, line in zip(range(args.lines), f)), encoding="utf-8")
+        raw.write_text("".join(itertools.islice(f, args.lines)), encoding="utf-8")
     corpus = folder / "corpus.txt"
     assert cli(["preprocess", str(raw), "-o", str(corpus), "--preprocessing", "arabertv02", "--no-progress"]) == 0
     shutil.rmtree(raw.parent)
@@ -390,17 +392,21 @@ def package_row(args, options: dict, seq: int, folder: Path, timer: Timer) -> fl
             raise _Measured
 
     trainer.on_step = on_step
-    try:
+    with contextlib.suppress(_Measured):  # on_step raises it once the timed steps are done
         trainer.train()
-    except _Measured:
-        pass
     return trainer.flops_per_token()
 
 
 def hf_row(args, options: dict, seq: int, folder: Path, timer: Timer, device) -> float:
     """run_mlm.py's recipe: lines tokenized with their special tokens, concatenated, cut into blocks of `seq`."""
-    from transformers import (BertConfig, BertForMaskedLM, DataCollatorForLanguageModeling, Trainer, TrainerCallback,
-                              TrainingArguments)
+    from transformers import (
+        BertConfig,
+        BertForMaskedLM,
+        DataCollatorForLanguageModeling,
+        Trainer,
+        TrainerCallback,
+        TrainingArguments,
+    )
 
     from arabert_pipeline.pretrain.config import bert_config_kwargs
     from arabert_pipeline.tokenizer.load import load_pretrained_tokenizer

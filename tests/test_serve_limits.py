@@ -13,6 +13,7 @@ import time
 import types
 
 import pytest
+
 from serving import MAX_TOKENS_PER_CHAR, PAIR_OVERHEAD, QA_SPECIALS, TASK_SPECIALS, LoopbackServer, request
 from test_pipeline import model_dir  # noqa: F401 (fixture)
 
@@ -20,7 +21,7 @@ pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 pytest.importorskip("torch")
 
-from arabert_pipeline.serve.limits import ServeLimits  # noqa: E402
+from arabert_pipeline.serve.limits import ServeLimits
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*no Arabic letter:UserWarning")
 DENSE = "ب."  # two tokens, with no space between: every character a token
@@ -28,7 +29,7 @@ QUESTION = "س"  # one token
 
 
 @pytest.fixture(scope="module")
-def qa_dir(model_dir):  # noqa: F811
+def qa_dir(model_dir):  # noqa: F811  an imported fixture
     directory = model_dir()
     vocab = json.loads((directory / "tokenizer.json").read_text(encoding="utf-8"))["model"]["vocab"]
     assert {"ب", ".", "س"} <= set(vocab), "the texts below are built on these being single tokens"

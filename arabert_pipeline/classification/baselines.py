@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..errors import ConfigError
 from .metrics import confusion, score_confusion

@@ -17,11 +17,19 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from ..artifacts import (DATA_ROOT_ENV, MAX_DATA_FILE_BYTES, check_input_file, data_root, json_line_id,
-                         json_lines, read_text_file)
+from ..artifacts import (
+    DATA_ROOT_ENV,
+    MAX_DATA_FILE_BYTES,
+    check_input_file,
+    data_root,
+    json_line_id,
+    json_lines,
+    read_text_file,
+)
 from ..errors import ConfigError, DataNotFoundError, InputError
 
 FORMATS = ("csv", "tsv", "jsonl")
@@ -217,7 +225,7 @@ def _rows(text: str, path: Path, format: str):
             raise InputError(f"{len(row)} fields, but the header has {len(header)} ({', '.join(header)})", path=path,
                              line=start)
         _check_no_row_inside(lines, start, reader.line_num, len(header), delimiter, format, path)
-        yield start, dict(zip(header, row))
+        yield start, dict(zip(header, row, strict=True))
 
 
 def _check_no_row_inside(lines: list[str], start: int, end: int, width: int, delimiter: str, format: str,

@@ -113,8 +113,8 @@ class ClassificationTrainer(TaskTrainer):
         report[self.dev_metric] = float(score_confusion(np.asarray(report["confusion"]), self.labels,
                                                         self.dev_metric))
         records = [{"id": e["id"], "label": p, "gold": g,
-                    "scores": {label: round(float(v), 6) for label, v in zip(self.labels, row)}}
-                   for e, p, g, row in zip(labelled.examples, predicted, gold, probabilities)]
+                    "scores": {label: round(float(v), 6) for label, v in zip(self.labels, row, strict=True)}}
+                   for e, p, g, row in zip(labelled.examples, predicted, gold, probabilities, strict=True)]
         return report, records
 
     def task_metadata(self) -> dict[str, Any]:

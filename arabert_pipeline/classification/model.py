@@ -13,16 +13,21 @@ text's scores do not depend on the texts batched with it (rows are masked; an in
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
 from ..artifacts import model_config
 from ..errors import ConfigError
 from ..finetuning.batches import pad, prediction_batches
-from ..finetuning.modeldir import (check_head_size, head_labels, model_metadata, recorded_preprocessing,
-                                   task_max_seq_length)
+from ..finetuning.modeldir import (
+    check_head_size,
+    head_labels,
+    model_metadata,
+    recorded_preprocessing,
+    task_max_seq_length,
+)
 from ..finetuning.runtime import head_outputs, open_task_model, run_task_session
 from ..finetuning.taskexport import OUTPUT_NAMES, TEXT_CLASSIFICATION, check_lexical_companion
 from .lexical import LEXICAL_DIR, LexicalCompanion, mix
@@ -62,7 +67,7 @@ class TextClassifier:
 
     @classmethod
     def load(cls, directory: str | os.PathLike, *, preprocessing: str | None = None,
-             device: str = "cpu") -> "TextClassifier":
+             device: str = "cpu") -> TextClassifier:
         from transformers import AutoModelForSequenceClassification
 
         from ..artifacts import check_vocabulary_size, load_pretrained_model, torch_device
@@ -140,7 +145,7 @@ class OnnxTextClassifier(TextClassifier):
 
     @classmethod
     def load(cls, directory: str | os.PathLike, *, preprocessing: str | None = None,
-             quantize: bool = False) -> "OnnxTextClassifier":
+             quantize: bool = False) -> OnnxTextClassifier:
         directory = Path(directory)
         metadata, config = _read(directory)
         preprocessing = recorded_preprocessing(directory, metadata, preprocessing)

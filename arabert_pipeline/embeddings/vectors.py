@@ -106,7 +106,7 @@ class Embeddings:
         self._preprocessor = None
 
     @classmethod
-    def load(cls, directory: str | os.PathLike) -> "Embeddings":
+    def load(cls, directory: str | os.PathLike) -> Embeddings:
         directory = Path(directory)
         if not directory.is_dir():
             raise ConfigError(f"{directory} is not a directory of word vectors")

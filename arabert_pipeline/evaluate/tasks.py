@@ -17,8 +17,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -146,9 +147,7 @@ class ClassificationTask(Task):
         return scores_from_codes(summed, self.class_names, self.main_metrics)
 
     def report(self, examples, predictions) -> dict:
-        from ..classification.metrics import classification_report
-
-        from ..classification.metrics import score_confusion
+        from ..classification.metrics import classification_report, score_confusion
 
         report = classification_report([e["label"] for e in examples], predictions, self.class_names)
         for metric in self.main_metrics:
@@ -215,7 +214,7 @@ class NERTask(Task):
     def statistics(self, examples, predictions) -> np.ndarray:
         from ..ner.metrics import sentence_counts
 
-        for e, p in zip(examples, predictions):
+        for e, p in zip(examples, predictions, strict=True):
             problem = self.prediction_problem(e, p)
             if problem is not None:
                 raise InputError(problem, field=f"id {e['id']}")
@@ -277,7 +276,7 @@ def run_task_evaluation(config: TaskEvaluateConfig, log: Callable[[str], None] =
     data = [task.read(s) for s in config.data]
     task.setup(train, dev, data)
     systems: list[tuple[str, Callable[[list[dict]], list], dict]] = []
-    for (kind, path), name in zip(config.systems, names):
+    for (kind, path), name in zip(config.systems, names, strict=True):
         if kind == "model":
             started = time.perf_counter()
             model = task.load_model(path)
@@ -314,7 +313,7 @@ def run_task_evaluation(config: TaskEvaluateConfig, log: Callable[[str], None] =
                     raise InputError(str(exc), path=labelled.path) from None
                 raise
             seconds = time.perf_counter() - started
-            predictions[labelled.name, name] = [task.record(e, p) for e, p in zip(examples, predicted)]
+            predictions[labelled.name, name] = [task.record(e, p) for e, p in zip(examples, predicted, strict=True)]
             statistics = task.statistics(examples, predicted)
             samples.append(statistics)
             report = task.report(examples, predicted)
@@ -322,7 +321,7 @@ def run_task_evaluation(config: TaskEvaluateConfig, log: Callable[[str], None] =
         resampled = stats.bootstrap_statistics(samples, task.score, resamples=config.resamples, seed=config.seed)
         observed = [task.score(s.sum(axis=0, keepdims=True))[0] for s in samples]
         reference = systems[0][0]
-        for (name, _, _), sampled, point in zip(systems, resampled, observed):
+        for (name, _, _), sampled, point in zip(systems, resampled, observed, strict=True):
             low, high = stats.interval(sampled)
             rows[name]["ci"] = {m: [float(low[k]), float(high[k])] for k, m in enumerate(task.main_metrics)}
             if name != reference:
@@ -350,7 +349,7 @@ def run_task_evaluation(config: TaskEvaluateConfig, log: Callable[[str], None] =
 
 def _system_names(config: TaskEvaluateConfig) -> list[str]:
     names = []
-    for i, (kind, path) in enumerate(config.systems):
+    for i, (_kind, path) in enumerate(config.systems):
         name = config.labels[i] if i < len(config.labels) else Path(path).name or path
         while name in names or name in config.baselines:
             name += "'"

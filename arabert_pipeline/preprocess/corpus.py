@@ -24,8 +24,9 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator, NamedTuple
+from typing import NamedTuple
 
 from ..artifacts import SIDECAR_SUFFIX, atomic_write, check_replaceable, naming_io_errors, read_json_file
 from ..errors import ConfigError, InputError
@@ -133,7 +134,7 @@ class _PartWriter:
 
     def __init__(self, path: Path, kind: str, keep_bytes: int):
         self.kind, self.path = kind, path
-        self.raw = open(path, "r+b" if keep_bytes else "wb", buffering=1 << 20)
+        self.raw = open(path, "r+b" if keep_bytes else "wb", buffering=1 << 20)  # noqa: SIM115  owned until close()
         self.raw.truncate(keep_bytes)
         self.raw.seek(keep_bytes)
         self.stream = None
@@ -143,7 +144,7 @@ class _PartWriter:
             if self.kind == "gz":  # no file name or time in the header: reruns give identical bytes
                 self.stream = gzip.GzipFile(fileobj=self.raw, mode="wb", filename="", mtime=0)
             elif self.kind == "xz":
-                self.stream = lzma.LZMAFile(self.raw, "wb")
+                self.stream = lzma.LZMAFile(self.raw, "wb")  # noqa: SIM115  open across writes; commit() closes it
             else:
                 self.stream = self.raw
         with naming_io_errors(self.path):
@@ -197,7 +198,7 @@ class _Worker:
             self._read_word_cache()
         out = self.preprocessor.preprocess_batch(lines)
         words = sum(len(line.split()) for line in lines)
-        emptied = sum(1 for before, after in zip(lines, out) if before.strip() and not after)
+        emptied = sum(1 for before, after in zip(lines, out, strict=True) if before.strip() and not after)
         segmenter = self.segmenter
         if segmenter is None:
             return _ChunkResult(out, words, emptied, 0, 0, {})
@@ -455,7 +456,8 @@ def _run(cfg: CorpusConfig) -> CorpusReport:
 
     session_bytes = 0
     bar = _progress_bar(cfg, output, paths)
-    results = _map_ordered(texts(), cfg.workers, (cfg.preprocessing, cfg.farasa_jar, str(cache.path) if cache else None))
+    results = _map_ordered(texts(), cfg.workers,
+                           (cfg.preprocessing, cfg.farasa_jar, str(cache.path) if cache else None))
     try:
         for done, result in enumerate(results, 1):
             writer.write(result.lines)

@@ -213,7 +213,7 @@ def _delete_with_offsets(text: str, spans: list[Span], chars: str) -> tuple[str,
     if not any(ch in text for ch in chars):
         return text, spans
     kept, kept_spans, pending = [], [], None
-    for ch, span in zip(text, spans):
+    for ch, span in zip(text, spans, strict=True):
         if ch in chars:
             if kept_spans:
                 kept_spans[-1] = (kept_spans[-1][0], span[1])

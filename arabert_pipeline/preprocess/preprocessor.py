@@ -26,11 +26,11 @@ PREPROCESSING_NAMES = ("arabertv02", "arabertv2", "none")
 # ArabertPreprocessor's accepted model names → ours: v2 models are Farasa-segmented, the other second-generation
 # models (AraBERTv0.2, AraELECTRA, AraGPT2) are not.
 MODEL_PREPROCESSING = {
-    **{name: "arabertv2" for name in ("bert-base-arabertv2", "bert-large-arabertv2")},
-    **{name: "arabertv02" for name in (
+    **dict.fromkeys(("bert-base-arabertv2", "bert-large-arabertv2"), "arabertv2"),
+    **dict.fromkeys((
         "bert-base-arabertv02", "bert-large-arabertv02", "araelectra-base", "araelectra-base-discriminator",
         "araelectra-base-generator", "araelectra-base-artydiqa", "aragpt2-base", "aragpt2-medium", "aragpt2-large",
-        "aragpt2-mega")},
+        "aragpt2-mega"), "arabertv02"),
 }
 _UNSUPPORTED_MODELS = {
     "bert-base-arabertv01": "first-generation preprocessing",
@@ -140,7 +140,7 @@ class Preprocessor:
         groups = iter(mark_token_groups([t for tokens in token_lists for t in tokens]))
         pieces: list[str] = []
         piece_spans: list[Span | None] = []
-        for word, source_spans, tokens in zip(words, word_spans, token_lists):
+        for word, source_spans, tokens in zip(words, word_spans, token_lists, strict=True):
             marked = [piece for _ in tokens for piece in next(groups)]
             if not marked:
                 continue
@@ -174,8 +174,8 @@ def _align(source: str, target: str) -> list[int | None]:
     """For each character of `target`, the index of the `source` character it copies, or None if inserted."""
     letters = [i for i, ch in enumerate(target) if ch not in "+ "]
     index: list[int | None] = [None] * len(target)
-    if len(letters) == len(source) and all(target[i] == ch for i, ch in zip(letters, source)):
-        for i, j in zip(letters, range(len(source))):
+    if len(letters) == len(source) and all(target[i] == ch for i, ch in zip(letters, source, strict=True)):
+        for i, j in zip(letters, range(len(source)), strict=True):
             index[i] = j
         return index
     # Farasa changed the letters (`لل` read as `ل+ال`, brackets split off and dropped): match what is common.

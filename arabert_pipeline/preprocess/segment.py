@@ -31,6 +31,7 @@ does; `desegment` undoes it like `ArabertPreprocessor.desegment`.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import shutil
@@ -38,8 +39,9 @@ import subprocess
 import tempfile
 import threading
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping, Protocol
+from typing import Protocol
 
 from ..errors import BackendError
 
@@ -188,7 +190,8 @@ class FarasaJarSegmenter(CachedSegmenter):
         else:
             self.name = f"farasa-jar:{' '.join(command)}"
         self.command = command
-        self._stderr = tempfile.TemporaryFile()
+        # Each restarted jar process writes its stderr here, for the object's life.
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115  owned by the object, closed when it is freed
 
     def _start(self) -> subprocess.Popen:
         self._stderr.seek(0)
@@ -230,7 +233,8 @@ class FarasaJarSegmenter(CachedSegmenter):
                                    + self._abort(writer, exiting=True))
             output = line.decode("utf-8").strip()
             if not output:
-                self._abort(writer, exiting=False)  # its answers to the rest of the batch would be read by the next call
+                # Its answers to the rest of the batch would be read by the next call.
+                self._abort(writer, exiting=False)
                 raise BackendError(f"the Farasa jar returned an empty line for the word {word!r}")
             outputs.append(output)
         writer.join()
@@ -246,10 +250,8 @@ class FarasaJarSegmenter(CachedSegmenter):
             returncode = process.wait()
         writer.join()
         for stream in (process.stdin, process.stdout):
-            try:
+            with contextlib.suppress(OSError):
                 stream.close()
-            except OSError:
-                pass
         self._stderr.seek(0)
         tail = self._stderr.read()[-2000:].decode("utf-8", "replace").strip()
         return f" (exit code {returncode})" + (f": {tail}" if tail else "")
@@ -259,10 +261,8 @@ class FarasaJarSegmenter(CachedSegmenter):
         if self._process is not None:
             process, self._process = self._process, None
             for stream in (process.stdin, process.stdout):
-                try:
+                with contextlib.suppress(OSError):
                     stream.close()
-                except OSError:
-                    pass
             try:
                 process.wait(timeout=5)
             except subprocess.TimeoutExpired:

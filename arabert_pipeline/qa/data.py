@@ -270,7 +270,8 @@ def unanswerable_examples(examples: list[dict[str, Any]], seed: int = 0) -> list
         others = [c for c in contexts_by_title[example["title"]] if c != example["context"]
                   and not any(text and text in c for text in example["answers"]["text"])]
         if others:
-            negatives.append({**example, "id": f"{example['id']}-no-answer", "context": others[rng.integers(len(others))],
+            negatives.append({**example, "id": f"{example['id']}-no-answer",
+                              "context": others[rng.integers(len(others))],
                               "answers": {"text": [], "answer_start": []}})
     return negatives
 

@@ -25,11 +25,11 @@ pairs wait in one queue bounded by work (tokens, limits.pair_cost), not by pairs
 own preprocessing and tokenizer, in a thread of their own (`CountingStage`), where the characters waiting to be counted
 are bounded too (limits.counting_budget; past it, 503 + Retry-After at once). One worker drains the queue (batcher.py):
 it takes the pairs that have arrived, up to `max_batch_tokens`, waiting at most `max_wait_ms` after the oldest one, and
-answers each group of pairs with equal options with one `Pipeline.answer` call in a thread of its own, so that the
-event loop keeps reading requests while the model runs. A pair's answer does not depend on the pairs it is batched with: windows
-are padded per run and masked (tested; on the ONNX backend the answers are bitwise those of a lone call, on torch the
-spans are, and scores agree to float rounding). A client that hangs up while its pairs wait takes them out of the queue;
-at shutdown, what is still queued after `shutdown_timeout` is answered 503.
+answers each group of pairs with equal options with one `Pipeline.answer` call in a thread of its own, so that the event
+loop keeps reading requests while the model runs. A pair's answer does not depend on the pairs it is batched with:
+windows are padded per run and masked (tested; on the ONNX backend the answers are bitwise those of a lone call, on
+torch the spans are, and scores agree to float rounding). A client that hangs up while its pairs wait takes them out of
+the queue; at shutdown, what is still queued after `shutdown_timeout` is answered 503.
 """
 from __future__ import annotations
 
@@ -45,9 +45,10 @@ import math
 import re
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
 from ..pipeline.core import check_top_k, text_problem
@@ -195,8 +196,6 @@ def parse_text(value: object, limit: int, name: str, kind: str) -> str:
         raise RequestError(413, name, f"is {len(value):,} characters long, more than the {limit:,} allowed ({advice})")
     problem = text_problem(value, limit, kind)
     if problem is not None:
-        if not isinstance(value, str):
-            problem = f"must be a string, got {_json_type(value)}"
         raise RequestError(422, name, problem)
     return value
 
@@ -219,7 +218,8 @@ def parse_texts(body: dict, limits: ServeLimits) -> tuple[list[str], list[str]]:
         raise RequestError(413, "texts", f"{len(items):,} texts, more than the {limits.max_pairs} allowed in one "
                                          "request")
     names = [f"texts[{i}]" for i in range(len(items))]
-    return [parse_text(value, limits.max_context_chars, name, "text") for value, name in zip(items, names)], names
+    return [parse_text(value, limits.max_context_chars, name, "text")
+            for value, name in zip(items, names, strict=True)], names
 
 
 def _json_type(value: object) -> str:
@@ -319,7 +319,7 @@ class CountingStage:
 class Answerer:
     """The loaded Pipeline, one variant per `decoding`, called by the batcher's thread."""
 
-    def __init__(self, pipeline: "Pipeline"):
+    def __init__(self, pipeline: Pipeline):
         self.pipeline = pipeline
         self.count = TokenCounter(pipeline.preprocessing, pipeline.qa.tokenizer)
         own = pipeline.qa.settings.decoding
@@ -428,7 +428,7 @@ async def _hung_up(receive) -> None:
         await asyncio.sleep(0.05)  # another server might repeat empty body messages: never spin on them
 
 
-def create_app(load: Callable[[], "Pipeline"], limits: ServeLimits = ServeLimits(), *,
+def create_app(load: Callable[[], Pipeline], limits: ServeLimits = ServeLimits(), *,
                policy: AccessPolicy | None = None, on_load_failure: Callable[[BaseException], None] | None = None,
                model_name: str = "", tasks: dict[str, Callable[[], Any]] | None = None):
     """The Starlette app. `load()` builds the Pipeline; it runs in a thread once the server has started, so that
@@ -484,7 +484,7 @@ def create_app(load: Callable[[], "Pipeline"], limits: ServeLimits = ServeLimits
             batcher.abandon(futures)
             raise ClientGone()
         results = gathered.result()
-        for result, prefix in zip(results, fields):
+        for result, prefix in zip(results, fields, strict=True):
             if isinstance(result, PairError):
                 raise RequestError(422, f"{prefix}{result.field}", result.message)
             if isinstance(result, ServiceStopped):

@@ -140,7 +140,6 @@ def run_serve(args: argparse.Namespace) -> int:
                     "authentication", args.host)
 
     failures: list[BaseException] = []
-    server = None
 
     def load():
         from ..pipeline.core import Pipeline

@@ -40,7 +40,8 @@ def openapi(limits, decodings: tuple[str, ...], tasks=("classify", "tag")) -> di
                                "allows.", "content": {"application/json": {"schema": error}}},
         "408": {"description": "The body did not arrive in time.", "content": {"application/json": {"schema": error}}},
         "413": {"description": "The body, the question, the context or text, the number of pairs or texts, or "
-                               "their work is over the server's limit.", "content": {"application/json": {"schema": error}}},
+                               "their work is over the server's limit.",
+                "content": {"application/json": {"schema": error}}},
         "415": {"description": "The Content-Type is not application/json.",
                 "content": {"application/json": {"schema": error}}},
         "422": {"description": "A field is missing, of the wrong type or out of range; `field` names it.",

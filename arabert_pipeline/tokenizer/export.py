@@ -18,8 +18,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator
 
 from ..artifacts import METADATA_FILE, looks_like_local_path, write_metadata
 from ..errors import ConfigError, InputError

@@ -82,4 +82,4 @@ def best_spans(start_logits, end_logits, max_span_words: int) -> list[tuple[int,
     band = torch.stack([log_start + padded_end[:, k: k + n] for k in range(max_span_words)], dim=-1)
     flat = band.flatten(1).argmax(1)
     starts, lengths = flat // max_span_words, flat % max_span_words
-    return [(int(a), int(a + k)) for a, k in zip(starts, lengths)]
+    return [(int(a), int(a + k)) for a, k in zip(starts, lengths, strict=True)]

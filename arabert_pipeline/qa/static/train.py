@@ -130,8 +130,8 @@ class ReaderTrainer(FinetuneEngine):
         stored = read_reader_config(source / CONFIG_FILE)
         for name in ("hidden", "layers"):
             if stored[name] != getattr(config, name):
-                raise ConfigError(f"--init-from {source}: its {name} is {stored[name]}, not the {getattr(config, name)} "
-                                  f"asked for here (give --{name} {stored[name]})")
+                raise ConfigError(f"--init-from {source}: its {name} is {stored[name]}, not the "
+                                  f"{getattr(config, name)} asked for here (give --{name} {stored[name]})")
         start = StaticReader.load(source, embeddings=config.embeddings)  # refuses other vectors
         self.tuned_rows = np.asarray([start.vocabulary.index[w] for w in stored["tuned_words"]], dtype=np.int64)
         model = Reader(self.embeddings.vectors, self.tuned_rows, config.hidden, config.layers, config.dropout)

@@ -4,12 +4,13 @@
                                 drop_leaking_train=True, skip_misaligned=True))
 
 Steps: read the training/dev/evaluation sets (SQuAD v1.1 files or registry names) and refuse leakage into dev or
-evaluation data, as every fine-tuning task does (qa.data.read_squad_sets, finetuning/sets.py) → align the gold answers through the model's preprocessing → sliding windows → train a start/end head
-(AutoModelForQuestionAnswering: an MLM checkpoint gets a fresh QA head; BERT, ELECTRA, DeBERTa and XLNet work, what
-differs per architecture is in architectures.py) → with dev sets,
-score them after every epoch, keep the best epoch's weights (early stopping with `patience`) and choose the sentence
-prior's weight on them → save a model dir that AutoModelForQuestionAnswering loads, with its tokenizer,
-arabert_pipeline.json and the sentence prior's IDF table → predict and score every evaluation set (qa/metrics.py).
+evaluation data, as every fine-tuning task does (qa.data.read_squad_sets, finetuning/sets.py) → align the gold answers
+through the model's preprocessing → sliding windows → train a start/end head (AutoModelForQuestionAnswering: an MLM
+checkpoint gets a fresh QA head; BERT, ELECTRA, DeBERTa and XLNet work, what differs per architecture is in
+architectures.py) → with dev sets, score them after every epoch, keep the best epoch's weights (early stopping with
+`patience`) and choose the sentence prior's weight on them → save a model dir that AutoModelForQuestionAnswering loads,
+with its tokenizer, arabert_pipeline.json and the sentence prior's IDF table → predict and score every evaluation set
+(qa/metrics.py).
 
 Choose on dev, report on test: dev sets decide the epoch and the prior; evaluation sets are only scored at the end.
 
@@ -39,7 +40,12 @@ from typing import Any
 import numpy as np
 
 from ...artifacts import (
-    atomic_write, check_local_source, check_vocabulary_size, load_pretrained_model, portable_path, read_metadata,
+    atomic_write,
+    check_local_source,
+    check_vocabulary_size,
+    load_pretrained_model,
+    portable_path,
+    read_metadata,
     write_metadata,
 )
 from ...errors import ConfigError
@@ -65,8 +71,17 @@ from .features import CONTEXT_TYPE, QUESTION_OVERLAP_TYPE, build_windows, check_
 from .model import QAModel
 from .settings import PLAIN_DECODING, QASettings
 from .tune import (
-    best_decoding, calibrate, describe_decoding, describe_leading_words, describe_no_answer, dev_answers, dev_passes,
-    dev_score, tune_decoding, tune_leading_words, tune_null_threshold,
+    best_decoding,
+    calibrate,
+    describe_decoding,
+    describe_leading_words,
+    describe_no_answer,
+    dev_answers,
+    dev_passes,
+    dev_score,
+    tune_decoding,
+    tune_leading_words,
+    tune_null_threshold,
 )
 
 WIDTH_MULTIPLE = 32  # batch widths are padded to multiples of this: few shapes, flat memory
@@ -363,10 +378,10 @@ def evaluate_file(qa: QAModel, squad: SquadFile, directory: Path, batch_size: in
 
     answers = qa.predict(squad.examples, batch_size=batch_size)
     predictions = {str(example["id"]): {"text": found[0].text, "start": found[0].start}
-                   for example, found in zip(squad.examples, answers) if found}
+                   for example, found in zip(squad.examples, answers, strict=True) if found}
     scores = [
         score_question(example, found[0].text if found else None, found[0].start if found else None)
-        for example, found in zip(squad.examples, answers)
+        for example, found in zip(squad.examples, answers, strict=True)
     ]
     metrics = {key: 100.0 * float(np.mean([s[key] for s in scores])) for key in SCORE_KEYS}
     metrics["questions"] = len(scores)

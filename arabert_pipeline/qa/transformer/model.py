@@ -21,8 +21,9 @@ on dev).
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -64,7 +65,7 @@ class QAModel:
 
     @classmethod
     def load(cls, path_or_hub_id: str | Path, *, preprocessing: str | None = None, device: str = "cpu",
-             whole_words: bool = True) -> "QAModel":
+             whole_words: bool = True) -> QAModel:
         """A local QA model dir or a hub id; `preprocessing` is required when the model has no metadata.
 
         Everything that can be checked without the weights (device, stored settings) is checked before they load;
@@ -112,7 +113,7 @@ class QAModel:
         if allow_no_answer:
             margins = self.null_margins(logits)
             answers = [[] if margin > self.settings.null_score_diff_threshold else found
-                       for found, margin in zip(answers, margins)]
+                       for found, margin in zip(answers, margins, strict=True)]
         return answers
 
     # ------------------------------------------------------------------------------------------- the four steps

@@ -87,7 +87,7 @@ class QASettings:
 
     @classmethod
     def from_metadata(cls, metadata: dict[str, Any], source: object = METADATA_FILE,
-                      max_positions: int | None = None) -> "QASettings":
+                      max_positions: int | None = None) -> QASettings:
         """The stored settings, each checked: a wrong type or a value that cannot work names the field."""
         values = {}
         for field in dataclasses.fields(cls):

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ...artifacts import METADATA_FILE, atomic_directory, check_local_source, read_metadata, write_metadata
 from ...errors import ConfigError
