@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import lzma
+import sys
 from pathlib import Path
 
 import pytest
@@ -326,6 +327,20 @@ def test_recipes_parse_and_hold_out_the_report_shard(recipe, full_data):
     assert options["model_type"] in ("unigram", "wordpiece") and options["preprocess"] in ("arabertv2", "arabertv02")
     names = [Path(p).name for p in options["inputs"]]
     assert len(names) == 14 and "ant-multisource-006.txt.xz" not in names
+
+
+def test_a_recipe_reads_on_python_3_10_whose_standard_library_has_no_tomllib(tmp_path, monkeypatch):
+    """requires-python is 3.10 and tomllib came in 3.11: there the recipe reader takes tomli, the same parser (mypy at
+    python_version 3.10 found the import, issue 61). Python 3.10 is imitated: tomllib unimportable, the version 3.10."""
+    pytest.importorskip("tomli")
+    monkeypatch.setitem(sys.modules, "tomllib", None)  # `import tomllib` raises ModuleNotFoundError, as on 3.10
+    monkeypatch.setattr(sys, "version_info", (3, 10, 13, "final", 0))
+    recipe = tmp_path / "recipe.toml"
+    recipe.write_text('description = "tiny"\nmodel_type = "wordpiece"\nvocab_size = 400\n', encoding="utf-8")
+    assert read_recipe(recipe) == {"model_type": "wordpiece", "vocab_size": 400}
+    recipe.write_text('vocab_size = \n', encoding="utf-8")
+    with pytest.raises(InputError, match=r"recipe.toml: invalid TOML \(Invalid value"):
+        read_recipe(recipe)
 
 
 def test_recipe_errors(tmp_path):

@@ -61,7 +61,7 @@ class StratifiedSplit:
         for index, record in enumerate(records):
             groups.setdefault(tuple(record[c] for c in self.strata), []).append(index)
         rng = np.random.default_rng(self.seed)
-        dev = set()
+        dev: set[int] = set()
         for key in sorted(groups):
             members = groups[key]
             order = rng.permutation(len(members))
@@ -143,7 +143,8 @@ def read_texts(source: str | Path, *, text_column: str | None = None, label_colu
         keep = split.rows([r for _, r in records])
         records = [records[i] for i in keep]
     allowed = set(labels) if labels is not None else None
-    examples, seen = [], {}
+    examples: list[dict[str, Any]] = []
+    seen: dict[str, int] = {}
     for line, record in records:
         for column in (text_column, label_column):
             if column not in record:

@@ -42,9 +42,10 @@ class ClassificationConfig(TaskConfig):
 
 class ClassificationTrainer(TaskTrainer):
     task = TASK
+    config: ClassificationConfig
 
     @property
-    def dev_metric(self) -> str:
+    def dev_metric(self) -> str:  # type: ignore[override]  # FinetuneEngine declares an attribute; all only read it
         return self.config.dev_metric
 
     def auto_class(self):
@@ -59,7 +60,8 @@ class ClassificationTrainer(TaskTrainer):
 
     def read_sets(self):
         config = self.config
-        repeated = sorted({label for label in config.labels or () if list(config.labels).count(label) > 1})
+        named = config.labels or []
+        repeated = sorted({label for label in named if named.count(label) > 1})
         if repeated:  # two heads for one class: one of them would never be trained
             raise ConfigError(f"--labels names {', '.join(repeated)} more than once")
         return read_labelled_sets(self.read, text_leakage_finder(lambda e: e["text"]), train=config.train,

@@ -63,7 +63,7 @@ class TfidfFeatures:
         if self.params["lowercase"]:
             text = text.lower()
         grams = []
-        if self.analyzer == "word":
+        if self.pattern is not None:  # the word analyzer
             tokens = self.pattern.findall(text)
             for n in range(self.low, self.high + 1):
                 grams += [" ".join(tokens[i:i + n]) for i in range(len(tokens) - n + 1)]
@@ -187,7 +187,8 @@ class LexicalCompanion:
             raise ConfigError(f"{weights_path}: coef must be {len(own)} × {width} and intercept {len(own)} finite "
                               f"numbers, not {coef.shape} and {intercept.shape}")
         record = {k: v for k, v in settings.items() if k not in ("format", "labels", "preprocessing", "word", "char")}
-        return cls(*features, coef.astype(np.float32), intercept.astype(np.float32), own, preprocessing, record)
+        word, char = features
+        return cls(word, char, coef.astype(np.float32), intercept.astype(np.float32), own, preprocessing, record)
 
 
 def _read_weights(path: Path) -> dict[str, np.ndarray]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -101,8 +102,9 @@ def scores_from_codes(codes: np.ndarray, labels: Sequence[str], metrics: Sequenc
 def classification_report(gold: Sequence[str], predicted: Sequence[str], labels: Sequence[str]) -> dict:
     """Accuracy, macro-F1, F1-PN (when the labels have POS and NEG) ×100, and per-class precision / recall / F1."""
     matrix = confusion(gold, predicted, labels)
-    report = {"examples": int(matrix.sum()), "accuracy": float(score_confusion(matrix, labels, "accuracy")),
-              "macro_f1": float(score_confusion(matrix, labels, "macro_f1"))}
+    report: dict[str, Any] = {"examples": int(matrix.sum()),
+                              "accuracy": float(score_confusion(matrix, labels, "accuracy")),
+                              "macro_f1": float(score_confusion(matrix, labels, "macro_f1"))}
     with contextlib.suppress(ConfigError):  # labels without POS and NEG: no F1-PN
         report["f1_pn"] = float(score_confusion(matrix, labels, "f1_pn"))
     classes = per_class(matrix)

@@ -102,7 +102,7 @@ class TextClassifier:
     def logits(self, rows: Sequence[Sequence[int]], batch_size: int = 32) -> np.ndarray:
         out = np.zeros((len(rows), len(self.labels)), dtype=np.float32)
         for indices in prediction_batches([len(r) for r in rows], self.rows_per_run or batch_size, TOKENS_PER_RUN):
-            batch = pad(rows, indices, self.tokenizer.pad_token_id or 0)
+            batch = pad(rows, indices, self.tokenizer.pad_token_id or 0)  # type: ignore[arg-type]  # takes arrays too
             out[indices] = self.forward(batch)
         return out
 
@@ -128,7 +128,7 @@ class TextClassifier:
         if not check_lexical_companion(directory, metadata):
             return
         weight = metadata.get("lexical_weight")
-        if type(weight) not in (int, float) or not 0 <= weight <= 1:
+        if not isinstance(weight, (int, float)) or isinstance(weight, bool) or not 0 <= weight <= 1:
             raise ConfigError(f"{directory}: arabert_pipeline.json lexical_weight must be a number in [0, 1] beside "
                               f"{LEXICAL_DIR}/, not {weight!r}")
         self.lexical = LexicalCompanion.load(directory / LEXICAL_DIR, self.labels, self.preprocessing)
@@ -144,7 +144,7 @@ class OnnxTextClassifier(TextClassifier):
     backend = "onnx"
 
     @classmethod
-    def load(cls, directory: str | os.PathLike, *, preprocessing: str | None = None,
+    def load(cls, directory: str | os.PathLike, *, preprocessing: str | None = None,  # type: ignore[override]  # own options
              quantize: bool = False) -> OnnxTextClassifier:
         directory = Path(directory)
         metadata, config = _read(directory)
@@ -159,7 +159,7 @@ class OnnxTextClassifier(TextClassifier):
         return model
 
     def forward(self, batch: dict[str, np.ndarray]) -> np.ndarray:
-        return run_task_session(self.model, batch, OUTPUT_NAMES)
+        return run_task_session(self.model, batch, OUTPUT_NAMES)  # type: ignore[return-value]  # typed object
 
 
 def _read(directory) -> tuple[dict, dict]:

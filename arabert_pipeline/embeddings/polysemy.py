@@ -26,9 +26,13 @@ import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..artifacts import parse_json
 from ..errors import ConfigError, InputError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 STATIC_INPUT = "static (input embeddings)"
 # Cosines this close count as a tie: the centroid of n copies of one vector is that vector up to rounding.
@@ -99,7 +103,7 @@ def word_span(preprocessed_text: str, preprocessed_word: str, *, where: str = ""
 
 
 def encoder_vectors(model, tokenizer, preprocessing: str, occurrences: Sequence[Occurrence], *,
-                    batch_size: int = 16) -> dict[str, object]:
+                    batch_size: int = 16) -> dict[str, np.ndarray]:
     """{representation: array (sentences, hidden)}: the static input-embedding vector and every hidden-state layer
     (layer 0 is the embedding layer's output: token + position embeddings, so already not quite static) of the
     word's subword tokens, averaged. The word's characters are found in the preprocessed sentence and mapped to
@@ -132,10 +136,10 @@ def encoder_vectors(model, tokenizer, preprocessing: str, occurrences: Sequence[
                                  "(cut by truncation?)")
             layers.append(stacked[row, :, picked].mean(dim=1).double().numpy())
             static.append(embedding[encoded["input_ids"][row, picked]].mean(dim=0).double().numpy())
-    layers = np.stack(layers)  # (sentences, layers + 1, dim)
+    by_layer = np.stack(layers)  # (sentences, layers + 1, dim)
     vectors = {STATIC_INPUT: np.stack(static)}
-    for layer in range(layers.shape[1]):
-        vectors[f"layer {layer}"] = layers[:, layer]
+    for layer in range(by_layer.shape[1]):
+        vectors[f"layer {layer}"] = by_layer[:, layer]
     return vectors
 
 

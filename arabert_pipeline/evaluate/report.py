@@ -29,6 +29,7 @@ import gzip
 import json
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -230,7 +231,7 @@ def _predict_with_model(model, examples: list[dict], batch_size: int) -> dict[st
 # ---------------------------------------------------------------------------------------------------------- scoring
 
 
-def score_system(examples: list[dict], predictions: dict[str, tuple[str, int | None]]) -> list[dict]:
+def score_system(examples: list[dict], predictions: Mapping[str, tuple[str, int | None]]) -> list[dict]:
     """Per-question records: prediction, gold answers, buckets and the six scores."""
     records = []
     for ex in examples:
@@ -363,6 +364,7 @@ def _evaluate_dataset(config, source, key, systems, answers, models, log) -> tup
     records: dict[str, list[dict]] = {}
     for system in systems:
         log(f"{key}: {system.label} ({system.kind}, {len(examples)} questions)")
+        predictions: Mapping[str, tuple[str, int | None]]
         if system.kind == "model":
             if system.label not in models:
                 from ..qa.transformer.model import QAModel

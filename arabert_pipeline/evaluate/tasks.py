@@ -14,7 +14,9 @@ several --data sets, predictions/SET/LABEL.jsonl: each file is one set's, readab
 """
 from __future__ import annotations
 
+import abc
 import dataclasses
+import functools
 import json
 import time
 from collections.abc import Callable
@@ -55,7 +57,7 @@ class TaskEvaluateConfig:
     vectors: str | None = None  # ner: the bilstm baseline's word vectors (default: the shipped model's reader table)
 
 
-class Task:
+class Task(abc.ABC):
     """What differs between the two tasks: reading sets, predicting, scoring and the bootstrap's statistics."""
 
     name: str
@@ -63,6 +65,42 @@ class Task:
 
     def __init__(self, config: TaskEvaluateConfig):
         self.config = config
+
+    @abc.abstractmethod
+    def read(self, source: str) -> Any: ...  # a labelled set: its `examples` and `name`
+
+    @abc.abstractmethod
+    def setup(self, train, dev, data) -> None: ...  # the labels / entity types, from every set read
+
+    @abc.abstractmethod
+    def fit_baseline(self, name: str, train: list[dict], dev: list[dict]) -> Any: ...
+
+    @abc.abstractmethod
+    def baseline_predict(self, baseline, examples) -> list: ...
+
+    @abc.abstractmethod
+    def load_model(self, path: str) -> Any: ...  # a backend with `backend`, read by model_predict
+
+    @abc.abstractmethod
+    def model_predict(self, model, examples) -> list: ...
+
+    @abc.abstractmethod
+    def record(self, example, prediction) -> dict: ...  # a line of the predictions file
+
+    @abc.abstractmethod
+    def from_record(self, record: dict, path: Path, line: int) -> Any: ...  # ... read back
+
+    @abc.abstractmethod
+    def prediction_problem(self, example: dict, prediction) -> str | None: ...
+
+    @abc.abstractmethod
+    def statistics(self, examples, predictions) -> np.ndarray: ...  # per example, what the bootstrap resamples
+
+    @abc.abstractmethod
+    def score(self, summed: np.ndarray) -> np.ndarray: ...  # main_metrics of summed statistics
+
+    @abc.abstractmethod
+    def report(self, examples, predictions) -> dict: ...
 
 
 class ClassificationTask(Task):
@@ -235,9 +273,9 @@ class NERTask(Task):
 TASKS = {"classification": ClassificationTask, "ner": NERTask}
 
 
-def read_predictions(task: Task, path: str, examples: list[dict]) -> list:
+def read_predictions(task: Task, source: str, examples: list[dict]) -> list:
     """A predictions file's answer for every example of a set, by id (a missing id is an error naming it)."""
-    path = check_input_file(Path(path), "predictions file")
+    path = check_input_file(Path(source), "predictions file")
     found: dict[str, tuple[Any, int]] = {}
     for number, record in json_lines(read_text_file(path, max_bytes=2**30, bom=True), path=path):
         if not isinstance(record, dict) or "id" not in record:
@@ -281,10 +319,10 @@ def run_task_evaluation(config: TaskEvaluateConfig, log: Callable[[str], None] =
             started = time.perf_counter()
             model = task.load_model(path)
             log(f"{name}: loaded {path} ({model.backend}) in {time.perf_counter() - started:.1f} s")
-            systems.append((name, lambda ex, m=model: task.model_predict(m, ex),
+            systems.append((name, functools.partial(task.model_predict, model),
                             {"kind": "model", "path": portable_path(path), "backend": model.backend}))
         else:
-            systems.append((name, lambda ex, p=path: read_predictions(task, p, ex),
+            systems.append((name, functools.partial(read_predictions, task, path),
                             {"kind": "predictions", "path": portable_path(path)}))
     train_examples = [e for s in train for e in s.examples]
     dev_examples = [e for s in dev for e in s.examples]
@@ -293,7 +331,7 @@ def run_task_evaluation(config: TaskEvaluateConfig, log: Callable[[str], None] =
         baseline = task.fit_baseline(name, train_examples, dev_examples)
         log(f"baseline {name}: fitted on {len(train_examples)} examples in {time.perf_counter() - started:.0f} s "
             f"{baseline.chosen or ''}")
-        systems.append((name, lambda ex, b=baseline: task.baseline_predict(b, ex),
+        systems.append((name, functools.partial(task.baseline_predict, baseline),
                         {"kind": "baseline", "chosen_on_dev": baseline.chosen}))
     if not systems:
         raise ConfigError("nothing to evaluate: pass --model, --predictions or baselines")
@@ -303,7 +341,8 @@ def run_task_evaluation(config: TaskEvaluateConfig, log: Callable[[str], None] =
     predictions: dict[tuple[str, str], list[dict]] = {}  # (data set, system) → its records
     for labelled in data:
         examples = labelled.examples
-        rows, samples = {}, []
+        rows: dict[str, dict[str, Any]] = {}
+        samples = []
         for name, predict, _ in systems:
             started = time.perf_counter()
             try:

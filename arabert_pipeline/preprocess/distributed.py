@@ -65,7 +65,7 @@ class PreprocessBatch:
         if hasattr(values, "dtype"):  # Ray Data's numpy batches: give back the same kind of column
             import numpy as np
 
-            lines = np.array(lines, dtype=object)
+            return {**batch, self.column: np.array(lines, dtype=object)}
         return {**batch, self.column: lines}
 
 

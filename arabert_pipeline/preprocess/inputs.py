@@ -10,6 +10,7 @@ import io
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, BinaryIO
 
 from ..artifacts import CORPUS_READ_ERRORS, decompressed
 from ..errors import ConfigError, InputError
@@ -20,7 +21,7 @@ def _compression(path: Path) -> str:
 
 
 @contextlib.contextmanager
-def _open_input(path: Path, digest=None) -> Iterator[tuple[object, object]]:
+def _open_input(path: Path, digest: Any = None) -> Iterator[tuple[BinaryIO, BinaryIO]]:
     """(raw file, binary line stream): the raw file's position is how far the progress bar has got. With `digest`
     (a hashlib object), every byte read from the file on disk also goes into it."""
     with open(path, "rb", buffering=(1 << 20) if digest is None else 0) as file:

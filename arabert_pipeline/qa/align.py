@@ -98,7 +98,7 @@ def align_examples(
     and the report. Examples keep their place even when no answer aligns (spans == []).
     """
     report = AlignmentReport(preprocessing.name)
-    out = []
+    out: list[dict[str, Any]] = []
     for example in examples:
         qid = str(example.get("id", len(out)))
         context, question = example.get("context"), example.get("question")

@@ -179,7 +179,8 @@ def collect_gazetteers(paths: list[str], min_count: int, progress: bool = True) 
                     elif word in _ORG_NOUNS:
                         rest = _name_after(words, i + 1)
                         for n in range(1, len(rest) + 1):
-                            after_org[(word, *rest[:n])] += 1
+                            phrase = (word, *rest[:n])
+                            after_org[phrase] += 1
 
     def name_like(word: str) -> bool:
         # A noun is common with the article (المجلس); a given name almost never is (البشار). A word that is a common
@@ -198,12 +199,12 @@ def collect_gazetteers(paths: list[str], min_count: int, progress: bool = True) 
               if len(name) == 2 or after_title[name] * 2 >= after_title[name[:2]]}
     # A place is named after a place noun in a good share of its mentions (مدينة جدة); a common word that happens to
     # follow one (منطقة دول ...) is mostly written without it.
-    place = {p for p, count in after_place.items()
-             if count >= min_count and count >= 0.05 * word_counts[p[0]] and not p[0].endswith(("ية", "يين", "يون"))}
+    places = {p for p, count in after_place.items()
+              if count >= min_count and count >= 0.05 * word_counts[p[0]] and not p[0].endswith(("ية", "يين", "يون"))}
     # Every recurring phrase: the longest one that a sentence holds is the answer (جامعة الملك عبدالعزيز, not
     # جامعة الملك).
     organisation = {o for o, count in after_org.items() if count >= min_count and len(o) >= 2}
-    return Gazetteers(person, place, organisation)
+    return Gazetteers(person, places, organisation)
 
 
 # --------------------------------------------------------------------------------------------- a document's questions

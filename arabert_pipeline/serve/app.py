@@ -48,7 +48,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..errors import InputError
 from ..pipeline.core import check_top_k, text_problem
@@ -194,6 +194,8 @@ def parse_text(value: object, limit: int, name: str, kind: str) -> str:
     if isinstance(value, str) and len(value) > limit:
         advice = "shorten it" if kind == "question" else "split the text"
         raise RequestError(413, name, f"is {len(value):,} characters long, more than the {limit:,} allowed ({advice})")
+    if not isinstance(value, str):
+        raise RequestError(422, name, f"must be a string, got {_json_type(value)}")
     problem = text_problem(value, limit, kind)
     if problem is not None:
         raise RequestError(422, name, problem)
@@ -323,7 +325,7 @@ class Answerer:
         self.pipeline = pipeline
         self.count = TokenCounter(pipeline.preprocessing, pipeline.qa.tokenizer)
         own = pipeline.qa.settings.decoding
-        self.variants = {None: pipeline}
+        self.variants: dict[str | None, Pipeline] = {None: pipeline}
         for name in DECODINGS:
             # As Pipeline(decoding=...) makes it, without a second model load: the model is shared.
             variant = pipeline
@@ -460,28 +462,37 @@ def create_app(load: Callable[[], Pipeline], limits: ServeLimits = ServeLimits()
     description = openapi(limits, DECODINGS, tuple(tasks))
     stopping = {"Retry-After": str(STOPPING_RETRY_AFTER_S)}
     counting = CountingStage(counting_budget(limits.max_queue_tokens))
+    max_body_bytes = cast(int, limits.max_body_bytes)  # None only as ServeLimits' argument: __post_init__ fills it in
 
     def not_ready() -> RequestError:
         if state.load_error is not None:
             return RequestError(503, None, "the model failed to load; see the server's log")
         return RequestError(503, None, "the model is loading", {"Retry-After": "1"})
 
+    def loaded() -> tuple[Answerer, Batcher]:
+        """The model and its queue: both exist before anything queues (read_request answers 503 until then)."""
+        if state.answerer is None or batcher is None:
+            raise not_ready()
+        return state.answerer, batcher
+
     def error_response(status: int, field: str | None, message: str, headers=None) -> JSONResponse:
         return JSONResponse(error_body(status, field, message), status, headers)
 
     async def wait_answers(request: Request, futures: list[asyncio.Future], fields: list[str]) -> list:
         """The answers of the pairs queued for this request; if its client hangs up first, its pairs are dropped."""
+        _, queue = loaded()
         gathered = asyncio.gather(*futures, return_exceptions=True)
         hangup = asyncio.ensure_future(_hung_up(request.receive))
+        racing: set[asyncio.Future[Any]] = {gathered, hangup}
         try:
-            await asyncio.wait({gathered, hangup}, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(racing, return_when=asyncio.FIRST_COMPLETED)
         except BaseException:  # cancelled: nobody will read these answers either
-            batcher.abandon(futures)
+            queue.abandon(futures)
             raise
         finally:
             hangup.cancel()
         if not gathered.done():
-            batcher.abandon(futures)
+            queue.abandon(futures)
             raise ClientGone()
         results = gathered.result()
         for result, prefix in zip(results, fields, strict=True):
@@ -497,7 +508,8 @@ def create_app(load: Callable[[], Pipeline], limits: ServeLimits = ServeLimits()
     async def enqueue(pairs: list[tuple[str, str]], options: Options, field: str) -> list[asyncio.Future]:
         """Queue the pairs once their tokens are counted: 413 (naming `field`) for more work than the whole queue
         holds, 503 + Retry-After for more than it, or the counting stage before it, has room for now."""
-        counter = state.answerer if options.task is None else state.tasks[options.task]
+        answerer, queue = loaded()
+        counter = answerer if options.task is None else state.tasks[options.task]
         try:
             tokens = await counting.tokens(counter, pairs)
         except CountingFull as full:
@@ -510,7 +522,7 @@ def create_app(load: Callable[[], Pipeline], limits: ServeLimits = ServeLimits()
             raise RequestError(413, field, f"{cost:,} tokens of work, more than the queue's "
                                            f"{limits.max_queue_tokens:,}: send fewer or shorter {noun} at a time")
         try:
-            return batcher.submit(pairs, state.answerer.key(options) if options.task is None else options, tokens)
+            return queue.submit(pairs, answerer.key(options) if options.task is None else options, tokens)
         except QueueFull as full:
             raise RequestError(503, None, f"busy: {len(pairs)} more pair(s) would overflow the queue's "
                                           f"{limits.max_queue_tokens:,} tokens of work",
@@ -523,7 +535,7 @@ def create_app(load: Callable[[], Pipeline], limits: ServeLimits = ServeLimits()
         check_content_type(request.headers)
         if state.answerer is None:
             raise not_ready()
-        body = await read_json_object(request, limits.max_body_bytes, limits.timeout_body)
+        body = await read_json_object(request, max_body_bytes, limits.timeout_body)
         check_fields(body, fields)
         return body, parse_options(body, limits)
 
@@ -666,10 +678,11 @@ def create_app(load: Callable[[], Pipeline], limits: ServeLimits = ServeLimits()
     if policy.origins:  # the allowed pages' preflights, and the headers that let them read the answers
         middleware.append(Middleware(CORSMiddleware, allow_origins=list(policy.origins),
                                      allow_methods=["GET", "POST"], allow_headers=["Content-Type"]))
-    app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware,
-                    exception_handlers={RequestError: request_error, HTTPException: http_error,
-                                        ClientGone: client_gone, ClientDisconnect: client_gone,
-                                        Exception: internal_error})
+    # Typed loosely: Starlette's handler type takes any Exception, each of these the one it is registered for.
+    handlers: dict[Any, Callable[..., Any]] = {RequestError: request_error, HTTPException: http_error,
+                                               ClientGone: client_gone, ClientDisconnect: client_gone,
+                                               Exception: internal_error}
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=middleware, exception_handlers=handlers)
     app.state.begin_shutdown = begin_shutdown
     app.state.serve_limits = limits  # for build_server: the connections' limits and timeouts
     app.state.counting = counting  # for the tests: the characters waiting to be counted

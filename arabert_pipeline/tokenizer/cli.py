@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from ..cliargs import add_deprecated_alias
 from ..errors import ConfigError
@@ -10,7 +11,7 @@ from .train import TokenizerConfig  # stdlib only at import: sentencepiece & co.
 _DEFAULTS = TokenizerConfig(inputs=[], output_dir="")
 # Flags default to None so that a recipe value is only overridden by a flag actually given; the real defaults are
 # TokenizerConfig's.
-_FLAGS = [
+_FLAGS: list[tuple[str, dict[str, Any]]] = [
     ("--model-type", dict(choices=["unigram", "wordpiece"], help="unigram: SentencePiece (AraBERT v0.1/v1); "
                                                                "wordpiece: tokenizers (AraBERT v0.2/v2, mBERT)")),
     ("--vocab-size", dict(type=int, help="tokens in the vocabulary, special tokens included "

@@ -180,7 +180,8 @@ def read_vocab_file(path: str | os.PathLike) -> list[str]:
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
-    tokens, seen = [], {}
+    tokens: list[str] = []
+    seen: dict[str, int] = {}
     for number, line in enumerate(lines, 1):
         token = line[:-1] if line.endswith("\r") else line
         if not token.strip():

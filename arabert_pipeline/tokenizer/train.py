@@ -160,7 +160,10 @@ def read_recipe(path: str | os.PathLike) -> dict:
     """
     import glob
 
-    import tomllib
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # tomllib is tomli, taken into the standard library in 3.11
+        import tomli as tomllib
 
     from ..artifacts import data_root
 
@@ -362,7 +365,7 @@ def make_scores_exact(model_file: Path) -> None:
     """
     from sentencepiece import sentencepiece_model_pb2 as model_pb2  # needs protobuf
 
-    proto = model_pb2.ModelProto()
+    proto = model_pb2.ModelProto()  # type: ignore[attr-defined]  # a generated module: classes made at import
     proto.ParseFromString(model_file.read_bytes())
     for piece in proto.pieces:
         if piece.type == piece.USER_DEFINED:

@@ -19,6 +19,9 @@ from .features import N_FEATURES, PAD
 class Reader(nn.Module):
     """Word ids and context features → start and end logits over the context words."""
 
+    frozen: torch.Tensor  # buffers (registered in __init__): the vectors, and each row's tuned slot (0: none)
+    slot: torch.Tensor
+
     def __init__(self, vectors: np.ndarray, tuned_rows: np.ndarray, hidden: int, layers: int, dropout: float):
         super().__init__()
         self.dropout = dropout

@@ -40,7 +40,7 @@ import itertools
 import math
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -289,7 +289,7 @@ def answer_features(question: str, context: str, spans: list[tuple[int, int]], p
     return rows
 
 
-def _number(value: Any) -> bool:
+def _number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -431,7 +431,8 @@ def choose_calibration(scores: np.ndarray | dict[str, np.ndarray], correct: np.n
     tried = [(read, name, values) for read, values in by_input.items() for name in one_input]
     if features is not None and method in ("auto", "logistic"):
         tried.append(("features", "logistic", np.asarray(features, dtype=np.float64)))
-    out_of_fold, rows = {}, []
+    out_of_fold: dict[tuple[str, str], np.ndarray] = {}
+    rows: list[dict[str, Any]] = []
     for read, name, values in tried:
         predicted = np.empty(len(correct))
         for k in range(folds):

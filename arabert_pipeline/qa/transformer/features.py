@@ -38,11 +38,10 @@ class Windows:
         return len(self.input_ids)
 
     def select(self, keep: np.ndarray) -> Windows:
-        pick = lambda rows: [rows[i] for i in keep] if rows is not None else None  # noqa: E731  a one-line local helper
         take = lambda array: array[keep] if array is not None else None  # noqa: E731  a one-line local helper
         return Windows(
-            pick(self.input_ids),
-            pick(self.token_type_ids),
+            [self.input_ids[i] for i in keep],
+            [self.token_type_ids[i] for i in keep] if self.token_type_ids is not None else None,
             self.example_index[keep],
             self.offsets[keep],
             take(self.start_positions),
@@ -184,6 +183,8 @@ def collate(windows: Windows, rows, pad_id: int, labels: bool = False, multiple:
     if windows.token_type_ids is not None:
         batch["token_type_ids"] = token_type_ids
     if labels:
+        if windows.start_positions is None or windows.end_positions is None:
+            raise ValueError("labels asked of windows built without them (build_windows without answers)")
         batch["start_positions"] = torch.as_tensor(windows.start_positions[rows])
         batch["end_positions"] = torch.as_tensor(windows.end_positions[rows])
     return batch

@@ -164,7 +164,7 @@ class QATrainer(FinetuneEngine):
         aligned = [a for a in aligned if a["spans"]]
         if not aligned:
             raise ConfigError("no training question left with an aligned answer")
-        negatives = []
+        negatives: list[dict[str, Any]] = []
         if config.negatives:
             kept = {a["id"] for a in aligned}
             negatives, _ = align_examples(
@@ -269,7 +269,9 @@ class QATrainer(FinetuneEngine):
                      + f"; chose {describe_decoding(decoding)}")
         self.settings = dataclasses.replace(self.settings, **{**decoding,
                                                               "sentence_prior": float(decoding["sentence_prior"])})
-        no_answer, calibration_report, leading = {}, {}, {}
+        no_answer: dict[str, Any] = {}
+        calibration_report: dict[str, Any] = {}
+        leading: dict[str, Any] = {}
         if self.dev_files:
             leading = tune_leading_words(self.qa_model(), passes)
             self.settings = dataclasses.replace(self.settings, leading_words=leading["leading_words"])
@@ -310,7 +312,7 @@ class QATrainer(FinetuneEngine):
 
     def export_checkpoint(self, directory: Path) -> None:
         """A checkpoint's model: the weights at that step, loadable with the tokenizer (no decoder settings yet)."""
-        self.unwrapped().save_pretrained(directory)
+        self.unwrapped().save_pretrained(directory)  # type: ignore[operator]  # a PreTrainedModel, typed Module
         save_pretrained_tokenizer(self.tokenizer, directory)
 
     def export(self, directory: Path) -> None:

@@ -145,7 +145,7 @@ def tune_leading_words(qa: QAModel, passes: list[DevPass],
 
     base_scores, base_texts = answers(())
     base = 100.0 * float(np.mean(base_scores))
-    rows = []
+    rows: list[dict[str, Any]] = []
     for word in candidates:
         scores, texts = answers((word,))
         rows.append({"word": word, "changed": sum(a != b for a, b in zip(texts, base_texts, strict=True)),
@@ -195,8 +195,12 @@ def dev_answers(qa: QAModel, passes: list[DevPass]) -> DevAnswers:
     raw = {"probability": dataclasses.replace(qa.settings, calibration=None)}
     if qa.settings.decoding == "expected-f1":
         raw["expected-f1"] = dataclasses.replace(qa.settings, calibration=Calibration("none", input="expected-f1"))
-    metric, answerable_margin, negative_margin, features, dev_set = [], [], [], [], []
-    top_score = {read: [] for read in raw}
+    metric: list[float] = []
+    answerable_margin: list[float] = []
+    negative_margin: list[float] = []
+    features: list[np.ndarray] = []
+    dev_set: list[int] = []
+    top_score: dict[str, list[float]] = {read: [] for read in raw}
     for index, run in enumerate(passes):
         n = len(run.examples)
         margins = qa.null_margins(run.logits)
