@@ -27,8 +27,8 @@ pytest.importorskip("uvicorn")
 torch = pytest.importorskip("torch")
 
 from arabert_pipeline.cli import main  # noqa: E402  after the importorskip above
-from arabert_pipeline.serve.app import ANSWER_FIELDS, BATCH_FIELDS, PAIR_FIELDS  # noqa: E402  after the importorskip above
 from arabert_pipeline.serve.limits import ServeLimits  # noqa: E402  after the importorskip above
+from arabert_pipeline.serve.requests import ANSWER_FIELDS, BATCH_FIELDS, PAIR_FIELDS  # noqa: E402  after the importorskip above
 
 # Pairs the model cannot read are Latin-only: Pipeline.answer warns about them before refusing them.
 pytestmark = pytest.mark.filterwarnings("ignore:.*no Arabic letter:UserWarning")

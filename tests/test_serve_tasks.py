@@ -19,8 +19,8 @@ pytest.importorskip("uvicorn")
 pytest.importorskip("torch")
 
 from arabert_pipeline.errors import ConfigError
-from arabert_pipeline.serve.app import TASK_FIELDS
 from arabert_pipeline.serve.limits import ServeLimits
+from arabert_pipeline.serve.requests import TASK_FIELDS
 
 # Room for one 3,000-character text of work, not for a batch of eight of them.
 LIMITS = ServeLimits(max_context_chars=3000, max_body_bytes=64 * 1024, max_top_k=5, max_pairs=8,

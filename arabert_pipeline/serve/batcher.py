@@ -55,7 +55,7 @@ class _Job:
     question: str
     context: str
     options: Options
-    tokens: int  # model tokens, counted (app.py): what a batch is bounded by
+    tokens: int  # model tokens, counted (admission.py): what a batch is bounded by
     cost: int  # work, in tokens: what the queue is bounded by
     future: asyncio.Future
     queued: float

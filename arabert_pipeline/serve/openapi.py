@@ -1,7 +1,8 @@
 """The OpenAPI 3.1 description of the service, served at /openapi.json.
 
-Written out rather than generated: the request checks in app.py are hand-written too (they reuse pipeline.core's), and
-a test holds the two together (the fields of each schema are those app.py accepts; the limits are the server's own).
+Written out rather than generated: the request checks in requests.py are hand-written too (they reuse pipeline.core's),
+and a test holds the two together (the fields of each schema are those requests.py accepts; the limits are the
+server's own).
 """
 from __future__ import annotations
 
