@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from arabert_pipeline.evaluate import metrics as m
-
 from conftest import SLICES
 
 GOLDEN_PUNKT = Path(__file__).parent / "golden" / "evaluate_punkt_spans.json"
@@ -119,7 +118,7 @@ def test_punkt_question_mark_arabic_is_not_a_boundary():
 
 
 def test_punkt_rules():
-    split = lambda text: sentences(text, m.punkt_sentence_spans)  # noqa: E731
+    split = lambda text: sentences(text, m.punkt_sentence_spans)  # noqa: E731  a one-line local helper
     assert split("وصل Dr. Smith إلى U.S. Army أمس. ثم عاد") == ["وصل Dr. Smith إلى U.S. Army أمس.", "ثم عاد"]
     assert split("بلغ 3.5 مليون. ثم") == ["بلغ 3.5 مليون.", "ثم"]
     assert split("هذا... ثم ذاك! وماذا?نعم") == ["هذا... ثم ذاك!", "وماذا?نعم"]  # no space after "?": no boundary
