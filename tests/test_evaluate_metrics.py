@@ -168,7 +168,7 @@ def test_arabic_sm_is_the_best_over_every_gold_answer_and_soqal_sm_reads_the_fir
     in_first, in_second = ("علي", context.index("علي")), ("درس في القاهرة", context.index("درس في القاهرة"))
     for golds, soqal in (((beirut, cairo), (1.0, 0.0)), ((cairo, beirut), (0.0, 1.0))):
         ex = example(context, *golds)
-        for (prediction, start), expected in zip((in_first, in_second), soqal):
+        for (prediction, start), expected in zip((in_first, in_second), soqal, strict=True):
             scores = m.score_question(ex, prediction, start)
             assert (scores["arabic_sm"], scores["soqal_sm"]) == (1.0, expected), (golds, prediction)
             assert m.arabic_sentence_match(context, prediction, ex["answers"], prediction_start=start) == 1.0

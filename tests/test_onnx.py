@@ -268,7 +268,7 @@ def test_int8_row_storage_runs_the_same_fp32_weights_on_both_backends(tiny_onnx,
     contexts = [e["context"] for e in DEMO] + [CONTEXT]
     ours, theirs = onnx_qa.answer(questions, contexts, top_k=5), torch_qa.answer(questions, contexts, top_k=5)
     assert _spans(ours) == _spans(theirs)
-    for a, b in zip(ours, theirs):
+    for a, b in zip(ours, theirs, strict=True):
         assert [x.score for x in a] == pytest.approx([x.score for x in b], abs=1e-4)
     assert Pipeline(directory, quantize=True).answer(questions[0], contexts[0]) is not None  # dynamic int8 still runs
     from arabert_pipeline.finetuning.runtime import int8_model, write_standalone
