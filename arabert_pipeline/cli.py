@@ -60,8 +60,14 @@ def add_export_tasks(export: argparse.ArgumentParser) -> None:
 
     def run(args: argparse.Namespace) -> int | None:
         from .artifacts import shipped_model_dir
-        from .finetuning.taskexport import (TASK_HEADS, claim_standalone, export_task_onnx, standalone,
-                                            standalone_bits, task_of)
+        from .finetuning.taskexport import (
+            TASK_HEADS,
+            claim_standalone,
+            export_task_onnx,
+            standalone,
+            standalone_bits,
+            task_of,
+        )
 
         if args.standalone:
             # a shipped task model by its name: the copy of it that stands alone (its tokenizer is a sibling's)

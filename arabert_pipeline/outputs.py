@@ -10,8 +10,8 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 from .artifacts import METADATA_FILE, _file_kind, check_replaceable, read_metadata
 from .errors import ConfigError
@@ -197,7 +197,7 @@ class OutputLock:
             raise self._refuse(f"is {kind}")
         return fd
 
-    def acquire(self) -> "OutputLock":
+    def acquire(self) -> OutputLock:
         import fcntl
 
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -240,7 +240,7 @@ class OutputLock:
             os.close(self.fd)
             self.fd = None
 
-    def __enter__(self) -> "OutputLock":
+    def __enter__(self) -> OutputLock:
         return self.acquire()
 
     def __exit__(self, *exc_info) -> None:

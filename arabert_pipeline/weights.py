@@ -177,7 +177,7 @@ def open_regular_file(path: str | os.PathLike, *, max_bytes: int | None = None) 
         raise InputError(f"unreadable ({exc.strerror or exc})", path=path) from exc
     except ValueError:  # "embedded null byte": no file can have that name
         raise InputError("not a usable file name (it holds a NUL character)", path=repr(str(path))) from None
-    f = open(fd, "rb")
+    f = open(fd, "rb")  # noqa: SIM115  returned open to the caller, closed here only on an error
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
@@ -451,7 +451,7 @@ def dequantized_arrays(path: str | os.PathLike) -> dict:
 
     storage = check_storage(path, read_safetensors_header(path))
     with open_safetensors(path) as stored:
-        tensors = {name: stored.get_tensor(name) for name in stored.keys()}
+        tensors = {name: stored.get_tensor(name) for name in stored.keys()}  # noqa: SIM118  safe_open is no dict
     if storage is None:
         return tensors
     out = {}
@@ -569,7 +569,7 @@ def check_fits_config(model_class, config, path: str | os.PathLike, header: Safe
         found = stored.get(name.removeprefix(prefix))
         if found is None or found == shape:
             continue
-        differing = [want for want, have in zip(shape, found) if want != have] if len(shape) == len(found) else []
+        differing = [want for want, have in zip(shape, found, strict=True) if want != have] if len(shape) == len(found) else []
         fields = sorted(key for key, value in config.to_dict().items()
                         if type(value) is int and differing and value == differing[0])
         what = " or ".join(f"{field} {differing[0]}" for field in fields) + " does" if fields else "its sizes do"

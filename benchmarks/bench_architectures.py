@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_pretrain import prepare  # noqa: E402  (same data, same cache; puts the checkout on sys.path)
+from bench_pretrain import prepare
 
 # label → PretrainConfig fields
 RUNS = {
@@ -113,7 +113,8 @@ def main() -> None:
     for label, r in results.items():
         speed = r["tokens"] / r["cpu"]
         growth = r["peak_rss"] - r["setup_rss"]
-        versus = (speed / (results["deberta"]["tokens"] / results["deberta"]["cpu"])) if label == "deberta+emd" else None
+        deberta = results["deberta"]
+        versus = (speed / (deberta["tokens"] / deberta["cpu"])) if label == "deberta+emd" else None
         print(f"{label:<13} {r['parameters']:>10,} {speed:>9,.0f} {r['tokens'] / r['wall']:>7,.0f} "
               f"{speed / (bert['tokens'] / bert['cpu']):>7.2f}x {'' if versus is None else f'{versus:.2f}x':>10} "
               f"{r['peak_rss']:>7,.0f}MB {r['peak_rss'] / bert['peak_rss']:>7.2f}x {growth:>6,.0f}MB "

@@ -68,12 +68,13 @@ def main() -> int:
         wall = time.perf_counter() - started
         cpu_after = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     # CPU seconds do not grow when other jobs share the cores, unlike wall time: they show what idle cores would give.
-    main_cpu, workers_cpu = (a.ru_utime + a.ru_stime - b.ru_utime - b.ru_stime for a, b in zip(cpu_after, cpu_before))
+    main_cpu, workers_cpu = (a.ru_utime + a.ru_stime - b.ru_utime - b.ru_stime
+                             for a, b in zip(cpu_after, cpu_before, strict=True))
     idle_wall = max(main_cpu, (main_cpu + workers_cpu) / args.workers)
 
     misses = report.cache_lookups - report.cache_hits
-    print(f"corpus: {'slice of ' if args.limit else ''}{len(shards)} shards in {CORPUS}; preprocessing {args.preprocessing}, "
-          f"{args.workers} workers, {args.chunk_lines} lines per chunk")
+    print(f"corpus: {'slice of ' if args.limit else ''}{len(shards)} shards in {CORPUS}; "
+          f"preprocessing {args.preprocessing}, {args.workers} workers, {args.chunk_lines} lines per chunk")
     print(f"lines            {report.lines:,}")
     print(f"words            {report.words:,}")
     print(f"text             {report.input_bytes / 1e6:,.1f} MB")

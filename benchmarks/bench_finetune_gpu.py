@@ -10,7 +10,8 @@ Two steps, as benchmarks/bench_pretrain_gpu.py, because a lent GPU machine is ba
     # camel-tools, emoji, six: `pip download --no-deps --only-binary=:all:`, the versions installed here)
     python benchmarks/bench_finetune_gpu.py prepare runs/gpu-finetune-bench
     # on the GPU machine, one command of ≤ 4 minutes (carry runs/gpu-finetune-bench); the JSON comes back
-    python runs/gpu-finetune-bench/bench_finetune_gpu.py run runs/gpu-finetune-bench --out "$OUT/bench_finetune_gpu.json"
+    python runs/gpu-finetune-bench/bench_finetune_gpu.py run runs/gpu-finetune-bench \\
+        --out "$OUT/bench_finetune_gpu.json"
 
 `run` installs the wheels into a temporary `--target` directory (on PYTHONPATH, after anything the machine has), then
 runs `DRY_RUN=1 scripts/paper_table6.sh` with STANDIN_SIZE=base, SYSTEMS="arabertv2 mbert", BATCH=MICRO_BATCH=32
@@ -37,6 +38,7 @@ The CPU runs it at tiny size (tests/test_bench_finetune_gpu.py): `prepare DIR --
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.metadata
 import importlib.util
 import json
@@ -55,7 +57,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(HERE))  # in the repository: benchmarks/; in the prepared folder: the folder itself
-from bench_pretrain_gpu import SHARED, check_folder_size, copy_package, write_json  # noqa: E402
+from bench_pretrain_gpu import SHARED, check_folder_size, copy_package, write_json  # noqa: E402  after the sys.path entry above
 
 SCRIPT = "paper_table6.sh"
 # paper_table6.sh's system names → the hub id its stand-in is built as (scripts/hub_standins.py's ids)
@@ -218,10 +220,8 @@ def run_dry(script: Path, runs: Path, env: dict, log_file: Path, left: float, re
     def stop(*_):
         nonlocal deadline_hit
         deadline_hit = True
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
 
     previous = signal.signal(signal.SIGALRM, stop)
     signal.setitimer(signal.ITIMER_REAL, max(left, 1.0))
@@ -355,8 +355,8 @@ def projection(report: dict, args) -> dict:
 
 def summary(report: dict) -> str:
     lines = [f"\n{report['device']} (torch {report['torch']}, transformers {report['transformers']})", "",
-             "| system | windows/epoch | s/step (steady) | tokens/s | peak GPU GiB | fine-tune s (setup / train / rest) | "
-             "projected h |", "|---|---:|---:|---:|---:|---|---:|"]
+             "| system | windows/epoch | s/step (steady) | tokens/s | peak GPU GiB "
+             "| fine-tune s (setup / train / rest) | projected h |", "|---|---:|---:|---:|---:|---|---:|"]
     for system, row in report["systems"].items():
         if "error" in row:
             lines.append(f"| {system} | {row['error']} | | | | | |")

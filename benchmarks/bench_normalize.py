@@ -6,7 +6,8 @@ Both run in this one invocation on the same lines of the shared corpus (ARABERT_
 ours in this process, the reference in a subprocess of the Python that has the `arabert` package, which is never a
 dependency of this project. Create that environment once, outside the repository:
 
-    python -m venv ~/.cache/arabert_pipeline/arabert-venv && ~/.cache/arabert_pipeline/arabert-venv/bin/pip install arabert
+    python -m venv ~/.cache/arabert_pipeline/arabert-venv \\
+        && ~/.cache/arabert_pipeline/arabert-venv/bin/pip install arabert
 
 and point to it with --reference-python or ARABERT_REFERENCE_PYTHON (default: that path). Prints lines/s for both,
 the ratio (target >= 5x) and whether the outputs are identical line for line.
@@ -62,7 +63,8 @@ def corpus_lines(limit: int) -> list[str]:
 def run_reference(python: str, lines: list[str]) -> tuple[float, list[str]]:
     if not Path(python).exists():
         sys.exit(f"reference Python {python} not found. Create it outside the repository:\n"
-                 f"  python -m venv ~/.cache/arabert_pipeline/arabert-venv && ~/.cache/arabert_pipeline/arabert-venv/bin/pip install arabert\n"
+                 "  python -m venv ~/.cache/arabert_pipeline/arabert-venv && "
+                 "~/.cache/arabert_pipeline/arabert-venv/bin/pip install arabert\n"
                  f"then pass --reference-python or set ARABERT_REFERENCE_PYTHON")
     with tempfile.TemporaryDirectory() as tmp:
         src, dst = Path(tmp, "in.json"), Path(tmp, "out.json")
@@ -95,7 +97,7 @@ def main() -> None:
         seconds, reference = run_reference(args.reference_python, lines)
         ref_times.append(seconds)
     ours_s, ref_s = min(ours_times), min(ref_times)
-    mismatches = [i for i, (a, b) in enumerate(zip(ours, reference)) if a != b]
+    mismatches = [i for i, (a, b) in enumerate(zip(ours, reference, strict=True)) if a != b]
     print(f"reference ArabertPreprocessor v02: {len(lines) / ref_s:>10,.0f} lines/s ({ref_s:.2f} s)")
     print(f"arabert_pipeline normalize:        {len(lines) / ours_s:>10,.0f} lines/s ({ours_s:.2f} s)")
     print(f"speed-up: {ref_s / ours_s:.1f}x (target >= 5x)")

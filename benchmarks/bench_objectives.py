@@ -15,6 +15,7 @@ tokenizer of --vocab-size trained on them; both cached in --workdir. Run by hand
 from __future__ import annotations
 
 import argparse
+import itertools
 import lzma
 import os
 import shutil
@@ -47,7 +48,7 @@ def prepare(args) -> tuple[Path, Path]:
     tokenizer = work / f"wordpiece-{args.vocab_size}"
     if not Path(f"{corpus}.arabert_pipeline.json").exists():
         with lzma.open(SHARED / "corpus" / f"{args.shard}.txt.xz", "rt", encoding="utf-8") as f:
-            raw.write_text("".join(line for _, line in zip(range(args.lines), f)), encoding="utf-8")
+            raw.write_text("".join(itertools.islice(f, args.lines)), encoding="utf-8")
         assert cli(["preprocess", str(raw), "-o", str(corpus), "--preprocessing", "arabertv02", "--no-progress"]) == 0
     if not tokenizer.exists():
         print(train_tokenizer([corpus], tokenizer, model_type="wordpiece", vocab_size=args.vocab_size,

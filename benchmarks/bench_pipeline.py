@@ -149,7 +149,7 @@ def scores(examples: list[dict], spans: list[tuple[int, int] | None]) -> dict:
     from arabert_pipeline.evaluate.metrics import score_question
 
     per = [score_question(e, None if s is None else e["context"][s[0]:s[1]], None if s is None else s[0])
-           for e, s in zip(examples, spans)]
+           for e, s in zip(examples, spans, strict=True)]
     return {key: 100 * sum(p[key] for p in per) / len(per) for key in ("arabic_em", "arabic_f1", "soqal_f1")}
 
 
@@ -237,9 +237,9 @@ def main() -> None:
     from transformers.utils import logging as hf_logging
 
     from arabert_pipeline import Pipeline
+    from arabert_pipeline.finetuning.export import ONNX_FILE
     from arabert_pipeline.qa.align import QAPreprocessing
     from arabert_pipeline.qa.data import read_squad
-    from arabert_pipeline.finetuning.export import ONNX_FILE
     from arabert_pipeline.qa.transformer.export import export_onnx
 
     torch.set_num_threads(args.threads)
@@ -284,14 +284,15 @@ def main() -> None:
 
     def hf_spans(found: list, batch: list[dict]) -> list[tuple[int, int] | None]:
         out = []
-        for (start, end, text, _), e in zip(found, batch):
+        for (start, end, _text, _), e in zip(found, batch, strict=True):
             span = aligned[e["context"]].to_original(start, end) if end > start else None
             out.append(span if span and span[1] > span[0] else None)
         return out
 
     def hf_request(batch: list[dict], op: str) -> dict:
         if op == "one":
-            return {"op": "one", "question": pre_questions[batch[0]["id"]], "context": aligned[batch[0]["context"]].text}
+            return {"op": "one", "question": pre_questions[batch[0]["id"]],
+                    "context": aligned[batch[0]["context"]].text}
         return {"op": "batch", "questions": [pre_questions[e["id"]] for e in batch],
                 "contexts": [aligned[e["context"]].text for e in batch], "batch_size": args.batch_size}
 
@@ -300,7 +301,7 @@ def main() -> None:
 
     # Warm-up: first calls allocate, build caches and pack weights.
     for e in latency_examples[:5]:
-        for name, pipe in systems.items():
+        for pipe in systems.values():
             pipe.answer(e["question"], e["context"])
         reference.call(hf_request([e], "one"))
 
@@ -350,7 +351,7 @@ def main() -> None:
     }
 
     def same(found: dict, name: str, other: str, n: int) -> float:
-        return sum(a == b for a, b in zip(found[name], found[other])) / n
+        return sum(a == b for a, b in zip(found[name], found[other], strict=True)) / n
 
     for name in [*systems, "hf"]:
         result["systems"][name] = {
@@ -380,7 +381,7 @@ def by_threads(args: argparse.Namespace) -> None:
     results = {}
     with tempfile.TemporaryDirectory(prefix="bench-threads-") as temp:
         for threads in args.threads:
-            argv = [a for a in sys.argv[1:]]
+            argv = list(sys.argv[1:])
             at = argv.index("--threads")
             end = at + 1
             while end < len(argv) and not argv[end].startswith("--"):

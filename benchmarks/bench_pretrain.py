@@ -8,10 +8,11 @@ Baseline: `BertForMaskedLM` (full prediction head over every position) + `DataCo
 Ours: the pretraining stage's `Trainer` (packed sequences, masked-only head, ...), same model config and seed, and
 by default as many tokens per optimizer step as the baseline (see `our_batch_size`).
 
-The two alternate step by step in one process (the one that has read fewer tokens goes next), so both see the same
-load on a shared machine; tokens per CPU second (process time, all threads) is printed too. Tokens = tokens the model reads ([CLS]/[SEP] included, padding excluded). After both have
-read --tokens tokens, both are evaluated on the trainer's held-out sequences with the same fixed masks. Peak memory
-is measured separately: each side runs a few steps in a child process, whose peak RSS os.wait4 reports.
+The two alternate step by step in one process (the one that has read fewer tokens goes next), so both see the same load
+on a shared machine; tokens per CPU second (process time, all threads) is printed too. Tokens = tokens the model reads
+([CLS]/[SEP] included, padding excluded). After both have read --tokens tokens, both are evaluated on the trainer's
+held-out sequences with the same fixed masks. Peak memory is measured separately: each side runs a few steps in a child
+process, whose peak RSS os.wait4 reports.
 
 Data: the first --lines lines of a shard of the shared corpus, preprocessed with arabertv02 (`arabert-pipeline
 preprocess`), and a unigram tokenizer trained on it (`train_tokenizer`); both cached in --workdir.
@@ -20,6 +21,7 @@ Run by hand, not in CI.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import lzma
 import math
@@ -46,7 +48,7 @@ def prepare(args) -> tuple[Path, Path]:
     tokenizer = work / f"unigram-{args.vocab_size}"
     if not Path(f"{corpus}.arabert_pipeline.json").exists():
         with lzma.open(SHARED / "corpus" / f"{args.shard}.txt.xz", "rt", encoding="utf-8") as f:
-            lines = [line for _, line in zip(range(args.lines), f)]
+            lines = list(itertools.islice(f, args.lines))
         raw.write_text("".join(lines), encoding="utf-8")
         assert cli(["preprocess", str(raw), "-o", str(corpus), "--preprocessing", "arabertv02", "--no-progress"]) == 0
     if not tokenizer.exists():
@@ -250,7 +252,8 @@ def main() -> None:
     print(f"|{'-' * 28}|{'-' * 12}|{'-' * 13}|{'-' * 8}|")
     for name, ours, base, ratio in rows:
         print(f"| {name:26} | {ours!s:>10} | {base!s:>11} | {ratio:>6} |")
-    result = {"args": vars(args), "tokens_per_second": rates, "tokens_per_cpu_second": cpu_rates, "eval_ours": eval_ours, "eval_baseline": eval_base,
+    result = {"args": vars(args), "tokens_per_second": rates, "tokens_per_cpu_second": cpu_rates,
+              "eval_ours": eval_ours, "eval_baseline": eval_base,
               "peak_rss_mb": memory, "seconds": seconds,
               "steps": {"ours": trainer.state.step, "baseline": baseline.step}}
     (Path(args.workdir) / "result.json").write_text(json.dumps(result, indent=2), encoding="utf-8")

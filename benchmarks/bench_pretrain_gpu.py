@@ -39,6 +39,8 @@ masking, each lever set vs the plain path, MFU). The CPU runs every row at tiny 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import itertools
 import json
 import lzma
 import os
@@ -95,7 +97,7 @@ def prepare(args) -> None:
     source = Path(args.corpus) if args.corpus else SHARED / "corpus" / f"{args.shard}.txt.xz"
     opener = lzma.open if source.suffix == ".xz" else open
     with opener(source, "rt", encoding="utf-8") as f:
-        raw.write_text("".join(line for _, line in zip(range(args.lines), f)), encoding="utf-8")
+        raw.write_text("".join(itertools.islice(f, args.lines)), encoding="utf-8")
     corpus = folder / "corpus.txt"
     assert cli(["preprocess", str(raw), "-o", str(corpus), "--preprocessing", "arabertv02", "--no-progress"]) == 0
     shutil.rmtree(raw.parent)
@@ -394,17 +396,21 @@ def package_row(args, options: dict, seq: int, folder: Path, timer: Timer) -> fl
             raise _Measured
 
     trainer.on_step = on_step
-    try:
+    with contextlib.suppress(_Measured):  # on_step raises it once the timed steps are done
         trainer.train()
-    except _Measured:
-        pass
     return trainer.flops_per_token()
 
 
 def hf_row(args, options: dict, seq: int, folder: Path, timer: Timer, device) -> float:
     """run_mlm.py's recipe: lines tokenized with their special tokens, concatenated, cut into blocks of `seq`."""
-    from transformers import (BertConfig, BertForMaskedLM, DataCollatorForLanguageModeling, Trainer, TrainerCallback,
-                              TrainingArguments)
+    from transformers import (
+        BertConfig,
+        BertForMaskedLM,
+        DataCollatorForLanguageModeling,
+        Trainer,
+        TrainerCallback,
+        TrainingArguments,
+    )
 
     from arabert_pipeline.pretrain.config import bert_config_kwargs
     from arabert_pipeline.tokenizer.load import load_pretrained_tokenizer

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_pretrain import prepare  # noqa: E402  (same data, same cache)
+from bench_pretrain import prepare
 
 
 def child(args) -> None:

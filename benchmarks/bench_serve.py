@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -74,10 +75,8 @@ class Connection:
     async def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
-            try:
+            with contextlib.suppress(ConnectionError):  # the server may have closed first
                 await self.writer.wait_closed()
-            except ConnectionError:
-                pass
             self.reader = self.writer = None
 
 

@@ -132,10 +132,10 @@ def bench_task(name: str, args, thread_env: dict, cold_starts, percentile) -> di
         answers["hf"] = hf(hf_texts, batch_size=args.batch_size, **lengths)
         throughput["hf"].append(len(texts) / (time.perf_counter() - start))
     if kind == "text-classification":
-        same = [a["label"] == b["label"] for a, b in zip(answers["ours"], answers["hf"])]
+        same = [a["label"] == b["label"] for a, b in zip(answers["ours"], answers["hf"], strict=True)]
     else:
         same = [{(e["entity_group"], e["start"], e["end"]) for e in a} == hf_entities(b, al)
-                for a, b, al in zip(answers["ours"], answers["hf"], aligned)]
+                for a, b, al in zip(answers["ours"], answers["hf"], aligned, strict=True)]
     result = {"model": str(shipped.relative_to(REPO)) if shipped.is_relative_to(REPO) else shipped.name,
               "backend": ours.backend, "reference": f"transformers {transformers.__version__} pipeline('{kind}') on "
               f"{hf_note}, preprocessed text in", "dataset": dataset, "texts": len(texts),

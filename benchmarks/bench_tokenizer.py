@@ -83,7 +83,7 @@ def encode_speed(directory: Path, lines: list[str], args) -> dict:
             sp.encode(line)
 
     ids_fast = [ids for b in batches for ids in tokenizer(b, add_special_tokens=False, verbose=False)["input_ids"]]
-    mismatches = sum(a != b for a, b in zip(ids_fast, sp.encode(lines)))
+    mismatches = sum(a != b for a, b in zip(ids_fast, sp.encode(lines), strict=True))
     n = len(lines)
     t_fast, t_batch, t_loop = (best_of(args.repeats, f) for f in (fast, sp_batch, sp_loop))
     return {"lines": n, "fast_lines_per_s": n / t_fast, "sp_batch_lines_per_s": n / t_batch,

@@ -20,7 +20,8 @@ from pathlib import Path
 QUESTION_WORDS = ("متى", "كم", "من", "أين", "ما", "ماذا", "لماذا", "كيف", "هل", "أي")
 _MONTHS = ("يناير|فبراير|مارس|أبريل|إبريل|ابريل|مايو|يونيو|يوليو|أغسطس|اغسطس|سبتمبر|أكتوبر|اكتوبر|نوفمبر|ديسمبر|"
            "كانون|شباط|آذار|نيسان|أيار|حزيران|تموز|آب|أيلول|تشرين|محرم|صفر|ربيع|جمادى|رجب|شعبان|رمضان|شوال|القعدة|الحجة")
-_DATE = re.compile(rf"(?<![0-9٠-٩])(?:1[5-9][0-9]{{2}}|20[0-4][0-9]|[١][٥-٩][٠-٩]{{2}}|٢٠[٠-٤][٠-٩])(?![0-9٠-٩])|{_MONTHS}")
+_DATE = re.compile(rf"(?<![0-9٠-٩])(?:1[5-9][0-9]{{2}}|20[0-4][0-9]|[١][٥-٩][٠-٩]{{2}}|٢٠[٠-٤][٠-٩])(?![0-9٠-٩])"
+                   rf"|{_MONTHS}")
 _NUMBER = re.compile(r"[0-9٠-٩]")
 _ARTICLE_PREFIXES = ("و", "ف", "ب", "ل", "ك")
 
@@ -96,8 +97,9 @@ def main(argv: list[str] | None = None) -> int:
         predictions = json.loads(path.read_text(encoding="utf-8"))
         for row in table(examples, predictions):
             lines.append(f"| {path.stem} | {row['question_word']} | {row['questions']} | "
-                         f"{row['gold_number_or_date']:.0f} | {row['pred_number_or_date']:.0f} | {row['same_kind']:.0f} | "
-                         f"{row['pred_words']:.1f} | {row['gold_words']:.1f} | {row['f1']:.1f} |")
+                         f"{row['gold_number_or_date']:.0f} | {row['pred_number_or_date']:.0f} | "
+                         f"{row['same_kind']:.0f} | {row['pred_words']:.1f} | {row['gold_words']:.1f} | "
+                         f"{row['f1']:.1f} |")
     text = "\n".join(lines) + "\n"
     if args.output:
         from arabert_pipeline.artifacts import atomic_write

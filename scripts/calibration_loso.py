@@ -42,10 +42,22 @@ import numpy as np
 from arabert_pipeline.qa.data import read_squad
 from arabert_pipeline.qa.metrics import DEV_METRIC, score_question
 from arabert_pipeline.qa.overlap import (
-    match_keys, normalize_word, question_keys, sentence_overlap_scores, sentence_spans,
+    match_keys,
+    normalize_word,
+    question_keys,
+    sentence_overlap_scores,
+    sentence_spans,
 )
 from arabert_pipeline.qa.transformer.calibration import (
-    CORRECT_AT, FEATURES, Calibration, auroc, brier_score, expected_calibration_error, fit, fit_logistic, monotone,
+    CORRECT_AT,
+    FEATURES,
+    Calibration,
+    auroc,
+    brier_score,
+    expected_calibration_error,
+    fit,
+    fit_logistic,
+    monotone,
     reliability_table,
 )
 from arabert_pipeline.qa.transformer.decode import READER_ALONE, expected_f1
@@ -157,14 +169,14 @@ def answers_of(qa: QAModel, name: str, source: str, cache: Path) -> dict[str, np
     found = qa.decode(logits, settings=dataclasses.replace(qa.settings, calibration=None),
                       reader_scores=reader_scores, features=tables)
     metric = np.asarray([score_question(e, a[0].text if a else None, a[0].start if a else None)[DEV_METRIC]
-                         for e, a in zip(run.examples, found)])
+                         for e, a in zip(run.examples, found, strict=True)])
     has = np.asarray([bool(a) for a in found])
     rows = np.stack([t[0] if len(t) else np.zeros(len(FEATURES)) for t in tables])
     rows = np.column_stack([rows, pass_features(qa, logits, reader_scores, found)])
     return {"features": rows[has], "right": (metric >= CORRECT_AT)[has],
             "answered": (margins <= qa.settings.null_score_diff_threshold)[has],
             "ids": np.asarray([e["id"] for e in run.examples])[has],
-            "top_k_tables": [t for t, h in zip(tables, has) if h]}
+            "top_k_tables": [t for t, h in zip(tables, has, strict=True) if h]}
 
 
 def question_kind(question: str) -> str:
@@ -309,7 +321,7 @@ def candidates() -> dict[str, object]:
     }
     for label, names in SUBSETS.items():
         for c in STRENGTHS:
-            out[f"logistic {label} C={c:g}"] = (lambda names, c: lambda x, y: fit_logistic(x, y, names, c))(names, c)
+            out[f"logistic {label} C={c:g}"] = lambda x, y, names=names, c=c: fit_logistic(x, y, names, c)
     return out
 
 
@@ -457,7 +469,7 @@ def pooled_cross_validation(fitted, names, method: str, c: float = 0.1, repeats:
     mean = np.mean(results, axis=0)
     return {"map": f"bound: pooled 10-fold CV, {method}{f' C={c:g}' if method == 'logistic' else ''}, "
                    f"{len(names)} features", "features": list(names), "auroc": float(mean[0]),
-            **{f"auroc {n}": float(v) for n, v in zip(DEV, mean[1:])}}
+            **{f"auroc {n}": float(v) for n, v in zip(DEV, mean[1:], strict=True)}}
 
 
 def explore(fitted) -> dict:

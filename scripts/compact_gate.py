@@ -41,7 +41,7 @@ def qa_answers(model: str, dev: list[str]) -> tuple[list, float]:
     examples = [e for source in dev for e in read_squad(source, misaligned="keep").examples]
     found = Pipeline(model).answer([e["question"] for e in examples], [e["context"] for e in examples])
     keys = [a and (a.start, a.end) for a in found]
-    f1 = [score_question(e, a and a.text, a and a.start)["soqal_f1"] for e, a in zip(examples, found)]
+    f1 = [score_question(e, a and a.text, a and a.start)["soqal_f1"] for e, a in zip(examples, found, strict=True)]
     return keys, 100 * float(np.mean(f1))
 
 
@@ -97,7 +97,7 @@ def main() -> int:
     answers, scores = {}, {}
     for name in ("baseline", "candidate"):
         answers[name], scores[name] = ANSWERS[args.task](getattr(args, name), args.dev)
-    identical = float(np.mean([a == b for a, b in zip(answers["baseline"], answers["candidate"])]))
+    identical = float(np.mean([a == b for a, b in zip(answers["baseline"], answers["candidate"], strict=True)]))
     cold = cold_starts({name: cold_command(args.task, getattr(args, name)) for name in ("baseline", "candidate")},
                        dict(os.environ), args.cold_runs)
     slowdown = cold["candidate"]["cold_start_s"] / cold["baseline"]["cold_start_s"] - 1

@@ -5,12 +5,12 @@ and answers the dev questions; what it prints is compared with the shipped model
 
     python scripts/compact_variants.py SHIPPED_DIR WORK_DIR emb:row:no emb16:16:no all:row:row /path/to/model_dir ...
 
-A variant NAME:EMBEDDINGS:LINEAR names the storage of the embedding tables and of the other large 2-D weights: `no`
-(as shipped, fp16), `row` (int8, one scale per row), a block size, or for the embeddings `topK` (int8 rows but the K
-tokens most frequent in --frequency-corpus, kept as stored: scripts/compact_models.py's form). The relative-position
-table goes with LINEAR (the rows of variants.jsonl written before the topK variants put it with EMBEDDINGS). To be cheap it writes the int8 values widened
-back, as float32 safetensors (the same values the int8 form computes with, to float32 rounding), and re-exports
-model.onnx; scripts/compact_gate.py then gates the form a change ships in, with its cold start. Dev only.
+A variant NAME:EMBEDDINGS:LINEAR names the storage of the embedding tables and of the other large 2-D weights: `no` (as
+shipped, fp16), `row` (int8, one scale per row), a block size, or for the embeddings `topK` (int8 rows but the K tokens
+most frequent in --frequency-corpus, kept as stored: scripts/compact_models.py's form). The relative-position table goes
+with LINEAR (the rows of variants.jsonl written before the topK variants put it with EMBEDDINGS). To be cheap it writes
+the int8 values widened back, as float32 safetensors (the same values the int8 form computes with, to float32 rounding),
+and re-exports model.onnx; scripts/compact_gate.py then gates the form a change ships in, with its cold start. Dev only.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from compact_gate import qa_answers  # noqa: E402
+from compact_gate import qa_answers
 
 DEV = ["arcd-dev", "mlqa-ar-dev"]
 
@@ -70,8 +70,8 @@ def top_answers(model: Path) -> list[list[tuple]]:
 
 def score_drift(base: list[list[tuple]], other: list[list[tuple]]) -> dict:
     """How far the scores moved, which the count of changed answers hides: most near-ties do not flip."""
-    best = [abs(a[0][2] - b[0][2]) for a, b in zip(base, other) if a and b]
-    same_lists = [[x[:2] for x in a] == [y[:2] for y in b] for a, b in zip(base, other)]
+    best = [abs(a[0][2] - b[0][2]) for a, b in zip(base, other, strict=True) if a and b]
+    same_lists = [[x[:2] for x in a] == [y[:2] for y in b] for a, b in zip(base, other, strict=True)]
     return {"mean_abs_best_score_change": round(float(np.mean(best)), 5),
             "top5_identical": round(float(np.mean(same_lists)), 4)}
 
@@ -111,7 +111,7 @@ def main() -> int:
                 parser.error(f"{spec}: topK variants need --frequency-corpus")
             directory = variant(shipped, work, name, embeddings, linear, frequent)
         keys, f1 = qa_answers(str(directory), DEV)
-        same = float(np.mean([a == (tuple(b) if b else b) for a, b in zip(base, keys)]))
+        same = float(np.mean([a == (tuple(b) if b else b) for a, b in zip(base, keys, strict=True)]))
         row = {"variant": name, "identical": round(same, 4), "f1": round(f1, 2), "delta_f1": round(f1 - base_f1, 2)}
         if args.score_drift:
             row.update(score_drift(base_top, top_answers(directory)))

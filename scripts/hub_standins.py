@@ -19,7 +19,7 @@ The vocabularies come from the shared data (`vocab/`, see its README). Used by t
 scripts/paper_table6.sh's dry run, which also takes its data from here (--data-slices): the paper protocol's sets under
 their registry names, Arabic-SQuAD (not distributed with the shared data) stood in for by XQuAD-ar, which is SQuAD
 translated into Arabic too (by professionals, where Arabic-SQuAD was machine-translated).
-"""
+"""  # noqa: E501  the table's rows are Markdown rows, one line each
 from __future__ import annotations
 
 import argparse
@@ -154,7 +154,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", choices=sorted(SIZES), default="tiny")
     parser.add_argument("--like", metavar="REPO_ID", help="lay each stand-in out as this one (vocabulary, files)")
     parser.add_argument("--qa", action="store_true",
-                        help="BertForQuestionAnswering (a fine-tuned QA checkpoint on the hub) instead of BertForMaskedLM")
+                        help="BertForQuestionAnswering (a fine-tuned QA checkpoint on the hub) instead of "
+                             "BertForMaskedLM")
     args = parser.parse_args(argv)
     if args.data_slices:
         shared, target, articles = args.data_slices

@@ -34,10 +34,10 @@ def main() -> None:
         pipeline = Pipeline(args.model, backend="onnx", quantize=quantize)
         answers[quantize] = pipeline.answer([e["question"] for e in examples], [e["context"] for e in examples])
     scores = {q: np.array([[score_question(e, a and a.text, a and a.start)["soqal_f1"]]
-                           for e, a in zip(examples, found)]) for q, found in answers.items()}
+                           for e, a in zip(examples, found, strict=True)]) for q, found in answers.items()}
     paired = paired_bootstrap(scores[True], scores[False])
     unchanged = float(np.mean([(a and (a.start, a.end)) == (b and (b.start, b.end))
-                               for a, b in zip(answers[False], answers[True])]))
+                               for a, b in zip(answers[False], answers[True], strict=True)]))
     decision = bool(paired["low"][0] <= 0 <= paired["high"][0] and unchanged >= MIN_UNCHANGED)
     record = {"quantize_by_default": decision, "int8_decision": {
         "dev": args.dev, "questions": len(examples), "fp32_f1": round(100 * float(scores[False].mean()), 2),

@@ -49,8 +49,8 @@ def seed_groups(names: list[str]) -> dict[str, list[str]]:
 
 def seed_mean_table(report: Path, datasets: list[str], groups: dict[str, list[str]]) -> None:
     reference = next(iter(groups))
-    print(f"\n## Seed means\n\nEach system's per-question scores averaged over its fine-tuning seeds, then bootstrapped "
-          f"(95% CIs, 10,000 resamples); Δ: the system's seed mean − {reference}'s, paired by question.\n")
+    print("\n## Seed means\n\nEach system's per-question scores averaged over its fine-tuning seeds, then "
+          f"bootstrapped (95% CIs, 10,000 resamples); Δ: the system's seed mean − {reference}'s, paired by question.\n")
     print("| data | system | seeds | F1 (SOQAL) | SM (SOQAL) | EM (SOQAL) | F1 (Arabic) | ΔF1 (SOQAL) | ΔSM (SOQAL) |")
     print("|---|---|---|---|---|---|---|---|---|")
     for scope in (datasets, *([d] for d in datasets)) if len(datasets) > 1 else (datasets,):
@@ -72,7 +72,8 @@ def main(report: Path, names: list[str]) -> None:
     print(f"Pooled over {' + '.join(datasets)} ({len(table[names[0]])} questions); 95% bootstrap CIs (10,000 "
           "resamples), paired tests. F1 in sentence: mean SOQAL F1 of the questions whose answer sentence the system "
           "found (SOQAL Sentence-Match 1).\n")
-    print("| system | F1 (SOQAL) | SM (SOQAL) | EM (SOQAL) | F1 in sentence | F1 (Arabic) | vs | ΔF1 (SOQAL) | ΔSM (SOQAL) |")
+    print("| system | F1 (SOQAL) | SM (SOQAL) | EM (SOQAL) | F1 in sentence | F1 (Arabic) | vs | ΔF1 (SOQAL) "
+          "| ΔSM (SOQAL) |")
     print("|---|---|---|---|---|---|---|---|---|")
     for new in [*names, PICKER]:
         a = table[new]

@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -55,7 +55,8 @@ _ASKS_NUMBER = frozenset(normalize_word(w) for w in "عدد نسبة مساحة 
 _LENGTH_BUCKETS = ((1, 1), (2, 2), (3, 3), (4, 5), (6, 8), (9, 10_000))
 _BOUNDARY_PUNCTUATION = frozenset(",.;:!?،؛؟…()[]«»\"'-–—")
 _ANSWER_TYPES = ("digit", "date_word", "number_word", "log_words")
-_LENGTH_NAMES = tuple(f"words_{low}" if low == high else f"words_{low}_{min(high, 99)}" for low, high in _LENGTH_BUCKETS)
+_LENGTH_NAMES = tuple(f"words_{low}" if low == high else f"words_{low}_{min(high, 99)}"
+                      for low, high in _LENGTH_BUCKETS)
 
 FEATURES: tuple[str, ...] = (
     "score",
@@ -103,7 +104,7 @@ def span_features(question: str, context: str, spans: Sequence[tuple[int, int]],
         first = int(np.searchsorted(word_ends, start, side="right"))
         stop = max(int(np.searchsorted(word_starts, end, side="left")), first + 1)
         n = stop - first
-        for (low, high), name in zip(_LENGTH_BUCKETS, _LENGTH_NAMES):
+        for (low, high), name in zip(_LENGTH_BUCKETS, _LENGTH_NAMES, strict=True):
             if low <= n <= high:
                 x[row, _INDEX[name]] = 1.0
         content = ~function_word[first:stop]
@@ -161,12 +162,13 @@ def collect(qa, names: Sequence[str]) -> list[Question]:
         dataset = read_squad(name, misaligned="keep")
         logits = qa.logits(dataset.examples, 32)
         found = qa.candidates(logits, every_candidate=True)
-        for example, (question, aligned), answers in zip(dataset.examples, logits.prepared, found):
+        for example, (question, aligned), answers in zip(dataset.examples, logits.prepared, found, strict=True):
             context, spans = aligned.original, [(a.start, a.end) for a in answers]
             bounds = np.asarray(spans, dtype=np.int64).reshape(-1, 2)
             starts, ends = trim_spans(context, bounds[:, 0], bounds[:, 1])
             f1 = [max(token_f1(context[s:e], gold, soqal_normalize, empty_matches_empty=False)
-                      for gold in example["answers"]["text"]) for s, e in zip(starts.tolist(), ends.tolist())]
+                      for gold in example["answers"]["text"])
+                  for s, e in zip(starts.tolist(), ends.tolist(), strict=True)]
             questions.append(Question(context, spans, span_features(question, context, spans,
                                                                     [a.score for a in answers]),
                                       np.asarray(f1), f"{name}/{example.get('title', '')}"))
@@ -214,8 +216,9 @@ def cross_entropy_loss(weights: np.ndarray, questions: list[Question], power: fl
 
 
 def fit_listwise(loss, questions: list[Question], *, l2: float, temperature: float, power: float = 1.0) -> np.ndarray:
-    """Weights minimizing `loss` + l2 × ||weights − prior||², started from (and shrunk towards) the decoder as it is: the score at
-    1 / `temperature`, every other feature at 0. Questions where no candidate scores teach nothing and are left out."""
+    """Weights minimizing `loss` + l2 × ||weights − prior||², started from (and shrunk towards) the decoder as it is:
+    the score at 1 / `temperature`, every other feature at 0. Questions where no candidate scores teach nothing and are
+    left out."""
     from scipy.optimize import minimize
 
     prior = np.zeros(len(FEATURES))
@@ -271,7 +274,7 @@ def main() -> None:
     dev = collect(qa, args.dev)
     train = collect(qa, args.train) if args.train else []
     fold = folds([q.group for q in dev], args.folds)
-    print(f"{len(dev)} dev questions in {len(set(q.group for q in dev))} articles, {args.folds} folds by article; "
+    print(f"{len(dev)} dev questions in {len({q.group for q in dev})} articles, {args.folds} folds by article; "
           f"SOQAL F1 x100 of the decoded answer")
     print(f"decoder as shipped (expected F1 at temperature {temperature:g}): "
           f"{100 * np.mean([decoded_f1(q, q.features[:, 0], temperature) for q in dev]):.2f}")
@@ -280,7 +283,7 @@ def main() -> None:
     def cross_validated(fit_weights) -> dict[float, float]:
         results = {t: np.zeros(len(dev)) for t in temperatures}
         for k in range(args.folds):
-            weights = fit_weights([q for q, f in zip(dev, fold) if f != k])
+            weights = fit_weights([q for q, f in zip(dev, fold, strict=True) if f != k])
             for i in np.flatnonzero(fold == k):
                 for t in temperatures:
                     results[t][i] = decoded_f1(dev[i], dev[i].features @ weights, t)
@@ -291,10 +294,11 @@ def main() -> None:
 
     for l2 in (1e-3, 1e-2):
         show(f"listwise expected F1, l2 {l2:g}, CV", cross_validated(
-            lambda qs: fit_listwise(expected_f1_loss, qs, l2=l2, temperature=temperature)))
+            lambda qs, l2=l2: fit_listwise(expected_f1_loss, qs, l2=l2, temperature=temperature)))
     for power in (1.0, 8.0, 30.0):
         show(f"listwise cross-entropy to F1^{power:g}, l2 1e-3, CV", cross_validated(
-            lambda qs: fit_listwise(cross_entropy_loss, qs, l2=1e-3, temperature=temperature, power=power)))
+            lambda qs, power=power: fit_listwise(cross_entropy_loss, qs, l2=1e-3, temperature=temperature,
+                                                 power=power)))
     if train:
         weights = fit_listwise(expected_f1_loss, train, l2=1e-3, temperature=temperature)
         show("listwise expected F1 fitted on the training questions",

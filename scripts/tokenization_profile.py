@@ -52,7 +52,7 @@ def profile(tokenizer_dir: str, examples: list[dict], max_seq_length: int, max_q
         question = tokenizer(qa_preprocessing.question(example["question"]), add_special_tokens=False,
                              verbose=False)["input_ids"]
         one_window += min(len(question), max_question_tokens) + len(offsets) + 3 <= max_seq_length
-        for text, start in zip(example["answers"]["text"], example["answers"]["answer_start"]):
+        for text, start in zip(example["answers"]["text"], example["answers"]["answer_start"], strict=True):
             if context[start:start + len(text)] != text:  # not in its context: no span could be exact
                 continue
             answers += 1
@@ -67,7 +67,7 @@ def profile(tokenizer_dir: str, examples: list[dict], max_seq_length: int, max_q
             inside += first > 0 and unicodedata.category(context[first - 1])[0] in "LMN"
     words = sum(len(context.split()) for context in offsets_of)
     tokens = sum(len(offsets) for offsets in offsets_of.values())
-    percent = lambda count, total: 100 * count / total if total else None  # noqa: E731
+    percent = lambda count, total: 100 * count / total if total else None  # noqa: E731  a one-line local helper
     return {"preprocessing": preprocessing, "tokens per word": tokens / words if words else None,
             "one window (%)": percent(one_window, len(examples)), "exact in tokens (%)": percent(exact, answers),
             "starts inside a word (%)": percent(inside, answers), "answers": answers}

@@ -73,7 +73,8 @@ def build_tiny_bert(directory: Path, texts, model_class: str, *, vocab_size: int
     tokenizer.save_pretrained(directory)
     torch.manual_seed(0)
     config = transformers.BertConfig(vocab_size=len(tokenizer), hidden_size=64, num_hidden_layers=2,
-                                     num_attention_heads=2, intermediate_size=128, max_position_embeddings=max_positions)
+                                     num_attention_heads=2, intermediate_size=128,
+                                     max_position_embeddings=max_positions)
     getattr(transformers, model_class)(config).save_pretrained(directory)
     write_metadata(directory, preprocessing="none")
     return directory

@@ -25,7 +25,7 @@ class LoopbackServer:
         self.url = f"http://127.0.0.1:{self.port}"
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
 
-    def __enter__(self) -> "LoopbackServer":
+    def __enter__(self) -> LoopbackServer:
         self.thread.start()
         deadline = time.monotonic() + 30
         while not self.server.started:

@@ -59,17 +59,16 @@ def write_jsonl(path: Path, rows: list[dict]) -> Path:
 
 
 def write_conll(path: Path, rows) -> Path:
-    path.write_text("".join("".join(f"{w}\t{t}\n" for w, t in zip(words, tags)) + "\n" for words, tags in rows),
-                    encoding="utf-8")
+    path.write_text("".join("".join(f"{w}\t{t}\n" for w, t in zip(words, tags, strict=True)) + "\n"
+                            for words, tags in rows), encoding="utf-8")
     return path
 
 
 def tiny_encoder(directory: Path, corpus, preprocessing: str = "none") -> Path:
     """A random BERT L2/H64 MLM with a WordPiece vocab of the toy words (`corpus`, as `preprocessing` writes them),
     recording `preprocessing`."""
-    from conftest import build_tiny_bert
-
     from arabert_pipeline.artifacts import write_metadata
+    from conftest import build_tiny_bert
 
     build_tiny_bert(directory, corpus, "BertForMaskedLM", vocab_size=200, max_positions=64)
     write_metadata(directory, preprocessing=preprocessing)

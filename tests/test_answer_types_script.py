@@ -4,10 +4,11 @@ from __future__ import annotations
 import sys
 
 import pytest
+
 from conftest import REPO
 
 sys.path.insert(0, str(REPO / "scripts"))
-import answer_types  # noqa: E402
+import answer_types
 
 
 def test_question_words_and_answer_kinds():

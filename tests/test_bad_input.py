@@ -77,7 +77,7 @@ def test_output_that_is_the_input_a_directory_or_an_existing_file(tmp_path, caps
 
 
 @pytest.mark.slow
-def test_overwrite_replaces_an_existing_output(model_dir, tmp_path):
+def test_overwrite_replaces_an_existing_output(model_dir, tmp_path):  # noqa: F811  an imported fixture
     source, out = tmp_path / "in.jsonl", tmp_path / "out.jsonl"
     jsonl(source, {"question": Q, "context": C})
     out.write_text("earlier answers")
@@ -91,14 +91,14 @@ def test_overwrite_replaces_an_existing_output(model_dir, tmp_path):
     ("bogus", "device 'bogus' is not a torch device"),
     ("cuda:99", "device 'cuda:99'"),
 ])
-def test_devices_this_machine_lacks(model_dir, capsys, device, expected):
+def test_devices_this_machine_lacks(model_dir, capsys, device, expected):  # noqa: F811  an imported fixture
     assert run("answer", "--model", model_dir(), "--question", Q, "--context", C, "--device", device) == 2
     err = capsys.readouterr().err
     assert expected in err and "Traceback" not in err
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
-def test_cuda_on_a_machine_without_it(model_dir, capsys):
+def test_cuda_on_a_machine_without_it(model_dir, capsys):  # noqa: F811  an imported fixture
     assert run("answer", "--model", model_dir(), "--question", Q, "--context", C, "--device", "cuda") == 2
     assert "device 'cuda' is not available on this machine" in capsys.readouterr().err
 
@@ -172,7 +172,7 @@ BROKEN_MODELS = {
 
 
 @pytest.mark.parametrize("name", list(BROKEN_MODELS))
-def test_broken_model_directories_are_named(model_dir, tmp_path, capsys, name):
+def test_broken_model_directories_are_named(model_dir, tmp_path, capsys, name):  # noqa: F811  an imported fixture
     from arabert_pipeline import Pipeline
 
     broken = tmp_path / name
@@ -188,7 +188,7 @@ def test_broken_model_directories_are_named(model_dir, tmp_path, capsys, name):
         run("--debug", "answer", "--model", broken, "--question", Q, "--context", C)
 
 
-def test_evaluate_refuses_a_model_without_its_tokenizer(model_dir, tmp_path, capsys):
+def test_evaluate_refuses_a_model_without_its_tokenizer(model_dir, tmp_path, capsys):  # noqa: F811  an imported fixture
     broken = tmp_path / "bare"
     shutil.copytree(model_dir(), broken, ignore=shutil.ignore_patterns("tokenizer*", "vocab.txt"))
     squad = tmp_path / "demo.json"
@@ -214,9 +214,9 @@ def test_a_mistyped_local_path_fails_at_once_without_network(tmp_path, monkeypat
     for typo in ("runs/qa-smal", "./qa-smal", "runs/x/qa-smal"):
         assert run("answer", "--model", typo, "--question", Q, "--context", C) == 2
         assert f"model directory {typo} does not exist" in capsys.readouterr().err
-    with pytest.raises(ConfigError, match="model directory runs/qa-smal does not exist"):
-        from arabert_pipeline.qa.transformer.finetune import FinetuneConfig, run_finetune
+    from arabert_pipeline.qa.transformer.finetune import FinetuneConfig, run_finetune
 
+    with pytest.raises(ConfigError, match="model directory runs/qa-smal does not exist"):
         run_finetune(FinetuneConfig(model="runs/qa-smal", output="out", train=["x.json"]), log=lambda message: None)
 
 

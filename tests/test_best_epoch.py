@@ -90,11 +90,9 @@ def test_a_task_run_cut_inside_an_epoch_by_max_steps_keeps_the_best_scored_epoch
 def qa_argv(tmp_path: Path, epochs: int) -> list[str]:
     """QA fine-tuning of a tiny BERT on the first article of ARCD-train, its next three as the dev set (the no-answer
     calibration after the kept epoch needs ten dev questions)."""
-    from data_slices import write_first_articles
-
-    from conftest import build_tiny_bert
-
     from arabert_pipeline.qa.data import read_squad
+    from conftest import build_tiny_bert
+    from data_slices import write_first_articles
 
     articles = write_first_articles("arcd-train", tmp_path / "four.json", 4)
     data = json.loads(articles.read_text(encoding="utf-8"))

@@ -1,6 +1,7 @@
 """Answer-score calibration: the maps, their choice out of fold, their checks when read back, and their use."""
 from __future__ import annotations
 
+import itertools
 import json
 
 import numpy as np
@@ -8,7 +9,11 @@ import pytest
 
 from arabert_pipeline.errors import ConfigError
 from arabert_pipeline.qa.transformer.calibration import (
-    Calibration, choose_calibration, expected_calibration_error, fit, reliability_table,
+    Calibration,
+    choose_calibration,
+    expected_calibration_error,
+    fit,
+    reliability_table,
 )
 from arabert_pipeline.qa.transformer.settings import QASettings
 
@@ -86,9 +91,8 @@ def test_the_decoder_reports_calibrated_scores(tmp_path):
     import dataclasses
 
     pytest.importorskip("torch")
-    from test_pipeline import PLANTED_WRITTEN, build_model
-
     from arabert_pipeline.qa.transformer.model import QAModel
+    from test_pipeline import PLANTED_WRITTEN, build_model
 
     qa = QAModel.load(build_model(tmp_path / "model", "arabertv02", planted=True, max_seq_length=96, doc_stride=32))
     example = [{"question": "إلى أين وصلنا؟", "context": f"سافرنا طويلا ثم وصلنا إلى {PLANTED_WRITTEN} في المساء."}]
@@ -120,10 +124,9 @@ def test_a_map_of_expected_f1_reads_each_answers_expected_f1(tmp_path):
     import dataclasses
 
     pytest.importorskip("torch")
-    from test_pipeline import PLANTED_WRITTEN, build_model
-
     from arabert_pipeline.qa.transformer.decode import rank_by_expected_f1
     from arabert_pipeline.qa.transformer.model import QAModel
+    from test_pipeline import PLANTED_WRITTEN, build_model
 
     qa = QAModel.load(build_model(tmp_path / "model", "arabertv02", planted=True, max_seq_length=96, doc_stride=32))
     qa.settings = dataclasses.replace(qa.settings, decoding="expected-f1", expected_f1_temperature=1.0)
@@ -133,7 +136,7 @@ def test_a_map_of_expected_f1_reads_each_answers_expected_f1(tmp_path):
     ranked = qa.candidates(logits, top_k=3)[0]
     _, expected = rank_by_expected_f1(example[0]["context"], [(a.start, a.end) for a in ranked],
                                       [a.score for a in ranked], 1.0)
-    by_span = {(a.start, a.end): e for a, e in zip(ranked, expected)}
+    by_span = {(a.start, a.end): e for a, e in zip(ranked, expected, strict=True)}
     qa.settings = dataclasses.replace(qa.settings, calibration=Calibration("none", input="expected-f1"))
     read = qa.decode(logits, top_k=3)[0]
     assert [(a.start, a.end) for a in read] == [(a.start, a.end) for a in raw]  # the same answers, in order
@@ -152,7 +155,7 @@ def test_a_few_right_answers_at_the_top_do_not_map_the_highest_scores_to_one():
     assert len(calibration.x) <= 2 * (len(scores) // 20)  # steps rest on runs of answers, not on single ones
 
 
-# ----------------------------------------------------------------------------------------- the multi-feature map (issue 54)
+# ------------------------------------------------------------------------------------- the multi-feature map (issue 54)
 
 def shifted_questions(n: int, easy_share: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """answer_features rows of answers to two kinds of question: on "easy" ones (the answer's sentence repeats the
@@ -248,9 +251,8 @@ def test_a_logistic_map_keeps_the_answers_and_their_order_under_every_decoding(t
     import dataclasses
 
     pytest.importorskip("torch")
-    from test_pipeline import PLANTED_WRITTEN, build_model
-
     from arabert_pipeline.qa.transformer.model import QAModel
+    from test_pipeline import PLANTED_WRITTEN, build_model
 
     qa = QAModel.load(build_model(tmp_path / "model", "arabertv02", planted=True, max_seq_length=96, doc_stride=32))
     qa.settings = dataclasses.replace(qa.settings, decoding=decoding, calibration=None)
@@ -266,7 +268,7 @@ def test_a_logistic_map_keeps_the_answers_and_their_order_under_every_decoding(t
     qa.settings = dataclasses.replace(qa.settings, calibration=reverse)
     mapped = qa.decode(logits, top_k=5)[0]
     assert [(a.text, a.start, a.end) for a in mapped] == [(a.text, a.start, a.end) for a in raw]
-    assert all(b.score <= a.score for a, b in zip(mapped, mapped[1:]))
+    assert all(b.score <= a.score for a, b in itertools.pairwise(mapped))
     assert mapped[0].score == pytest.approx(float(reverse.apply(tables[0][:1])[0]))
 
 
@@ -298,10 +300,9 @@ def test_the_features_say_whether_the_answer_is_the_transformers_or_the_readers_
     import dataclasses
 
     pytest.importorskip("torch")
-    from test_pipeline import PLANTED_WRITTEN, build_model
-
     from arabert_pipeline.qa.transformer.calibration import FEATURES
     from arabert_pipeline.qa.transformer.model import QAModel
+    from test_pipeline import PLANTED_WRITTEN, build_model
 
     qa = QAModel.load(build_model(tmp_path / "model", "arabertv02", planted=True, max_seq_length=96, doc_stride=32))
     example = [{"question": "إلى أين وصلنا؟", "context": f"سافرنا طويلا ثم وصلنا إلى {PLANTED_WRITTEN} في المساء."}]
@@ -320,7 +321,8 @@ def test_the_features_say_whether_the_answer_is_the_transformers_or_the_readers_
         return 2 * shared / (len(answer.split()) + len(own.split()))
 
     assert len(found) >= 3 and any(a.text == "المساء" for a in found)
-    for answer, row in zip(found, tables[0]):  # the transformer's own span: the planted word; the reader's: المساء
+    # The transformer's own span: the planted word; the reader's: المساء.
+    for answer, row in zip(found, tables[0], strict=True):
         assert row[transformer] == pytest.approx(f1(answer.text, PLANTED_WRITTEN))
         assert row[reader] == pytest.approx(f1(answer.text, "المساء"))
     # Without a reader both read the transformer's span.
@@ -397,11 +399,10 @@ def test_a_logistic_map_over_a_reader_ranks_the_candidates_once(tmp_path, monkey
     import dataclasses
 
     pytest.importorskip("torch")
-    from test_pipeline import PLANTED_WRITTEN, build_model
-
     from arabert_pipeline.qa.transformer import decode as decoding
     from arabert_pipeline.qa.transformer.calibration import LOGISTIC_FEATURES
     from arabert_pipeline.qa.transformer.model import QAModel
+    from test_pipeline import PLANTED_WRITTEN, build_model
 
     qa = QAModel.load(build_model(tmp_path / "model", "arabertv02", planted=True, max_seq_length=96, doc_stride=32))
     examples = [{"question": "إلى أين وصلنا؟", "context": f"سافرنا طويلا ثم وصلنا إلى {PLANTED_WRITTEN} في المساء."},

@@ -91,7 +91,7 @@ def test_evaluate_scores_systems_as_scikit_learn_with_cis_and_paired_differences
     rng = np.random.default_rng(7)
     labels = ["NEG", "NEU", "POS"]
     gold, first = random_labels(rng, 150, labels)
-    second = [g if rng.random() < 0.7 else p for g, p in zip(gold, first)]  # better than the first
+    second = [g if rng.random() < 0.7 else p for g, p in zip(gold, first, strict=True)]  # better than the first
     data = write(tmp_path, "data.jsonl", "".join(json.dumps({"id": i, "text": f"نص {i}", "label": g},
                                                             ensure_ascii=False) + "\n" for i, g in enumerate(gold)))
     files = []
@@ -132,7 +132,7 @@ def test_evaluate_reads_a_file_of_any_name_with_format_and_names_a_predicted_lab
 
 def test_a_file_that_is_not_utf8_names_its_line(tmp_path):
     path = tmp_path / "cp1256.csv"
-    path.write_bytes("text,label\nجيد,POS\n".encode("utf-8") + "سيء,NEG\n".encode("cp1256"))
+    path.write_bytes("text,label\nجيد,POS\n".encode() + "سيء,NEG\n".encode("cp1256"))
     with pytest.raises(InputError, match=r"cp1256\.csv: line 3: not UTF-8 \(invalid .* at byte 23 of the file\)"):
         read_texts(path)
     path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())  # counted from the file's first byte, mark included

@@ -13,7 +13,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from objective_corpus import build_tiny, padded_examples, tiny_config, write_corpus_and_tokenizer  # noqa: E402
+from objective_corpus import build_tiny, padded_examples, tiny_config, write_corpus_and_tokenizer  # noqa: E402  after the importorskip above
 
 # fp32 on the CPU: the two attentions add the same terms in another order.
 ATOL, GRAD_RTOL, GRAD_FLOOR = 1e-5, 1e-4, 1e-6
@@ -160,7 +160,7 @@ def test_probabilities_asked_for_come_from_the_eager_path():
     with torch.no_grad():
         theirs = eager(input_ids=ids, output_attentions=True).attentions
         mine = sdpa(input_ids=ids, output_attentions=True).attentions
-    assert len(mine) == 2 and all(torch.allclose(a, b) for a, b in zip(mine, theirs))
+    assert len(mine) == 2 and all(torch.allclose(a, b) for a, b in zip(mine, theirs, strict=True))
 
 
 def test_the_relative_rows_are_exactly_those_the_positions_index():
@@ -287,7 +287,7 @@ def test_a_run_trains_resumes_exactly_and_exports_a_model_whose_eager_forward_ma
     reference = curve("eager")
     for other in ("sdpa", "switched"):
         assert [step for step, _, _ in curve(other)] == [step for step, _, _ in reference]
-        for (_, loss, eval_loss), (_, their_loss, their_eval) in zip(curve(other), reference):
+        for (_, loss, eval_loss), (_, their_loss, their_eval) in zip(curve(other), reference, strict=True):
             for mine, theirs in ((loss, their_loss), (eval_loss, their_eval)):
                 assert (mine is None) == (theirs is None)
                 if mine is not None:

@@ -104,9 +104,9 @@ def check_links(path: Path) -> list[str]:
         resolved = (path.parent / file_part).resolve() if file_part else path
         if not resolved.exists():
             problems.append(f"{path.relative_to(REPO)}: link to {target} (no {file_part})")
-        elif anchor and resolved.suffix == ".md" and resolved.is_file():
-            if anchor not in github_anchors(resolved.read_text(encoding="utf-8")):
-                problems.append(f"{path.relative_to(REPO)}: link to {target} (no heading #{anchor})")
+        elif (anchor and resolved.suffix == ".md" and resolved.is_file()
+              and anchor not in github_anchors(resolved.read_text(encoding="utf-8"))):
+            problems.append(f"{path.relative_to(REPO)}: link to {target} (no heading #{anchor})")
     return problems
 
 
@@ -175,7 +175,7 @@ def test_the_readme_is_a_front_page():
 def test_the_readmes_verb_table_names_every_verb():
     """The front page's table of verbs lists each verb the CLI has, by its name in backticks."""
     readme = (REPO / "README.md").read_text(encoding="utf-8")
-    rows = [line for line in readme.splitlines() if line.startswith("| [`") or line.startswith("| `")]
+    rows = [line for line in readme.splitlines() if line.startswith(("| [`", "| `"))]
     shown = {name for row in rows for name in re.findall(r"`([a-z][a-z-]*)`", row.split(" | ")[0])}
     assert set(cli_options()) - shown == set()
 

@@ -12,16 +12,23 @@ import pytest
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 from arabert_pipeline.artifacts import read_metadata
-from arabert_pipeline.outputs import OutputLock
-from arabert_pipeline.cli import main  # noqa: E402
-from arabert_pipeline.embeddings import Embeddings  # noqa: E402
-from arabert_pipeline.embeddings.polysemy import (  # noqa: E402
-    STATIC_INPUT, Occurrence, encoder_vectors, measure, read_homographs, run_polysemy, sense_separation, word_span,
+from arabert_pipeline.cli import main
+from arabert_pipeline.embeddings import Embeddings
+from arabert_pipeline.embeddings.polysemy import (
+    STATIC_INPUT,
+    Occurrence,
+    encoder_vectors,
+    measure,
+    read_homographs,
+    run_polysemy,
+    sense_separation,
+    word_span,
 )
-from arabert_pipeline.embeddings.train import MAX_SENTENCE_WORDS, CorpusSentences, train_embeddings  # noqa: E402
-from arabert_pipeline.errors import ConfigError, InputError  # noqa: E402
-from conftest import SAMPLES, build_tiny_bert  # noqa: E402
-from test_preprocess_corpus import make_lines, write_text  # noqa: E402
+from arabert_pipeline.embeddings.train import MAX_SENTENCE_WORDS, CorpusSentences, train_embeddings
+from arabert_pipeline.errors import ConfigError, InputError
+from arabert_pipeline.outputs import OutputLock
+from conftest import SAMPLES, build_tiny_bert
+from test_preprocess_corpus import make_lines, write_text
 
 pytest.importorskip("gensim")
 TINY = ["--dim", "16", "--min-count", "2", "--epochs", "2", "--workers", "1", "--no-progress"]
@@ -289,12 +296,12 @@ def test_numpy_s_short_write_on_a_full_disk_names_the_file_and_the_reason(tmp_pa
 
     full = os.statvfs_result((4096, 4096, 1000, 0, 0, 1000, 10, 10, 0, 255))
     monkeypatch.setattr(os, "statvfs", lambda path: full)
-    with pytest.raises(OSError) as caught, naming_io_errors(tmp_path / "vectors.kv"):
+    with pytest.raises(OSError) as caught, naming_io_errors(tmp_path / "vectors.kv"):  # noqa: PT011  errno checked below
         raise OSError("398740 requested and 24968 written")
     assert (caught.value.errno, caught.value.filename) == (errno.ENOSPC, str(tmp_path / "vectors.kv"))
     room = os.statvfs_result((4096, 4096, 1000, 900, 900, 1000, 10, 10, 0, 255))
     monkeypatch.setattr(os, "statvfs", lambda path: room)
-    with pytest.raises(OSError) as caught, naming_io_errors(tmp_path / "vectors.kv"):
+    with pytest.raises(OSError) as caught, naming_io_errors(tmp_path / "vectors.kv"):  # noqa: PT011  checked below
         raise OSError("398740 requested and 24968 written")  # room left, no file-size limit: the words numpy had
     assert caught.value.filename == str(tmp_path / "vectors.kv") and "398740 requested" in caught.value.strerror
 

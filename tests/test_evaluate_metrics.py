@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 from arabert_pipeline.evaluate import metrics as m
-
 from conftest import SLICES
 
 GOLDEN_PUNKT = Path(__file__).parent / "golden" / "evaluate_punkt_spans.json"
@@ -119,7 +118,7 @@ def test_punkt_question_mark_arabic_is_not_a_boundary():
 
 
 def test_punkt_rules():
-    split = lambda text: sentences(text, m.punkt_sentence_spans)  # noqa: E731
+    split = lambda text: sentences(text, m.punkt_sentence_spans)  # noqa: E731  a one-line local helper
     assert split("وصل Dr. Smith إلى U.S. Army أمس. ثم عاد") == ["وصل Dr. Smith إلى U.S. Army أمس.", "ثم عاد"]
     assert split("بلغ 3.5 مليون. ثم") == ["بلغ 3.5 مليون.", "ثم"]
     assert split("هذا... ثم ذاك! وماذا?نعم") == ["هذا... ثم ذاك!", "وماذا?نعم"]  # no space after "?": no boundary
@@ -169,7 +168,7 @@ def test_arabic_sm_is_the_best_over_every_gold_answer_and_soqal_sm_reads_the_fir
     in_first, in_second = ("علي", context.index("علي")), ("درس في القاهرة", context.index("درس في القاهرة"))
     for golds, soqal in (((beirut, cairo), (1.0, 0.0)), ((cairo, beirut), (0.0, 1.0))):
         ex = example(context, *golds)
-        for (prediction, start), expected in zip((in_first, in_second), soqal):
+        for (prediction, start), expected in zip((in_first, in_second), soqal, strict=True):
             scores = m.score_question(ex, prediction, start)
             assert (scores["arabic_sm"], scores["soqal_sm"]) == (1.0, expected), (golds, prediction)
             assert m.arabic_sentence_match(context, prediction, ex["answers"], prediction_start=start) == 1.0

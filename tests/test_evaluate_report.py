@@ -11,7 +11,6 @@ from arabert_pipeline.cli import main
 from arabert_pipeline.evaluate import buckets, load, report
 from arabert_pipeline.evaluate.metrics import SCORE_KEYS, punkt_sentence_spans
 from arabert_pipeline.qa.data import read_squad
-
 from conftest import build_tiny_bert
 
 FAST = ["--resamples", "300"]
@@ -61,7 +60,8 @@ def test_cli_end_to_end_with_prediction_files(shared_data, tmp_path, capsys):
     first.write_text(json.dumps(first_sentences(examples), ensure_ascii=False), encoding="utf-8")
     answered = examples[::2]  # gold answers for half of the questions, none for the others
     oracle = tmp_path / "oracle.json"
-    oracle.write_text(json.dumps({ex["id"]: {"text": ex["answers"]["text"][0], "start": ex["answers"]["answer_start"][0]}
+    oracle.write_text(json.dumps({ex["id"]: {"text": ex["answers"]["text"][0],
+                                             "start": ex["answers"]["answer_start"][0]}
                                   for ex in answered}, ensure_ascii=False), encoding="utf-8")
     out = tmp_path / "report"
     code = main(["evaluate", "--predictions", str(oracle), "--predictions", str(first), "--label", "oracle-half",

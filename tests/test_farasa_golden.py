@@ -61,5 +61,6 @@ def test_the_port_segments_every_golden_word_as_recorded(golden):
 
     source, words = golden
     ours = FarasaPySegmenter().segment_words(list(words))
-    wrong = {w: (" ".join(tokens), words[w]) for w, tokens in zip(words, ours) if " ".join(tokens) != words[w]}
+    wrong = {w: (" ".join(tokens), words[w]) for w, tokens in zip(words, ours, strict=True)
+             if " ".join(tokens) != words[w]}
     assert not wrong, f"{len(wrong)} of {len(words)} words differ from the golden ({source}), (port, golden): {wrong}"

@@ -2,16 +2,18 @@
 well-formed result or raise the package's own errors, never anything else; answers stay exact slices of the context."""
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 pytest.importorskip("hypothesis", reason="property tests need hypothesis (the `dev` extra)")
-from hypothesis import HealthCheck, example, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
-from arabert_pipeline import Preprocessor  # noqa: E402
-from arabert_pipeline.errors import ArabertPipelineError  # noqa: E402
-from test_pipeline import PLANTED, PLANTED_WRITTEN, model_dir  # noqa: E402,F401 (fixture)
-from test_preprocess_properties import ARABIC, FRAGMENTS  # noqa: E402
+from arabert_pipeline import Preprocessor
+from arabert_pipeline.errors import ArabertPipelineError
+from test_pipeline import PLANTED, PLANTED_WRITTEN, model_dir  # noqa: F401 (fixture)
+from test_preprocess_properties import ARABIC, FRAGMENTS
 
 torch = pytest.importorskip("torch")
 unicode_text = st.lists(
@@ -55,13 +57,13 @@ def test_preprocess_returns_text_with_offsets_or_raises_its_own_errors(name, tex
         return
     assert isinstance(text, str) and isinstance(out, str)
     assert with_offsets == out and len(spans) == len(out)
-    for (start, end), (next_start, next_end) in zip(spans, spans[1:]):
+    for (start, end), (next_start, next_end) in itertools.pairwise(spans):
         assert 0 <= start <= end <= len(text) and start <= next_start and end <= next_end
 
 
 @pytest.mark.slow  # the quick loop fuzzes the preprocessing (above); answering, here, in the full suite
 @pytest.mark.parametrize("preprocessing", ["none", "arabertv02", "arabertv2"])
-def test_answer_returns_exact_spans_or_raises_its_own_errors(model_dir, preprocessing):
+def test_answer_returns_exact_spans_or_raises_its_own_errors(model_dir, preprocessing):  # noqa: F811  an imported fixture
     """The planted model answers one word wherever it is: placed at a drawn point of a drawn context, it must come
     back at its exact original span (a text sliced from the context would pass with any offsets) wherever the
     preprocessing keeps it as a word. Where the preprocessing rightly removes it (inside an HTML tag, `<br word />`,

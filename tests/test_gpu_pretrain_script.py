@@ -70,7 +70,8 @@ def test_run_packs_pieces_that_unpack_into_a_loadable_model(tmp_path):
          "answers": [{"text": answer, "answer_start": context.index(answer)}]} for i in range(6)]}]}]}
     (carried / "train.json.xz").write_bytes(lzma.compress(json.dumps(squad, ensure_ascii=False).encode()))
     qa_out = tmp_path / "qa-out"
-    tuned = script("qa", str(carried), str(qa_out), env=dict(env, WORK=str(tmp_path / "qa-work"), BATCH="4", STRIDE="16"))
+    tuned = script("qa", str(carried), str(qa_out),
+                   env=dict(env, WORK=str(tmp_path / "qa-work"), BATCH="4", STRIDE="16"))
     assert tuned.returncode == 0, tuned.stdout + tuned.stderr
     assert "finetune exit 0" in (qa_out / "run.log").read_text()
     qa_model = tmp_path / "qa-model"

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from arabert_pipeline.outputs import OutputLock
 from arabert_pipeline.cli import main
 from arabert_pipeline.errors import ConfigError
+from arabert_pipeline.outputs import OutputLock
 from test_preprocess_corpus import make_lines, write_text
 
 PR_CAPBSET_DROP, CAP_DAC_OVERRIDE, CAP_DAC_READ_SEARCH = 24, 1, 2

@@ -21,12 +21,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_hostile_outputs import C, Q, one_line_error, run_cli
-from test_preprocess_corpus import make_lines, write_text
 
 from arabert_pipeline.artifacts import read_metadata, write_metadata
 from arabert_pipeline.cli import main
 from arabert_pipeline.errors import ConfigError, InputError
+from test_hostile_outputs import C, Q, one_line_error, run_cli
+from test_preprocess_corpus import make_lines, write_text
 
 DEEP = "[" * 100_000 + "]" * 100_000
 BIG_INT = "9" * 5000
@@ -132,7 +132,8 @@ def test_answer_names_a_fifo_given_as_input(fifo, tmp_path, capsys):
 
 # JSON that breaks the parser ----------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("text, expected", [(DEEP, "nested too deeply"), ('{"data": %s}' % BIG_INT, "Exceeds the limit")])
+@pytest.mark.parametrize("text, expected", [(DEEP, "nested too deeply"),
+                                            ('{"data": ' + BIG_INT + "}", "Exceeds the limit")])
 def test_squad_files_that_break_the_json_parser_are_named(tmp_path, text, expected):
     from arabert_pipeline.qa.data import read_squad
 
@@ -145,8 +146,8 @@ def test_squad_files_that_break_the_json_parser_are_named(tmp_path, text, expect
 
 
 @pytest.mark.parametrize("text, expected", [
-    ('{"q1": %s}' % DEEP, "RecursionError"),
-    ('{"q1": {"text": "x", "start": %s}}' % BIG_INT, "Exceeds the limit"),
+    ('{"q1": ' + DEEP + "}", "RecursionError"),
+    ('{"q1": {"text": "x", "start": ' + BIG_INT + "}}", "Exceeds the limit"),
     ('{"q1": {"text": "x", "start": true}}', r'expected an answer string or \{"text": str, "start": int\}'),
 ])
 def test_bad_predictions_files_are_one_line_errors(tmp_path, text, expected):
@@ -170,7 +171,7 @@ def test_a_pretraining_log_line_that_breaks_the_parser_is_named(tmp_path):
 @pytest.mark.parametrize("make, expected", [
     (lambda p: p.symlink_to("/dev/zero"), "is a character device"),
     (lambda p: os.mkfifo(p), "is a FIFO"),
-    (lambda p: p.write_text('{"documents": 1, "document_frequency": %s}' % DEEP), "nested too deeply"),
+    (lambda p: p.write_text('{"documents": 1, "document_frequency": ' + DEEP + "}"), "nested too deeply"),
     (lambda p: p.write_text('{"documents": -3, "document_frequency": {}}'), "documents must be a non-negative"),
     (lambda p: p.write_text('{"documents": 3, "document_frequency": {"k": "x"}}'), "document_frequency['k']"),
 ])
@@ -283,7 +284,7 @@ def test_a_rust_library_s_failed_write_becomes_an_os_error_naming_the_output(tmp
     class SafetensorError(Exception):
         pass
 
-    with pytest.raises(OSError) as caught, naming_io_errors(tmp_path / "model"):
+    with pytest.raises(OSError) as caught, naming_io_errors(tmp_path / "model"):  # noqa: PT011  errno checked below
         raise SafetensorError("Error while serializing: I/O error: File too large (os error 27)")
     assert caught.value.errno == 27 and caught.value.filename == str(tmp_path / "model")
     with pytest.raises(ValueError, match="unrelated"), naming_io_errors(tmp_path):
@@ -335,7 +336,7 @@ def test_model_files_that_are_fifos_are_named_for_what_they_are(tmp_path, name, 
     (model / "config.json").write_text("{}")
     (model / name).unlink(missing_ok=True)
     os.mkfifo(model / name)
-    with pytest.raises(ConfigError, match=expected):
+    with pytest.raises(ConfigError, match=expected):  # noqa: PT012  either branch is the one call that raises
         if name == "config.json":
             Pipeline(model, backend="torch")
         else:

@@ -12,9 +12,9 @@ import task_toys as toys
 
 torch = pytest.importorskip("torch")
 
-from arabert_pipeline.artifacts import read_metadata, write_metadata  # noqa: E402
-from arabert_pipeline.cli import main  # noqa: E402
-from arabert_pipeline.errors import ConfigError  # noqa: E402
+from arabert_pipeline.artifacts import read_metadata, write_metadata  # noqa: E402  after the importorskip above
+from arabert_pipeline.cli import main  # noqa: E402  after the importorskip above
+from arabert_pipeline.errors import ConfigError  # noqa: E402  after the importorskip above
 
 
 @pytest.fixture(scope="module")
@@ -73,10 +73,10 @@ def test_a_run_ended_inside_an_epoch_saves_the_kept_epochs_weights(toy, tmp_path
 def test_qa_finetune_ended_inside_an_epoch_saves_the_kept_epochs_weights(tiny_mlm, qa_slices, tmp_path, monkeypatch):
     """The same engine under QA's finetune: the run capped one step into epoch 2."""
     from safetensors.torch import load_file
-    from test_qa_model import SMALL
 
     from arabert_pipeline.finetuning import selection
     from arabert_pipeline.qa.transformer.finetune import FinetuneConfig, run_finetune
+    from test_qa_model import SMALL
 
     scored = record_scored_weights(monkeypatch)
     monkeypatch.setattr(selection.FinetuneEngine, "step_cap", lambda self: self.steps_per_epoch() + 1)
@@ -94,12 +94,11 @@ def test_qa_finetune_ended_inside_an_epoch_saves_the_kept_epochs_weights(tiny_ml
 # 2. A dev set the model trained on is known by its content, not by the name it is given by ---------------------------
 
 def test_tune_decoding_and_soup_refuse_the_training_set_under_any_name(qa_slices, tmp_path, monkeypatch):
-    from test_soup import tiny_qa_models
-
     from arabert_pipeline.qa.data import read_squad
     from arabert_pipeline.qa.transformer.finetune import _describe
     from arabert_pipeline.qa.transformer.soup import make_soup
     from arabert_pipeline.qa.transformer.tune import tune_model_decoding
+    from test_soup import tiny_qa_models
 
     train, test = qa_slices
     texts = [e["context"] for e in read_squad(train, misaligned="keep").examples]
@@ -206,7 +205,7 @@ def test_finetune_refuses_eval_sets_that_would_share_a_file_name_before_training
                        eval=[str(tmp_path / n) for n in names]).resolved()
 
 
-# 6, 7. evaluate --task writes one predictions file a system and set, each readable back --------------------------------
+# 6, 7. evaluate --task writes one predictions file a system and set, each readable back -------------------------------
 
 def _labelled(path: Path, n: int) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -246,14 +245,14 @@ def test_evaluate_task_on_several_sets_writes_each_sets_predictions_apart(tmp_pa
     task.setup([], [], read)
     written = sorted(p for p in (tmp_path / "out" / "predictions").rglob("*.jsonl") if p.is_file())
     assert len(written) == 2 and not (tmp_path / "out" / "predictions" / "mine.jsonl").exists()
-    for data, labelled in zip(sets, read):
+    for data, labelled in zip(sets, read, strict=True):
         examples = labelled.examples
         [path] = [p for p in written if p.parent.name.endswith(f"{data.parent.name}_test.jsonl")]
         assert read_predictions(task, str(path), examples) == ["POS"] * len(examples)
         assert len(path.read_text(encoding="utf-8").splitlines()) == len(examples)
 
 
-# 8. classify / tag --output: a concurrent run never replaces the other's file ------------------------------------------
+# 8. classify / tag --output: a concurrent run never replaces the other's file -----------------------------------------
 
 def test_a_concurrent_classify_on_the_same_output_is_refused_not_replacing(classifier, tmp_path, monkeypatch, capsys):
     """Run B starts while run A, past its check that --output is free, is labelling: before, both passed the check,

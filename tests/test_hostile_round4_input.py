@@ -118,9 +118,8 @@ def tiny_task_models(tmp_path_factory):
     and while loading need, at no training's cost."""
     pytest.importorskip("torch")
     import task_toys as toys
-    from conftest import build_tiny_bert
-
     from arabert_pipeline.artifacts import write_metadata
+    from conftest import build_tiny_bert
 
     root = tmp_path_factory.mktemp("round4-models")
     rows = toys.texts(40, 0)
@@ -221,8 +220,8 @@ def test_make_synthetic_qa_refuses_a_seed_before_its_gazetteer_pass(tmp_path, mo
 
 
 def test_add_lexical_refuses_a_seed_before_reading(tiny_task_models, tmp_path, capsys, monkeypatch):
-    from arabert_pipeline.cli import main
     from arabert_pipeline.classification import data as data_module
+    from arabert_pipeline.cli import main
 
     train, data = _tiny_sets(tmp_path)
     monkeypatch.setattr(data_module, "read_texts", lambda *_, **__: pytest.fail("a set was read"))
@@ -250,7 +249,6 @@ else:
 @pytest.fixture
 def companion(tmp_path):
     import task_toys as toys
-
     from arabert_pipeline.classification.baselines import fit_baseline
     from arabert_pipeline.classification.lexical import LexicalCompanion
 
@@ -274,6 +272,7 @@ def test_a_special_or_broken_file_in_lexical_is_a_one_line_error_naming_it(compa
     import os
 
     import numpy as np
+
     from test_hostile_round3 import in_child
 
     path = companion / name
@@ -370,7 +369,7 @@ def test_make_synthetic_qa_leaves_no_parts_after_an_input_error(tmp_path, capsys
     hold_out = write(tmp_path, "dev.json", json.dumps(squad_file("q1", "عن ماذا النص؟", "نص عن موضوع آخر", "موضوع")))
     broken_hold_out = write(tmp_path, "broken.json", '{"data": [')
     broken_corpus = tmp_path / "broken.txt"
-    broken_corpus.write_bytes("سطر\n".encode("utf-8") + b"\xff\xfe\n")
+    broken_corpus.write_bytes("سطر\n".encode() + b"\xff\xfe\n")
     for corpus_file, hold in ((corpus, broken_hold_out), (broken_corpus, hold_out)):
         assert main(["make-synthetic-qa", str(corpus_file), "-o", str(tmp_path / "out.json"), "--hold-out", str(hold),
                      "--no-progress"]) == 2
@@ -418,7 +417,7 @@ def test_a_shipped_task_model_asked_to_answer_questions_is_named_at_once(name, t
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", lambda *_, **__: pytest.fail("the hub was asked"))
     monkeypatch.setattr(huggingface_hub, "snapshot_download", lambda *_, **__: pytest.fail("the hub was asked"))
     expected = f"'{name}' is the shipped {'ner' if 'ner' in name else 'sentiment'} model, not a question-answering one"
-    with pytest.raises(ConfigError, match=expected):
+    with pytest.raises(ConfigError, match=expected):  # noqa: PT012  either branch is the one call that raises
         if task is None:
             QAPipeline.__init__(object.__new__(QAPipeline), name)
         else:
@@ -437,12 +436,11 @@ def test_tune_decoding_resolves_a_shipped_models_name(tmp_path, capsys):
 def test_model_dir_verbs_refuse_an_output_inside_an_input_model(tiny_task_models, tmp_path):
     """soup, tune-decoding and add-lexical make a model dir from model dirs: one made inside an input (its lock file
     first) would change the run it reads."""
-    from test_soup import tiny_qa_models
-
     from arabert_pipeline.classification.addlexical import add_lexical
     from arabert_pipeline.errors import ConfigError
     from arabert_pipeline.qa.transformer.soup import make_soup
     from arabert_pipeline.qa.transformer.tune import tune_model_decoding
+    from test_soup import tiny_qa_models
 
     models = tiny_qa_models(tmp_path, [r["text"] for r in tiny_task_models["rows"]], 2)
     classifier = tmp_path / "cls"

@@ -25,13 +25,18 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_hostile_outputs import one_line_error
-from test_hostile_round3 import in_child
 
 from arabert_pipeline.artifacts import PACKAGED_MODELS_DIR, load_pretrained_model
 from arabert_pipeline.errors import ConfigError
-from arabert_pipeline.weights import (SCALE_SUFFIX, SHARED_TOKENIZER_FILE, STORAGE_KEY, read_safetensors_header,
-                                      read_tokenizer_json)
+from arabert_pipeline.weights import (
+    SCALE_SUFFIX,
+    SHARED_TOKENIZER_FILE,
+    STORAGE_KEY,
+    read_safetensors_header,
+    read_tokenizer_json,
+)
+from test_hostile_outputs import one_line_error
+from test_hostile_round3 import in_child
 
 
 def copy_models(tmp_path: Path, *names: str, ignore=None) -> Path:
@@ -262,6 +267,7 @@ def test_config_sizes_are_checked_against_the_weights_before_the_model_is_built(
 
 def test_a_plain_checkpoints_layers_are_counted_before_the_model_is_built(tmp_path, monkeypatch):
     import transformers
+
     from conftest import build_tiny_bert
 
     model = build_tiny_bert(tmp_path / "qa", ["نص قصير للتجربة", "كلمات أخرى هنا"], "BertForQuestionAnswering",
@@ -344,12 +350,11 @@ def test_a_nan_row_scale_of_the_transformer_is_refused_at_load(tmp_path, backend
         scales = stored.get_tensor(name)
     scales[7] = np.nan
     overwrite_tensor(model / "model.safetensors", name, scales)
+    load = (lambda: create_session(model)) if backend == "onnx" else \
+        (lambda: load_pretrained_model(transformers.AutoModelForQuestionAnswering, model))
     with pytest.raises(ConfigError, match=f"model.safetensors: {name.replace('.', '[.]')} holds 1 scale.s. that are "
                                           "NaN or infinite"):
-        if backend == "onnx":
-            create_session(model)
-        else:
-            load_pretrained_model(transformers.AutoModelForQuestionAnswering, model)
+        load()
 
 
 def test_int8_rows_whose_storage_metadata_was_dropped_get_advice_about_that(tmp_path):
@@ -367,8 +372,9 @@ def test_int8_rows_whose_storage_metadata_was_dropped_get_advice_about_that(tmp_
 
 def test_a_plain_checkpoint_holding_an_int8_weight_without_scales_is_refused_on_torch(tmp_path):
     import transformers
-    from conftest import build_tiny_bert
     from safetensors.numpy import load_file, save_file
+
+    from conftest import build_tiny_bert
 
     model = build_tiny_bert(tmp_path / "qa", ["نص قصير للتجربة", "كلمات أخرى هنا"], "BertForQuestionAnswering",
                             vocab_size=60, max_positions=64)

@@ -21,9 +21,8 @@ from pathlib import Path
 import pytest
 
 from arabert_pipeline.cli import main
-from data_slices import write_first_articles, write_first_documents
-
 from conftest import REPO, SHARED_DATA, build_tiny_bert
+from data_slices import write_first_articles, write_first_documents
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.slow
@@ -144,7 +143,8 @@ def curve(run: Path) -> list[tuple]:
 # Pretraining -------------------------------------------------------------------------------------------------------
 
 def tiny_pretraining(tmp_path: Path, steps: int) -> list[str]:
-    """`pretrain` arguments for a tiny run of `steps` steps on 60 documents of the shard (the tokenizer trained here)."""
+    """`pretrain` arguments for a tiny run of `steps` steps on 60 documents of the shard (the tokenizer trained
+    here)."""
     if not SHARD.exists():
         pytest.skip(f"needs the shared corpus at {SHARD}")
     from arabert_pipeline.tokenizer import train_tokenizer

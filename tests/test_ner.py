@@ -98,8 +98,8 @@ def test_evaluate_scores_systems_as_seqeval_with_cis_and_paired_differences(tmp_
     weak, strong = noisy_copy(rng, gold, 0.6), noisy_copy(rng, gold, 0.95)
     files = []
     for name, predicted in (("weak", weak), ("strong", strong)):
-        files.append(write(tmp_path, "".join(json.dumps({"id": i, "tags": p}) + "\n" for i, p in zip(ids, predicted)),
-                           f"{name}.jsonl"))
+        files.append(write(tmp_path, "".join(json.dumps({"id": i, "tags": p}) + "\n"
+                                             for i, p in zip(ids, predicted, strict=True)), f"{name}.jsonl"))
     results = run_task_evaluation(TaskEvaluateConfig(
         task="ner", data=[str(data)], out=tmp_path / "out", systems=[("predictions", str(f)) for f in files],
         resamples=500), log=lambda _: None)
@@ -146,7 +146,8 @@ def test_words_reach_their_first_token_through_farasa_segmentation():
 
 
 @pytest.mark.parametrize("lines, message", [
-    (['{"id": "1", "tags": ["O", "X", "B-LOC"]}'], r"p\.jsonl: line 1: tags\[1\]: tag 'X': expected O, B-TYPE or I-TYPE"),
+    (['{"id": "1", "tags": ["O", "X", "B-LOC"]}'],
+     r"p\.jsonl: line 1: tags\[1\]: tag 'X': expected O, B-TYPE or I-TYPE"),
     (['{"id": "1", "tags": ["O", "O"]}'], r"p\.jsonl: line 1: id 1: 2 tags for a sentence of 3 words"),
     (['{"id": "1", "tags": ["O", "B-MISC", "B-LOC"]}'],
      r"p\.jsonl: line 1: tags\[1\]: tag 'B-MISC': MISC is not an entity type of the data \(LOC, PERS\)"),

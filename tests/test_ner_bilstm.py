@@ -9,10 +9,10 @@ import pytest
 
 pytest.importorskip("torch")
 
-from arabert_pipeline.embeddings import Embeddings  # noqa: E402
-from arabert_pipeline.ner.baselines import fit_baseline  # noqa: E402
-from arabert_pipeline.ner.bilstm import DEFAULT_VECTORS, WordVectors, load_vectors  # noqa: E402
-from arabert_pipeline.ner.metrics import ner_report  # noqa: E402
+from arabert_pipeline.embeddings import Embeddings
+from arabert_pipeline.ner.baselines import fit_baseline
+from arabert_pipeline.ner.bilstm import DEFAULT_VECTORS, WordVectors, load_vectors
+from arabert_pipeline.ner.metrics import ner_report
 
 # The same names are people after a title and places after "مدينة": no word alone decides its tag.
 NAMES = ["حمدان", "سلمان", "نجران", "عدنان", "ريان", "مروان"]

@@ -1,4 +1,5 @@
-"""The evaluation notebook runs top to bottom (nbclient) on a tiny evaluation run made here, and matches its generator."""
+"""The evaluation notebook runs top to bottom (nbclient) on a tiny evaluation run made here, and matches its
+generator."""
 from __future__ import annotations
 
 import gzip

@@ -38,9 +38,9 @@ def tiny_onnx(tmp_path_factory) -> Path:
     from transformers import BertConfig, BertForQuestionAnswering
 
     from arabert_pipeline import Preprocessor
-    from arabert_pipeline.qa.transformer.export import export_onnx
-    from arabert_pipeline.qa.transformer.bonuses import SENTENCE_IDF_FILE
     from arabert_pipeline.qa.overlap import KeyIDF
+    from arabert_pipeline.qa.transformer.bonuses import SENTENCE_IDF_FILE
+    from arabert_pipeline.qa.transformer.export import export_onnx
     from arabert_pipeline.tokenizer.export import save_tokenizer, wordpiece_backend
 
     directory = tmp_path_factory.mktemp("tiny-onnx") / "model"
@@ -81,10 +81,10 @@ def _assert_same_windows(a, b) -> None:
 ])
 def test_windows_from_tokenizers_equal_the_transformers_windows_on_arcd_test(shared_data, max_seq_length, doc_stride,
                                                                             max_question_tokens, overlap):
-    from arabert_pipeline.tokenizer.load import load_pretrained_tokenizer
     from arabert_pipeline.finetuning.tokenizer_adapter import TokenizerAdapter
     from arabert_pipeline.qa.align import QAPreprocessing
     from arabert_pipeline.qa.transformer.features import build_windows
+    from arabert_pipeline.tokenizer.load import load_pretrained_tokenizer
 
     preprocessing = QAPreprocessing("arabertv02")
     examples = _examples()[::4]  # a slice through all the articles, the longest contexts included
@@ -100,9 +100,9 @@ def test_windows_from_tokenizers_equal_the_transformers_windows_on_arcd_test(sha
 
 
 def test_windows_equal_with_a_wordpiece_tokenizer(tiny_onnx):
-    from arabert_pipeline.tokenizer.load import load_pretrained_tokenizer
     from arabert_pipeline.finetuning.tokenizer_adapter import TokenizerAdapter
     from arabert_pipeline.qa.transformer.features import build_windows
+    from arabert_pipeline.tokenizer.load import load_pretrained_tokenizer
 
     questions = [e["question"] for e in DEMO] + ["؟" * 40]
     contexts = [e["context"] for e in DEMO] + [CONTEXT]
@@ -125,7 +125,7 @@ def test_onnx_answers_equal_torch_answers_with_overlap_types_prior_decoding_and_
     contexts = [e["context"] for e in DEMO] + [CONTEXT]
     ours, theirs = onnx.answer(questions, contexts, top_k=5), plain.answer(questions, contexts, top_k=5)
     assert _spans(ours) == _spans(theirs)
-    for a, b, context in zip(ours, theirs, contexts):
+    for a, b, context in zip(ours, theirs, contexts, strict=True):
         assert [x.score for x in a] == pytest.approx([x.score for x in b], abs=1e-4)
         assert all(x.text == context[x.start : x.end] for x in a)
     # The graph holds no weights: it reads them, in fp16, from model.safetensors.
@@ -147,7 +147,7 @@ def _assert_int8_answers_as_fp32(exact, int8) -> None:
         found = qa.qa.logits([{"question": QUESTION, "context": CONTEXT}], 8)
         inside = found.windows.offsets[..., 0] >= 0
         logits.append([found.start[inside], found.end[inside]])
-    for got, expected in zip(logits[1], logits[0]):
+    for got, expected in zip(logits[1], logits[0], strict=True):
         np.testing.assert_allclose(got, expected, rtol=0, atol=0.03)
     expected, answers = exact.answer(QUESTION, CONTEXT, top_k=3), int8.answer(QUESTION, CONTEXT, top_k=3)
     assert answers and all(a.text == CONTEXT[a.start : a.end] for a in answers)
@@ -253,7 +253,8 @@ def test_int8_row_storage_runs_the_same_fp32_weights_on_both_backends(tiny_onnx,
     export_onnx(directory)
     graph = onnx.load(str(directory / "model.onnx"), load_external_data=False).graph
     gathers = [n for n in graph.node if n.op_type == "Gather" and n.input[0].endswith("word_embeddings.weight")]
-    assert gathers and {i.data_type for i in graph.initializer if i.name == gathers[0].input[0]} == {onnx.TensorProto.INT8}
+    assert gathers
+    assert {i.data_type for i in graph.initializer if i.name == gathers[0].input[0]} == {onnx.TensorProto.INT8}
     if exact:  # looked up in both stores, the row index choosing
         assert {"Where", "GreaterOrEqual"} <= {n.op_type for n in graph.node}
         assert any(n.op_type == "Gather" and n.input[0].endswith("word_embeddings.weight/exact") for n in graph.node)
@@ -267,7 +268,7 @@ def test_int8_row_storage_runs_the_same_fp32_weights_on_both_backends(tiny_onnx,
     contexts = [e["context"] for e in DEMO] + [CONTEXT]
     ours, theirs = onnx_qa.answer(questions, contexts, top_k=5), torch_qa.answer(questions, contexts, top_k=5)
     assert _spans(ours) == _spans(theirs)
-    for a, b in zip(ours, theirs):
+    for a, b in zip(ours, theirs, strict=True):
         assert [x.score for x in a] == pytest.approx([x.score for x in b], abs=1e-4)
     assert Pipeline(directory, quantize=True).answer(questions[0], contexts[0]) is not None  # dynamic int8 still runs
     from arabert_pipeline.finetuning.runtime import int8_model, write_standalone
@@ -417,9 +418,9 @@ def test_shipped_model_runs_on_onnx_with_the_torch_answers_on_arcd_test(shared_d
     plain = Pipeline("arabert", whole_words=False, backend="torch")
     questions, contexts = [e["question"] for e in examples], [e["context"] for e in examples]
     ours, theirs = onnx.answer(questions, contexts), plain.answer(questions, contexts)
-    same = sum((a.start, a.end) == (b.start, b.end) for a, b in zip(ours, theirs)) / len(examples)
+    same = sum((a.start, a.end) == (b.start, b.end) for a, b in zip(ours, theirs, strict=True)) / len(examples)
     assert same >= 0.99
-    f1 = [np.mean([score_question(e, a.text, a.start)["soqal_f1"] for e, a in zip(examples, found)])
+    f1 = [np.mean([score_question(e, a.text, a.start)["soqal_f1"] for e, a in zip(examples, found, strict=True)])
           for found in (ours, theirs)]
     assert f1[0] == pytest.approx(f1[1], abs=0.005)
 

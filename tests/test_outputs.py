@@ -11,9 +11,9 @@ import sys
 
 import pytest
 
-from arabert_pipeline.outputs import OutputLock
 from arabert_pipeline.cli import main
 from arabert_pipeline.errors import ConfigError
+from arabert_pipeline.outputs import OutputLock
 from arabert_pipeline.preprocess import corpus
 from arabert_pipeline.preprocess.corpus import preprocess_corpus
 from test_preprocess_corpus import make_lines, write_text
@@ -127,7 +127,8 @@ def test_preprocess_never_overwrites_a_file_it_did_not_write(tmp_path, text, cap
     output = tmp_path / "out.txt"
     output.write_text("the user's file")
     for extra in ([], ["--overwrite"]):
-        assert main(["preprocess", str(text), "-o", str(output), "--preprocessing", "none", "--no-progress", *extra]) == 2
+        assert main(["preprocess", str(text), "-o", str(output), "--preprocessing", "none", "--no-progress",
+                     *extra]) == 2
     err = capsys.readouterr().err
     assert "out.txt exists: pass --overwrite" in err and "was not written by `arabert-pipeline preprocess`" in err
     assert output.read_text() == "the user's file"
@@ -186,9 +187,9 @@ def test_a_second_preprocess_run_on_the_same_output_is_refused_while_the_first_r
 
 def test_lock_is_exclusive_names_its_holder_and_leaves_nothing(tmp_path):
     target = tmp_path / "run"
-    with OutputLock(target, "pretrain"):
-        with pytest.raises(ConfigError, match=rf"run is in use by PID \d+ \(another `arabert-pipeline pretrain`"):
-            OutputLock(target, "pretrain").acquire()
+    with OutputLock(target, "pretrain"), pytest.raises(
+            ConfigError, match=r"run is in use by PID \d+ \(another `arabert-pipeline pretrain`"):
+        OutputLock(target, "pretrain").acquire()
     assert list(tmp_path.iterdir()) == []
     with OutputLock(target, "pretrain"):  # free again
         pass
@@ -207,7 +208,7 @@ def finetune_config(model, output, train, **options):
 def test_finetune_output_rules(tiny_mlm, qa_slices, tmp_path):
     from arabert_pipeline.qa.transformer.finetune import run_finetune
 
-    quiet = lambda message: None  # noqa: E731
+    quiet = lambda message: None  # noqa: E731  a one-line local helper
     train, _ = qa_slices
     folder = tmp_path / "data"
     folder.mkdir()
@@ -321,7 +322,6 @@ def test_pretrain_never_overwrites_a_foreign_directory_and_replaces_its_own_only
 @pytest.mark.slow
 def test_resume_removes_what_a_kill_during_a_save_left(pretrain_setup, tmp_path):
     from arabert_pipeline.pretrain.trainer import pretrain
-
     from test_pretrain import tiny_config
 
     tokenizer, corpus = pretrain_setup
@@ -410,5 +410,6 @@ def test_old_flag_names_still_work_with_a_deprecation_warning(tmp_path, text, ca
     assert (tmp_path / "tok" / "tokenizer.json").is_file()
     from arabert_pipeline.cli import build_parser
 
-    assert build_parser().parse_args(["pretrain", "--tokenizer", "t", "--corpus", "c", "-o", "o", "--bf16", "yes"]).bf16 == "on"
+    parsed = build_parser().parse_args(["pretrain", "--tokenizer", "t", "--corpus", "c", "-o", "o", "--bf16", "yes"])
+    assert parsed.bf16 == "on"
     assert "--bf16 yes is deprecated" in capsys.readouterr().err

@@ -12,7 +12,6 @@ import os
 import stat
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -146,7 +145,8 @@ def test_finetune_accumulates_gradients_and_stops_at_max_steps(offline_hub, slic
     from arabert_pipeline.training.optim import lr_factor
 
     def logged_lr(total: int) -> float:  # the log row's mean over its steps, 0 and 1
-        return 3e-5 * (lr_factor(0, warmup_steps(0.1, total), total) + lr_factor(1, warmup_steps(0.1, total), total)) / 2
+        warmup = warmup_steps(0.1, total)
+        return 3e-5 * (lr_factor(0, warmup, total) + lr_factor(1, warmup, total)) / 2
 
     planned = 3 * (-(-windows // 2))  # the 3 epochs' steps
     assert last["lr"] == pytest.approx(logged_lr(2)) and last["lr"] != pytest.approx(logged_lr(planned))
@@ -234,8 +234,8 @@ def test_evaluate_and_tune_decoding_refuse_a_missing_device_before_work(finetune
 
 @pytest.mark.slow
 def test_report_notes_say_what_the_models_are(finetuned_v2, slices, tmp_path):
-    from arabert_pipeline.evaluate.report import System, describe_setup
     from arabert_pipeline.cli import main
+    from arabert_pipeline.evaluate.report import System, describe_setup
 
     out = tmp_path / "report"
     assert main(["evaluate", "--model", str(finetuned_v2), "--label", "v2", "--data", str(slices[1]), "-o", str(out),

@@ -111,7 +111,8 @@ def _context_logits(qa, question: str, context: str):
 def _assert_same_model(reference, qa, question: str, context: str, atol: float, top: int) -> None:
     """`qa` computes the `reference` model's logits, give or take `atol`, and answers with the reference's spans: its
     first among the reference's first `top` (near-ties may swap under rounding; other weights answer elsewhere)."""
-    for got, expected in zip(_context_logits(qa, question, context), _context_logits(reference, question, context)):
+    for got, expected in zip(_context_logits(qa, question, context), _context_logits(reference, question, context),
+                             strict=True):
         np.testing.assert_allclose(got, expected, rtol=0, atol=atol)
     answers = qa.answer(question, context, top_k=3)
     _check_spans(context, answers)
@@ -220,12 +221,12 @@ def test_top_k_is_ordered_distinct_and_consistent_with_top_1(pipeline):
 def test_batch_gives_the_individual_results(pipeline, monkeypatch):
     questions = [e["question"] for e in DEMO] + ["ماذا شاهدنا؟"]
     contexts = [e["context"] for e in DEMO] + [_long_context(2)]
-    one_by_one = [pipeline.answer(q, c, top_k=3) for q, c in zip(questions, contexts)]
+    one_by_one = [pipeline.answer(q, c, top_k=3) for q, c in zip(questions, contexts, strict=True)]
     monkeypatch.setattr(core, "EXAMPLES_PER_CHUNK", 3)  # several chunks, and batches mixing windows of examples
     monkeypatch.setattr(pipeline, "batch_size", 4)
     batched = pipeline.answer(questions, contexts, top_k=3)
     assert len(batched) == len(questions)
-    for single, many, context in zip(one_by_one, batched, contexts):
+    for single, many, context in zip(one_by_one, batched, contexts, strict=True):
         _check_spans(context, many)
         assert [(a.start, a.end) for a in many] == [(a.start, a.end) for a in single]
         assert [a.score for a in many] == pytest.approx([a.score for a in single], abs=1e-4)
@@ -260,7 +261,7 @@ Q, C = DEMO[0]["question"], DEMO[0]["context"]
 ])
 def test_bad_input_is_a_value_error_naming_the_argument(pipeline, question, context, top_k, expected, monkeypatch):
     monkeypatch.setattr(pipeline, "max_context_chars", 1000)
-    with pytest.raises(ValueError) as caught:
+    with pytest.raises(ValueError) as caught:  # noqa: PT011  the type and message are checked below
         pipeline.answer(question, context, top_k=top_k)
     assert isinstance(caught.value, InputError)
     assert expected in str(caught.value)
@@ -351,7 +352,8 @@ def test_quantized_and_fp16_models_answer_spans(model_dir, tmp_path):
     asked = [("ماذا شاهدنا؟", NOISY_CONTEXT), (Q, C)]
     loaded = Pipeline(model_dir())
     for question, context in asked:  # the loader's fp32 is the file's: the same logits, bit for bit
-        for got, expected in zip(_context_logits(loaded, question, context), _context_logits(fp32, question, context)):
+        for got, expected in zip(_context_logits(loaded, question, context), _context_logits(fp32, question, context),
+                                 strict=True):
             np.testing.assert_array_equal(got, expected)
     qa = Pipeline(model_dir(), quantize=True)
     assert any("quantized.dynamic" in type(m).__module__ for m in qa.qa.model.modules())
@@ -359,7 +361,7 @@ def test_quantized_and_fp16_models_answer_spans(model_dir, tmp_path):
         _assert_same_model(fp32, qa, question, context, atol=0.03, top=10)
         # int8 weights are not the fp32 ones: an int8 request answered in fp32 would compute these logits exactly.
         assert any(not np.array_equal(got, expected) for got, expected in
-                   zip(_context_logits(qa, question, context), _context_logits(fp32, question, context)))
+                   zip(_context_logits(qa, question, context), _context_logits(fp32, question, context), strict=True))
     half = tmp_path / "fp16"
     shutil.copytree(model_dir(), half)
     from transformers import AutoModelForQuestionAnswering
@@ -400,7 +402,7 @@ def test_cli_jsonl_round_trip(model_dir, tmp_path, capsys):
     assert _cli("answer", "--model", model_dir(), "--input", source, "--output", out) == 0
     records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert [r["id"] for r in records] == [e["id"] for e in DEMO[:3]] + [5]
-    for record, line in zip(records, lines):
+    for record, line in zip(records, lines, strict=True):
         assert set(record) == {"id", "answer", "score", "start", "end"}
         assert line["context"][record["start"] : record["end"]] == record["answer"]
         assert 0 < record["score"] <= 1
@@ -470,7 +472,7 @@ def test_demo_file_is_valid():
     assert len({e["id"] for e in DEMO}) == len(DEMO) >= 5
     for e in DEMO:
         assert core.has_arabic_letter(e["question"]) and core.has_arabic_letter(e["context"])
-        for text, start in zip(e["answers"]["text"], e["answers"]["answer_start"]):
+        for text, start in zip(e["answers"]["text"], e["answers"]["answer_start"], strict=True):
             assert e["context"][start : start + len(text)] == text
 
 

@@ -282,7 +282,7 @@ def test_ray_rerun_skips_finished_shards_and_ignores_half_written_ones(ray_insta
 @pytest.mark.slow
 def test_ray_overwrite_redoes_a_stale_shard_and_keeps_a_finished_one(ray_instance, corpus_slice, tmp_path):
     sources = [tmp_path / source.name for source in corpus_slice[:2]]
-    for source, original in zip(sources, corpus_slice):
+    for source, original in zip(sources, corpus_slice[:2], strict=True):
         source.write_bytes(original.read_bytes())
     out = tmp_path / "shards"
     args = [*map(str, sources), "-o", str(out), "--preprocessing", "arabertv02"]
@@ -291,7 +291,8 @@ def test_ray_overwrite_redoes_a_stale_shard_and_keeps_a_finished_one(ray_instanc
     write_text(sources[0], make_lines(50, seed=99))
     assert main_ray(args) == 2
     assert main_ray([*args, "--overwrite"]) == 0
-    assert (out / "news_a.txt").read_bytes() == local_shard(sources[0], tmp_path / "news_a.txt", preprocessing="arabertv02")
+    assert (out / "news_a.txt").read_bytes() == local_shard(sources[0], tmp_path / "news_a.txt",
+                                                            preprocessing="arabertv02")
     assert snapshot(out)["news_b.txt"] == kept
     sidecar = json.loads((out / "news_a.txt.arabert_pipeline.json").read_text())
     assert sidecar["inputs"][0]["sha256"] == hashlib.sha256(sources[0].read_bytes()).hexdigest()

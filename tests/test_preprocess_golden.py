@@ -6,7 +6,6 @@ on every Unicode code point.
 """
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 import lzma
@@ -66,7 +65,7 @@ def test_edge_cases_unpreprocess(v02, v2, edge_cases):
 
 def test_edge_cases_v2(v2, edge_cases):
     ours = v2.preprocess_batch([c["input"] for c in edge_cases])
-    wrong = [(c["input"], o, c["v2"]) for c, o in zip(edge_cases, ours) if o != c["v2"]]
+    wrong = [(c["input"], o, c["v2"]) for c, o in zip(edge_cases, ours, strict=True) if o != c["v2"]]
     assert not wrong, f"{len(wrong)} of {len(edge_cases)} differ, e.g. (input, ours, reference) {wrong[:3]}"
 
 
@@ -90,7 +89,7 @@ def test_corpus_sample(full_data, v02, v2):
     with open(GOLDEN / "preprocess_corpus.tsv", encoding="utf-8") as f:
         header = next(f).rstrip("\n").split("\t")
         for row in f:
-            record = dict(zip(header, row.rstrip("\n").split("\t")))
+            record = dict(zip(header, row.rstrip("\n").split("\t"), strict=True))
             rows[record["file"]].append(record)
     assert sum(map(len, rows.values())) >= 3000
     texts, records = [], []
@@ -101,15 +100,16 @@ def test_corpus_sample(full_data, v02, v2):
             texts.append(lines[int(record["line"]) - 1])
             records.append(record)
     ours = v02.preprocess_batch(texts)
-    wrong = [(r["file"], r["line"]) for r, o in zip(records, ours) if digest(o) != r["v02"]]
+    wrong = [(r["file"], r["line"]) for r, o in zip(records, ours, strict=True) if digest(o) != r["v02"]]
     assert not wrong, f"v02 differs on {len(wrong)} of {len(texts)} lines, e.g. {wrong[:5]}"
-    wrong = [(r["file"], r["line"]) for r, o in zip(records, ours) if digest(v02.unpreprocess(o)) != r["unpre_v02"]]
+    wrong = [(r["file"], r["line"]) for r, o in zip(records, ours, strict=True)
+             if digest(v02.unpreprocess(o)) != r["unpre_v02"]]
     assert not wrong, f"unpreprocess differs on {len(wrong)} lines, e.g. {wrong[:5]}"
-    segmented = [(r, t) for r, t in zip(records, texts) if r["v2"] != "-"]
+    segmented = [(r, t) for r, t in zip(records, texts, strict=True) if r["v2"] != "-"]
     assert len(segmented) >= 500
     ours_v2 = v2.preprocess_batch([t for _, t in segmented])
-    wrong = [(r["file"], r["line"]) for (r, _), o in zip(segmented, ours_v2) if digest(o) != r["v2"]]
+    wrong = [(r["file"], r["line"]) for (r, _), o in zip(segmented, ours_v2, strict=True) if digest(o) != r["v2"]]
     assert not wrong, f"v2 differs on {len(wrong)} of {len(segmented)} lines, e.g. {wrong[:5]}"
-    wrong = [(r["file"], r["line"]) for (r, _), o in zip(segmented, ours_v2)
+    wrong = [(r["file"], r["line"]) for (r, _), o in zip(segmented, ours_v2, strict=True)
              if digest(v2.unpreprocess(o)) != r["unpre_v2"]]
     assert not wrong, f"v2 unpreprocess differs on {len(wrong)} lines, e.g. {wrong[:5]}"

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import html
+import itertools
 import json
 from pathlib import Path
 
@@ -18,13 +19,13 @@ def check_offsets(p: Preprocessor, text: str) -> None:
     out, offsets = p.preprocess_with_offsets(text)
     assert out == p.preprocess(text)
     assert len(offsets) == len(out)
-    for (s1, e1), (s2, e2) in zip(offsets, offsets[1:]):
+    for (s1, e1), (s2, e2) in itertools.pairwise(offsets):
         assert s1 <= s2 and e1 <= e2, (text, out, offsets)
     assert all(0 <= s <= e <= len(text) for s, e in offsets)
     if p.name == "none":
         assert offsets == [(i, i + 1) for i in range(len(text))]
         return
-    for i, (ch, (s, e)) in enumerate(zip(out, offsets)):
+    for i, (ch, (s, e)) in enumerate(zip(out, offsets, strict=True)):
         if ch in " +" or s == e:
             continue  # inserted: a space, a segment marker, or Farasa's ا in ل+ال
         source = text[s:e]
@@ -54,7 +55,7 @@ def test_examples():
     text = "زوروا http://x.com وللأسف الْكِتَابُ"
     out, offsets = p.preprocess_with_offsets(text)
     assert out == "زور +وا [رابط] و+ ل+ ال+ أسف ال+ كتاب"
-    spans = dict(zip(range(len(out)), offsets))
+    spans = dict(zip(range(len(out)), offsets, strict=True))
     url = out.index("[")
     assert text[slice(*spans[url])] == "http://x.com"
     # the last word's span covers its diacritics in the original

@@ -6,12 +6,12 @@ import re
 import pytest
 
 pytest.importorskip("hypothesis", reason="property tests need hypothesis (the `dev` extra)")
-from hypothesis import HealthCheck, given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from arabert_pipeline import Preprocessor  # noqa: E402
-from arabert_pipeline.preprocess.normalize import char_class, normalize  # noqa: E402
-from arabert_pipeline.preprocess.segment import PREFIXES, SUFFIXES, CachedSegmenter, desegment  # noqa: E402
+from arabert_pipeline import Preprocessor
+from arabert_pipeline.preprocess.normalize import char_class, normalize
+from arabert_pipeline.preprocess.segment import PREFIXES, SUFFIXES, CachedSegmenter, desegment
 
 ARABIC = "ءآأؤإئابةتثجحخدذرزسشصضطظعغفقكلمنهوىي"
 FRAGMENTS = [
@@ -151,5 +151,5 @@ def test_placeholder_passes_match_the_reference_patterns(x):
     from arabert_pipeline.preprocess.normalize import _PLACEHOLDER_PASSES
 
     assert len(_PLACEHOLDER_PASSES) == len(REFERENCE_PLACEHOLDER_PATTERNS)
-    for (pattern, placeholder), reference in zip(_PLACEHOLDER_PASSES, REFERENCE_PLACEHOLDER_PATTERNS):
+    for (pattern, placeholder), reference in zip(_PLACEHOLDER_PASSES, REFERENCE_PLACEHOLDER_PATTERNS, strict=True):
         assert pattern.sub(placeholder, x) == re.sub(reference, placeholder, x), (reference, x)

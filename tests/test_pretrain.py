@@ -9,9 +9,8 @@ import numpy as np
 import pytest
 
 from arabert_pipeline.errors import ConfigError, InputError
-from data_slices import write_first_documents
-
 from conftest import REPO, SHARED_DATA
+from data_slices import write_first_documents
 
 SHARD = SHARED_DATA / "corpus" / "ant-jawharafm-000.txt.xz"
 DOCUMENTS = 150
@@ -218,7 +217,7 @@ def test_packing_fills_sequences_within_documents(tokenizer_dir, corpus, workdir
     ends_document = data.train.start + data.train.length == doc_end[data.train.doc]
     assert not (short & ~ends_document).any()
     covered = np.zeros(len(store.tokens), dtype=np.int64)
-    for s, n in zip(data.train.start, data.train.length):
+    for s, n in zip(data.train.start, data.train.length, strict=True):
         covered[s : s + n] += 1
     in_train = np.zeros(len(store.tokens), dtype=bool)
     for d in data.train_docs:
@@ -248,7 +247,7 @@ def test_nsp_pairs_follow_bert(tokenizer_dir, corpus, workdir):
     labels = [e.next_sentence_label for e in examples]
     assert 0.45 < np.mean(labels) < 0.55
     position = {}
-    for example, start, doc in zip(examples, data.train.start, data.train.doc):
+    for example, start, doc in zip(examples, data.train.start, data.train.doc, strict=True):
         ids = example.input_ids
         assert len(ids) <= 64 and example.special.sum() == 3
         sep = int(np.flatnonzero(ids == tokenizer.sep_token_id)[0])
@@ -366,7 +365,7 @@ def test_resumed_run_repeats_the_uninterrupted_one(tokenizer_dir, corpus, workdi
     assert [r["step"] for r in read_log(interrupted)][-1] == 6
     config.resume = "latest"
     assert pretrain(config)
-    curve = lambda run: [(r["step"], r.get("loss"), r.get("eval_loss")) for r in read_log(run)]  # noqa: E731
+    curve = lambda run: [(r["step"], r.get("loss"), r.get("eval_loss")) for r in read_log(run)]  # noqa: E731  a one-line local helper
     assert curve(straight) == curve(interrupted)
     assert [step for step, _, _ in curve(straight)] == [3, 6, 8, 9, 12, 15, 16, 16]
     a, b = load_file(straight / "model.safetensors"), load_file(interrupted / "model.safetensors")
@@ -400,7 +399,7 @@ def test_loader_workers_train_and_resume_exactly_as_in_process(tokenizer_dir, co
     config.resume = "latest"
     assert pretrain(config, on_step=stop_at_seventy)
     assert max(epochs_crossed) >= 1, "the run should cross an epoch end"
-    curve = lambda run: [(r["step"], r.get("loss"), r.get("eval_loss")) for r in read_log(run)]  # noqa: E731
+    curve = lambda run: [(r["step"], r.get("loss"), r.get("eval_loss")) for r in read_log(run)]  # noqa: E731  a one-line local helper
     assert curve(straight) == curve(workers)
     a, b = load_file(straight / "model.safetensors"), load_file(workers / "model.safetensors")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
@@ -431,7 +430,7 @@ def test_compiled_training_steps_train_like_eager_ones_and_save_plain_checkpoint
     config.resume = "latest"
     assert pretrain(config, on_step=stop_at_four)
     assert compiled_modules and all(compiled_modules)
-    losses = lambda run: [r["loss"] for r in read_log(run) if "loss" in r]  # noqa: E731
+    losses = lambda run: [r["loss"] for r in read_log(run) if "loss" in r]  # noqa: E731  a one-line local helper
     assert losses(compiled) == pytest.approx(losses(eager), rel=1e-4)
     state = torch.load(compiled / "checkpoints" / "step-00000004" / "state.pt", weights_only=True)
     assert not any("_orig_mod" in key for key in state["model"])
@@ -536,7 +535,7 @@ def test_two_processes_train_and_resume_exactly(tokenizer_dir, corpus, workdir):
     shutil.copytree(straight / "checkpoints" / "step-00000010", resumed / "checkpoints" / "step-00000010")
     shutil.copy(straight / "log.jsonl", resumed / "log.jsonl")
     launch(resumed, "--resume")
-    curve = lambda run: [(r["step"], r.get("loss"), r.get("eval_loss")) for r in read_log(run)]  # noqa: E731
+    curve = lambda run: [(r["step"], r.get("loss"), r.get("eval_loss")) for r in read_log(run)]  # noqa: E731  a one-line local helper
     assert curve(straight) == curve(resumed)
     a, b = load_file(straight / "model.safetensors"), load_file(resumed / "model.safetensors")
     assert all(torch.equal(a[k], b[k]) for k in a)
@@ -567,7 +566,8 @@ def test_output_is_a_hugging_face_masked_lm(finished_run):
     assert AutoModelForMaskedLM.from_pretrained(finished_run / "checkpoints" / "step-00000020" / "model")
     with torch.no_grad():  # the checkpoint's model equals the final one after the last step
         last = AutoModelForMaskedLM.from_pretrained(finished_run / "checkpoints" / "step-00000030" / "model")
-        assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), last.state_dict().values()))
+        assert all(torch.equal(a, b)
+                   for a, b in zip(model.state_dict().values(), last.state_dict().values(), strict=True))
 
 
 def test_bf16_autocast_trains_like_fp32(tokenizer_dir, corpus, workdir):

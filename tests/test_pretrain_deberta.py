@@ -3,16 +3,15 @@ reference, DeBERTaV3 (RTD + GDES), exports loading with the Auto classes, --init
 from __future__ import annotations
 
 import json
-import shutil
 import math
+import shutil
 
 import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from objective_corpus import (build_tiny, padded_examples, tiny_config, train_losses,  # noqa: E402
-                              write_corpus_and_tokenizer)
+from objective_corpus import build_tiny, padded_examples, tiny_config, train_losses, write_corpus_and_tokenizer  # noqa: E402  after the importorskip above
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +57,7 @@ def test_presets_are_deberta_v3_with_the_parameters_of_the_bert_presets(size):
     deberta = DebertaV2ForMaskedLM(config)
     assert deberta.deberta.embeddings.position_embeddings is None, "no absolute positions at the input"
     bert = BertForMaskedLM(BertConfig(vocab_size=1000, **bert_config_kwargs(size)))
-    count = lambda model: sum(p.numel() for p in model.parameters())  # noqa: E731
+    count = lambda model: sum(p.numel() for p in model.parameters())  # noqa: E731  a one-line local helper
     # 2 × 256 relative embeddings replace 512 absolute ones; their LayerNorm is the only extra.
     assert count(deberta) - count(bert) == 2 * config.hidden_size
 
@@ -260,7 +259,8 @@ def test_span_selection_builds_a_deberta_and_continues_one(setup, tmp_path):
     mlm.export(tmp_path)
     continued, cfg = build(setup, objective="span-selection", model_size=None, init_from=str(tmp_path))
     assert type(continued.model).__name__ == "DebertaV2ForQuestionAnswering"
-    assert torch.equal(continued.model.deberta.encoder.rel_embeddings.weight, mlm.model.deberta.encoder.rel_embeddings.weight)
+    assert torch.equal(continued.model.deberta.encoder.rel_embeddings.weight,
+                       mlm.model.deberta.encoder.rel_embeddings.weight)
     assert continued(batch_of(continued, setup, cfg))["loss"].isfinite()
 
 
@@ -348,8 +348,8 @@ def test_trainer_runs_resumes_and_exports_a_deberta_mlm_with_the_decoder(setup, 
     assert not pretrain(cfg, on_step=stop_at_three)
     cfg.resume = "latest"
     assert pretrain(cfg)
-    log = lambda run: [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]  # noqa: E731
-    curve = lambda run: [(r["step"], r.get("loss"), r.get("eval_mlm_loss")) for r in log(run)]  # noqa: E731
+    log = lambda run: [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]  # noqa: E731  a one-line local helper
+    curve = lambda run: [(r["step"], r.get("loss"), r.get("eval_mlm_loss")) for r in log(run)]  # noqa: E731  a one-line local helper
     assert curve(straight) == curve(interrupted)
     assert read_metadata(straight)["pretrain"]["config"]["architecture"] == "deberta-v2"
     model = AutoModelForMaskedLM.from_pretrained(straight)

@@ -10,7 +10,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from objective_corpus import train_losses, write_corpus_and_tokenizer  # noqa: E402
+from objective_corpus import train_losses, write_corpus_and_tokenizer  # noqa: E402  after the importorskip above
+
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
@@ -181,7 +182,8 @@ def test_a_few_steps_reduce_the_loss(setup):
     batches = [batch_of(objective, setup, cfg, seed) for seed in range(2)]
     losses, out = train_losses(objective, batches[:2])
     assert np.mean(losses[-4:]) < 0.8 * np.mean(losses[:2]), losses
-    assert {"generator_loss", "generator_accuracy", "rtd_loss", "rtd_accuracy", "replaced_rate", "replaced_share"} <= out.keys()
+    assert {"generator_loss", "generator_accuracy", "rtd_loss", "rtd_accuracy", "replaced_rate",
+            "replaced_share"} <= out.keys()
 
 
 # ------------------------------------------------------------------------------------------------ export, init-from
@@ -287,8 +289,8 @@ def test_trainer_runs_resumes_and_exports_electra(setup, tmp_path):
     assert not pretrain(cfg, on_step=stop_at_three)
     cfg.resume = "latest"
     assert pretrain(cfg)
-    log = lambda run: [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]  # noqa: E731
-    curve = lambda run: [(r["step"], r.get("loss"), r.get("eval_rtd_loss")) for r in log(run)]  # noqa: E731
+    log = lambda run: [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]  # noqa: E731  a one-line local helper
+    curve = lambda run: [(r["step"], r.get("loss"), r.get("eval_rtd_loss")) for r in log(run)]  # noqa: E731  a one-line local helper
     assert curve(straight) == curve(interrupted)
     assert "eval_rtd_accuracy" in log(straight)[-1]
 

@@ -5,16 +5,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from test_pretrain import corpus, tiny_config, tokenizer_dir, unigram_dir, workdir  # noqa: F401 (fixtures)
-
 from arabert_pipeline.errors import ConfigError
+from test_pretrain import corpus, tiny_config, tokenizer_dir, unigram_dir, workdir  # noqa: F401 (fixtures)
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("gensim")
 
 
 @pytest.fixture(scope="module")
-def vectors(workdir, corpus):  # noqa: F811
+def vectors(workdir, corpus):  # noqa: F811  an imported fixture
     from arabert_pipeline.embeddings.train import train_embeddings
 
     out = workdir / "w2v"
@@ -30,7 +29,7 @@ def _expected_rows(tokenizer, vectors_dir) -> dict[int, np.ndarray]:
     static_vector_rows. Word2vec has vectors for words only: whole-word tokens ("▁word" in SentencePiece, "word" but
     not "##piece" in WordPiece), never special tokens."""
     words = [line.split("\t")[0] for line in (vectors_dir / "words.txt").read_text(encoding="utf-8").splitlines()]
-    by_word = dict(zip(words, np.load(vectors_dir / "vectors.npy", allow_pickle=False)))
+    by_word = dict(zip(words, np.load(vectors_dir / "vectors.npy", allow_pickle=False), strict=True))
     vocabulary = tokenizer.get_vocab()
     sentencepiece = any(token.startswith("▁") for token in vocabulary)
     expected = {}
@@ -66,8 +65,8 @@ def _objective(tokenizer_path, corpus_path, output, **overrides):
 
 
 @pytest.mark.parametrize("tokenizer_fixture", ["tokenizer_dir", "unigram_dir"])
-def test_whole_word_tokens_start_from_their_vectors_at_the_init_scale(request, tokenizer_fixture, corpus, vectors,
-                                                                     tmp_path):  # noqa: F811
+def test_whole_word_tokens_start_from_their_vectors_at_the_init_scale(request, tokenizer_fixture, corpus, vectors,  # noqa: F811  an imported fixture
+                                                                     tmp_path):
     from transformers import AutoTokenizer
 
     from arabert_pipeline.embeddings import Embeddings
@@ -92,7 +91,7 @@ def test_whole_word_tokens_start_from_their_vectors_at_the_init_scale(request, t
                                   [others])
 
 
-def test_a_run_with_static_vectors_trains_and_records_them(tokenizer_dir, corpus, vectors, tmp_path):  # noqa: F811
+def test_a_run_with_static_vectors_trains_and_records_them(tokenizer_dir, corpus, vectors, tmp_path):  # noqa: F811  an imported fixture
     import json
 
     from transformers import AutoModelForMaskedLM, AutoTokenizer
@@ -120,7 +119,7 @@ def test_a_run_with_static_vectors_trains_and_records_them(tokenizer_dir, corpus
                                rtol=0, atol=1e-9)
 
 
-def test_wrong_vectors_are_refused_by_name(tokenizer_dir, corpus, vectors, tmp_path):  # noqa: F811
+def test_wrong_vectors_are_refused_by_name(tokenizer_dir, corpus, vectors, tmp_path):  # noqa: F811  an imported fixture
     import json
     import shutil
 

@@ -9,7 +9,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from objective_corpus import DOCUMENTS as ALL_DOCUMENTS, train_losses, write_corpus_and_tokenizer  # noqa: E402
+from objective_corpus import DOCUMENTS as ALL_DOCUMENTS  # noqa: E402  after the importorskip above
+from objective_corpus import train_losses, write_corpus_and_tokenizer  # noqa: E402  after the importorskip above
 
 DOCUMENTS = ALL_DOCUMENTS[:5]
 
@@ -94,7 +95,7 @@ def check_example(example, built, mask: int, sep: int) -> list[int] | None:
     assert len(offsets(passage, span)) == 1, "the other occurrences were replaced"
     filled_question = [t for q in question for t in (span if q == mask else [q])]
     filled_passage = [t for p in passage for t in (span if p == mask else [p])]
-    original = [int(t) for t, s in zip(example.input_ids, example.special) if not s]
+    original = [int(t) for t, s in zip(example.input_ids, example.special, strict=True) if not s]
     if any(offsets(original, filled_passage[:cut] + filled_question + filled_passage[cut:])
            for cut in range(len(filled_passage) + 1)):
         return span
@@ -224,7 +225,8 @@ def test_trainer_runs_span_selection_after_mlm_at_a_longer_length(setup, tmp_pat
     corpus, tokenizer = setup
     common = ["--tokenizer", tokenizer, "--corpus", corpus, "--steps", "4", "--batch-size", "4", "--eval-every", "2",
               "--eval-sequences", "4", "--cache-dir", str(tmp_path / "cache"), "--no-progress"]
-    assert main(["pretrain", *common, "--model-size", "tiny", "--max-seq-length", "32", "-o", str(tmp_path / "mlm")]) == 0
+    assert main(["pretrain", *common, "--model-size", "tiny", "--max-seq-length", "32",
+                 "-o", str(tmp_path / "mlm")]) == 0
     assert main(["pretrain", *common, "--objective", "span-selection", "--init-from", str(tmp_path / "mlm"),
                  "--max-seq-length", "64", "-o", str(tmp_path / "ss")]) == 0
     assert read_metadata(tmp_path / "ss")["objective"] == "span-selection"

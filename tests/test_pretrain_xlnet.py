@@ -11,8 +11,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from test_pretrain import random_examples as pretrain_examples  # noqa: E402
-from objective_corpus import DOCUMENTS, build_tiny, tiny_config, write_corpus_and_tokenizer  # noqa: E402
+from objective_corpus import DOCUMENTS, build_tiny, tiny_config, write_corpus_and_tokenizer  # noqa: E402  after the importorskip above
+from test_pretrain import random_examples as pretrain_examples  # noqa: E402  after the importorskip above
 
 K = 6
 
@@ -79,7 +79,7 @@ def test_targets_are_one_in_k_of_the_tokens_in_whole_word_spans():
         assert goal <= chosen.sum() < goal + longest_word  # only a span's first word may overshoot
         # Runs of consecutive targets, and whether each starts and ends on word boundaries.
         edges = np.flatnonzero(np.diff(np.concatenate([[0], chosen.astype(int), [0]])))
-        for start, end in zip(edges[::2], edges[1::2]):
+        for start, end in zip(edges[::2], edges[1::2], strict=True):
             runs.append(end - start)
             word_aligned += bool(example.word_starts[start] and (end == n or example.word_starts[end]))
             single += end - start == 1 and not example.word_starts[start]
@@ -115,7 +115,8 @@ def test_perm_mask_follows_one_factorisation_order_per_sequence():
         # Nothing is replaced in the input (XLNet never reads [MASK]); the labels are the tokens at the targets.
         assert (batch["input_ids"][row, :n].numpy() == example.input_ids).all()
         labels = batch["plm_labels"][row].numpy()
-        assert (labels[: len(positions)] == example.input_ids[positions]).all() and (labels[len(positions):] == -100).all()
+        assert (labels[: len(positions)] == example.input_ids[positions]).all()
+        assert (labels[len(positions):] == -100).all()
         assert attention[row, :n].all() and not attention[row, n:].any()
     assert not targets[len(examples):].any() and (batch["plm_labels"][len(examples):] == -100).all()
 
@@ -180,7 +181,8 @@ def test_every_trained_parameter_gets_a_gradient(setup):
     trained = {name: p for name, p in objective.named_parameters() if p.requires_grad}
     assert [name for name, p in trained.items() if p.grad is None or not p.grad.any()] == []
     frozen = sorted(name for name, p in objective.named_parameters() if not p.requires_grad)
-    assert frozen == sorted(f"model.transformer.layer.{i}.rel_attn.{n}" for i in range(2) for n in ("r_s_bias", "seg_embed"))
+    assert frozen == sorted(f"model.transformer.layer.{i}.rel_attn.{n}"
+                            for i in range(2) for n in ("r_s_bias", "seg_embed"))
     assert "transformer.layer.0.rel_attn.seg_embed" in objective.model.state_dict()
 
 
@@ -196,7 +198,7 @@ def test_presets_are_the_bert_sizes(size):
     xlnet = xlnet_config(1000, SpecialIds(2, 3, 0, 4), size)
     assert (xlnet.n_layer, xlnet.d_model, xlnet.n_head, xlnet.d_inner) == (layers, hidden, heads, 4 * hidden)
     assert xlnet.mem_len is None and not xlnet.bi_data and not xlnet.use_mems_eval
-    count = lambda model: sum(p.numel() for p in model.parameters())  # noqa: E731
+    count = lambda model: sum(p.numel() for p in model.parameters())  # noqa: E731  a one-line local helper
     bert = count(BertForMaskedLM(BertConfig(vocab_size=1000, **bert_config_kwargs(size))))
     d = hidden
     # BERT's without its 512 positions, 2 token types, embedding LayerNorm, MLM transform and attention biases;
@@ -243,7 +245,8 @@ def test_options_pair_plm_with_xlnet_only(setup, tmp_path):
         build(setup, masking="span")
     mlm, _ = build(setup, objective="mlm", architecture="bert")
     mlm.export(tmp_path / "bert")
-    with pytest.raises(ConfigError, match="a 'bert' model, not a --architecture xlnet encoder; add --architecture bert"):
+    expected = "a 'bert' model, not a --architecture xlnet encoder; add --architecture bert"
+    with pytest.raises(ConfigError, match=expected):
         build(setup, model_size=None, init_from=str(tmp_path / "bert"))
 
 
@@ -294,8 +297,8 @@ def test_run_stops_resumes_exports_then_fine_tunes_and_answers(setup, tmp_path):
     assert not pretrain(cfg, on_step=stop_at_three)
     cfg.resume = "latest"
     assert pretrain(cfg)
-    log = lambda run: [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]  # noqa: E731
-    curve = lambda run: [(r["step"], r.get("loss"), r.get("eval_plm_loss")) for r in log(run)]  # noqa: E731
+    log = lambda run: [json.loads(line) for line in (run / "log.jsonl").read_text().splitlines()]  # noqa: E731  a one-line local helper
+    curve = lambda run: [(r["step"], r.get("loss"), r.get("eval_plm_loss")) for r in log(run)]  # noqa: E731  a one-line local helper
     assert curve(straight) == curve(interrupted)
     assert any(r.get("eval_plm_loss") is not None for r in log(straight))
 
@@ -308,7 +311,8 @@ def test_run_stops_resumes_exports_then_fine_tunes_and_answers(setup, tmp_path):
     assert metadata["pretrain"]["config"]["architecture"] == "xlnet" and metadata["pretrain"]["steps"] == 6
     # --init-from continues it (same sizes, relative positions: no position limit to check).
     again, _ = build(setup, model_size=None, init_from=str(straight))
-    assert all(torch.equal(a, b) for a, b in zip(again.model.state_dict().values(), model.state_dict().values()))
+    assert all(torch.equal(a, b)
+               for a, b in zip(again.model.state_dict().values(), model.state_dict().values(), strict=True))
 
     qa = AutoModelForQuestionAnswering.from_pretrained(straight)
     assert type(qa).__name__ == "XLNetForQuestionAnsweringSimple"
@@ -324,7 +328,7 @@ def test_run_stops_resumes_exports_then_fine_tunes_and_answers(setup, tmp_path):
         questions += [qa_pair["question"] for qa_pair in paragraph["qas"]]
         contexts += [paragraph["context"]] * len(paragraph["qas"])
     answers = pipe.answer(questions, contexts, top_k=3)
-    for context, found in zip(contexts, answers):
+    for context, found in zip(contexts, answers, strict=True):
         assert found and all(a.text == context[a.start : a.end] and a.text for a in found)
 
     # XLNet traces to ONNX like the other encoders: the ONNX backend gives the torch backend's answers.
@@ -333,7 +337,7 @@ def test_run_stops_resumes_exports_then_fine_tunes_and_answers(setup, tmp_path):
 
     export_onnx(output)
     onnx_answers = Pipeline(output, backend="onnx").answer(questions, contexts, top_k=3)
-    for ours, theirs in zip(onnx_answers, answers):
+    for ours, theirs in zip(onnx_answers, answers, strict=True):
         assert [(a.start, a.end) for a in ours] == [(a.start, a.end) for a in theirs]
         assert np.allclose([a.score for a in ours], [a.score for a in theirs], atol=1e-4)
 

@@ -54,7 +54,7 @@ def test_answers_align_through_arabertv02(full_data):
     print(report.summary())
     assert set(report.unaligned_ids) == FOREIGN_SCRIPT_ANSWERS
     assert report.aligned == 1389 - 6 and report.exact >= 1380 and report.rate > 0.995
-    for example, entry in zip(examples, aligned):
+    for example, entry in zip(examples, aligned, strict=True):
         for first, last in entry["spans"]:
             start, end = entry["aligned"].to_original(first, last)
             assert example["context"][start:end] in example["answers"]["text"][0]
@@ -66,7 +66,7 @@ def test_answers_align_through_arabertv2_segmentation(shared_data):
     print(report.summary())
     assert set(report.unaligned_ids) <= FOREIGN_SCRIPT_ANSWERS and report.rate > 0.99
     assert any(" +" in entry["aligned"].text for entry in aligned)  # segmentation really happened
-    for example, entry in zip(examples, aligned):
+    for example, entry in zip(examples, aligned, strict=True):
         for first, last in entry["spans"]:
             start, end = entry["aligned"].to_original(first, last)
             assert example["context"][start:end] in example["answers"]["text"][0]

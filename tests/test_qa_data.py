@@ -176,7 +176,7 @@ def test_full_arcd_against_arcd_test_leaks_everything(full_data):
 def test_official_arcd_split_shares_fourteen_paragraphs(full_data):
     # The official 50/50 split is by article entry, but several Wikipedia articles were annotated twice: 5 test
     # paragraphs occur verbatim in arcd-train and 9 more are excerpts/extensions of training paragraphs.
-    load = lambda name: (name, read_squad(name, misaligned="keep").examples)  # noqa: E731
+    load = lambda name: (name, read_squad(name, misaligned="keep").examples)  # noqa: E731  a one-line local helper
     report = find_leakage([load("arcd-train"), load("xquad-ar"), load("mlqa-ar-dev")], [load("arcd-test")])
     expected = {"contexts": 14, "questions": 3, "eval_questions_affected": 42}
     assert report.counts() == {"arcd-train -> arcd-test": expected}

@@ -8,13 +8,18 @@ import numpy as np
 import pytest
 
 from arabert_pipeline.errors import ConfigError, InputError
-from arabert_pipeline.qa.transformer import finetune as finetune_module
 from arabert_pipeline.qa.align import QAPreprocessing, align_examples
 from arabert_pipeline.qa.data import read_squad
+from arabert_pipeline.qa.transformer import finetune as finetune_module
+from arabert_pipeline.qa.transformer.decode import (
+    TRIMMED_PUNCTUATION,
+    decode_spans,
+    is_word_character,
+    snap_spans_to_words,
+    trim_spans,
+)
 from arabert_pipeline.qa.transformer.features import build_windows
 from arabert_pipeline.qa.transformer.finetune import FinetuneConfig, run_finetune
-from arabert_pipeline.qa.transformer.decode import (TRIMMED_PUNCTUATION, decode_spans, is_word_character,
-                                                    snap_spans_to_words, trim_spans)
 from arabert_pipeline.qa.transformer.model import QAModel
 from data_slices import write_first_articles
 
@@ -138,7 +143,7 @@ def test_finetune_then_predict_spans_of_the_original_context(tiny_qa, qa_slices)
     model = QAModel.load(output)
     answers = model.predict(examples, batch_size=8, top_k=3)
     assert [len(a) for a in answers] == [3] * len(examples)
-    for example, found in zip(examples, answers):
+    for example, found in zip(examples, answers, strict=True):
         assert all(a.text == example["context"][a.start : a.end] and a.text.strip() == a.text for a in found)
         assert found[0].score >= found[1].score >= found[2].score
         assert all(0 < a.score <= 1 for a in found) and sum(a.score for a in found) <= 1 + 1e-9  # probabilities
@@ -250,7 +255,7 @@ def test_trimmed_spans_lose_edge_punctuation_only():
     starts = np.asarray([text.index(k) for k in cases])
     ends = starts + np.asarray([len(k) for k in cases])
     new_starts, new_ends = trim_spans(text, starts, ends)
-    assert [text[a:b] for a, b in zip(new_starts, new_ends)] == list(cases.values())
+    assert [text[a:b] for a, b in zip(new_starts, new_ends, strict=True)] == list(cases.values())
 
 
 def snap(text: str, start: int, end: int) -> tuple[int, int]:
@@ -371,13 +376,13 @@ def test_compiled_finetune_trains_like_eager_resumes_and_writes_the_plain_models
     assert set(best) == set(state) and not any("_orig_mod" in key for key in state)
 
     assert run_finetune(FinetuneConfig(**{**vars(config), "resume": "latest"}), log=lambda message: None).completed
-    losses = lambda run: [r["loss"] for r in read_log(run) if "loss" in r]  # noqa: E731
+    losses = lambda run: [r["loss"] for r in read_log(run) if "loss" in r]  # noqa: E731  a one-line local helper
     assert len(losses(compiled)) == 6 and losses(compiled) == pytest.approx(losses(eager), abs=1e-4)
     ours, theirs = read_metadata(compiled)["finetune"], read_metadata(eager)["finetune"]
     assert ours["epoch"] == theirs["epoch"] and ours["dev_scores"] == pytest.approx(theirs["dev_scores"], abs=1e-6)
     a, b = load_file(compiled / "model.safetensors"), load_file(eager / "model.safetensors")
     assert a.keys() == b.keys() and all(torch.allclose(a[k], b[k], atol=1e-4) for k in a)
-    predictions = lambda run: json.loads((run / "eval" / "test3.predictions.json").read_text())  # noqa: E731
+    predictions = lambda run: json.loads((run / "eval" / "test3.predictions.json").read_text())  # noqa: E731  a one-line local helper
     assert predictions(compiled) == predictions(eager)
 
     export_onnx(compiled)
@@ -507,7 +512,8 @@ def test_two_processes_finetune(tiny_mlm, qa_slices, tmp_path):
 
 def test_vectorized_span_mapping_equals_the_scalar_one():
     """The decoder maps candidate spans back in bulk (to_original_many, snap_spans_to_words): the same spans as one at
-    a time, on preprocessed ARCD contexts (offsets through normalization) and on text with spaces and punctuation at the edges."""
+    a time, on preprocessed ARCD contexts (offsets through normalization) and on text with spaces and punctuation at
+    the edges."""
     from arabert_pipeline.qa.align import AlignedText
     from arabert_pipeline.qa.transformer.decode import snap_spans_to_words
 
@@ -524,13 +530,14 @@ def test_vectorized_span_mapping_equals_the_scalar_one():
         starts = rng.integers(0, n - 1, 300)
         ends = np.minimum(n, starts + rng.integers(1, 40, 300))
         first, last = text.to_original_many(starts, ends)
-        assert [source_span_by_steps(text, a, b) for a, b in zip(starts, ends)] == list(zip(first.tolist(),
-                                                                                             last.tolist()))
+        assert [source_span_by_steps(text, a, b) for a, b in zip(starts, ends, strict=True)] == list(
+            zip(first.tolist(), last.tolist(), strict=True))
         original = len(text.original)
         a = rng.integers(0, original + 1, 300)
         b = np.minimum(original, a + rng.integers(0, 30, 300))
         snapped = snap_spans_to_words(text.original, a, b)
-        assert [widen_by_steps(text.original, x, y) for x, y in zip(a, b)] == list(zip(*(s.tolist() for s in snapped)))
+        assert [widen_by_steps(text.original, x, y) for x, y in zip(a, b, strict=True)] == list(
+            zip(*(s.tolist() for s in snapped), strict=True))
 
 
 def source_span_by_steps(aligned, start: int, end: int) -> tuple[int, int]:

@@ -5,8 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from arabert_pipeline.qa.overlap import (KeyIDF, match_keys, matching_word_spans, sentence_overlap_scores,
-                                         sentence_spans)
+from arabert_pipeline.qa.overlap import KeyIDF, match_keys, matching_word_spans, sentence_overlap_scores, sentence_spans
 
 SHIPPED = Path(__file__).resolve().parents[1] / "arabert_pipeline" / "models" / "arabert-mini"
 

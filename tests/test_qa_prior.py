@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from arabert_pipeline.errors import ConfigError
-from arabert_pipeline.qa.transformer.model import QAModel
-from arabert_pipeline.qa.transformer.settings import QASettings
 from arabert_pipeline.qa.overlap import KeyIDF
 from arabert_pipeline.qa.transformer.decode import decode_spans, rank_by_expected_f1, sentence_numbers, trimmed
+from arabert_pipeline.qa.transformer.model import QAModel
+from arabert_pipeline.qa.transformer.settings import QASettings
 
 SHIPPED = Path(__file__).resolve().parents[1] / "arabert_pipeline" / "models" / "arabert-mini"
 
@@ -154,7 +154,8 @@ def test_allow_no_answer_abstains_where_the_margin_is_above_the_threshold():
 
 def test_decode_answers_with_one_of_the_candidates_it_is_given():
     """`candidates` is what decode chooses from: the max-score answer is the best candidate, the expected-F1 answer
-    one of the candidates (as trimmed: end punctuation and a leading word such as عام aside), and every_candidate widens max-score's few to expected-F1's many."""
+    one of the candidates (as trimmed: end punctuation and a leading word such as عام aside), and every_candidate
+    widens max-score's few to expected-F1's many."""
     model = QAModel.load(SHIPPED)
     context = "يبلغ عدد سكان المدينة مليون نسمة. تأسست مدينة الرياض عام 1746 على يد دهام بن دواس، في نجد."
     logits = model.logits([{"question": "متى تأسست الرياض؟", "context": context}], 8)

@@ -1,4 +1,5 @@
-"""The fine-tuning levers: dev-chosen epoch and decoding settings (also for a trained model: tune-decoding), early stopping, layer-wise lr, the overlap type."""
+"""The fine-tuning levers: dev-chosen epoch and decoding settings (also for a trained model: tune-decoding), early
+stopping, layer-wise lr, the overlap type."""
 from __future__ import annotations
 
 import json
@@ -6,11 +7,16 @@ import json
 import pytest
 
 from arabert_pipeline.errors import ConfigError
-from arabert_pipeline.qa.transformer.tune import (READER_WEIGHT_GRID, SENTENCE_PRIOR_GRID, TEMPERATURE_GRID, decoding_grid,
-                                         dev_score)
-from arabert_pipeline.qa.transformer.finetune import FinetuneConfig, run_finetune
 from arabert_pipeline.qa.transformer.bonuses import SENTENCE_IDF_FILE
+from arabert_pipeline.qa.transformer.finetune import FinetuneConfig, run_finetune
 from arabert_pipeline.qa.transformer.model import QAModel
+from arabert_pipeline.qa.transformer.tune import (
+    READER_WEIGHT_GRID,
+    SENTENCE_PRIOR_GRID,
+    TEMPERATURE_GRID,
+    decoding_grid,
+    dev_score,
+)
 from test_qa_model import SMALL
 
 torch = pytest.importorskip("torch")
@@ -136,8 +142,11 @@ def test_epoch_batches_cover_every_window_once_in_batches_of_similar_length():
 def test_tune_decoding_chooses_on_dev_and_writes_a_copy_with_the_same_weights(tiny_mlm, qa_slices,
                                                                               tmp_path):
     from arabert_pipeline.cli import main
-    from arabert_pipeline.qa.transformer.tune import (LEADING_WORD_CANDIDATES, MIN_LEADING_WORD_ANSWERS,
-                                                          tune_model_decoding)
+    from arabert_pipeline.qa.transformer.tune import (
+        LEADING_WORD_CANDIDATES,
+        MIN_LEADING_WORD_ANSWERS,
+        tune_model_decoding,
+    )
 
     train, dev = qa_slices
     trained = tmp_path / "qa"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ast
 import re
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,7 +24,7 @@ ALL_SLOW = {
 BENCHMARK_SCRIPTS = "test_bench_*.py"
 
 
-@lru_cache(maxsize=None)
+@cache
 def parse(path: Path) -> ast.Module:
     return ast.parse(path.read_text(encoding="utf-8"))
 
@@ -116,7 +116,7 @@ IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+(\.*[\w.]*)[ \t]+import[ \t]+(\([^)]*\
 MODULE_STRING = re.compile(r"[\"'](arabert_pipeline(?:\.\w+)+)")
 
 
-@lru_cache(maxsize=None)
+@cache
 def package_imports(path: Path, module: str) -> frozenset[str]:
     """What `imported` finds in a package module, read with two patterns instead of a parse (a tenth of the time):
     import statements anywhere (lazy ones inside functions included) and module names spelled as strings."""

@@ -1,5 +1,5 @@
-"""A transformer QA model with a DrQA reader beside it (qa/transformer/companion.py): `tune-decoding --reader` writes the
-reader into the model dir and weighs it on dev, both backends answer with it, and damaged reader files are refused.
+"""A transformer QA model with a DrQA reader beside it (qa/transformer/companion.py): `tune-decoding --reader` writes
+the reader into the model dir and weighs it on dev, both backends answer with it, and damaged reader files are refused.
 
 The toy task of test_static_reader.py (the answer is the name after a marker word): the reader learns it, a random
 transformer does not, so a weight chosen on dev must be above zero and must find the names."""
@@ -15,10 +15,9 @@ import pytest
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from test_static_reader import FILLER, MARKER, NAMES, _squad, embeddings_dir, trained  # noqa: E402,F401,F811 (fixtures)
-
-from arabert_pipeline.cli import main  # noqa: E402
-from arabert_pipeline.errors import ConfigError  # noqa: E402
+from arabert_pipeline.cli import main
+from arabert_pipeline.errors import ConfigError
+from test_static_reader import FILLER, MARKER, NAMES, _squad, embeddings_dir, trained  # noqa: F401 (fixtures)
 
 torch = pytest.importorskip("torch")
 
@@ -44,7 +43,7 @@ def _random_qa_model(directory):
 
 
 @pytest.fixture(scope="module")
-def tuned(trained, tmp_path_factory):
+def tuned(trained, tmp_path_factory):  # noqa: F811  an imported fixture
     base, reader_dir, _ = trained
     home = tmp_path_factory.mktemp("companion")
     model = _random_qa_model(home / "qa")
@@ -56,11 +55,11 @@ def tuned(trained, tmp_path_factory):
     return model, out, reader_dir, dev
 
 
-def test_the_companion_graph_gives_the_readers_own_probabilities(trained, tuned):
+def test_the_companion_graph_gives_the_readers_own_probabilities(trained, tuned):  # noqa: F811  an imported fixture
     from arabert_pipeline.qa.align import align_examples
-    from arabert_pipeline.qa.transformer.companion import Companion
     from arabert_pipeline.qa.static.features import batch, encode_examples
     from arabert_pipeline.qa.static.predict import StaticReader
+    from arabert_pipeline.qa.transformer.companion import Companion
 
     _, reader_dir, dev = trained
     _, out, _, _ = tuned
@@ -70,7 +69,7 @@ def test_the_companion_graph_gives_the_readers_own_probabilities(trained, tuned)
     questions = [{**example, "question": f"ما {MARKER} ؟"} for example in dev[:8]]
     encoded, _ = encode_examples(questions, reader.preprocessor, reader.vocabulary)
     aligned, _ = align_examples(questions, reader.preprocessor)
-    for item, example in zip(encoded, aligned):
+    for item, example in zip(encoded, aligned, strict=True):
         with torch.no_grad():
             start, end = reader.model(*batch([item]))
         spans, log_start, log_end = companion.word_log_probs(example["question"], example["aligned"].text)
@@ -118,7 +117,7 @@ def test_pipeline_answers_with_the_reader_on_both_backends(tuned, tmp_path):
         qa = Pipeline(str(directory), backend=backend)
         assert qa.qa.reader is not None
         answers = qa.answer(questions, contexts)
-        assert sum(a.text == g for a, g in zip(answers, gold)) >= 10
+        assert sum(a.text == g for a, g in zip(answers, gold, strict=True)) >= 10
         by_backend[backend] = [(a.text, a.start) for a in answers]
     assert by_backend["torch"] == by_backend["onnx"]
 
@@ -155,10 +154,10 @@ def test_int8_quantizes_the_reader_with_the_transformer(tuned, tmp_path, monkeyp
              "features": rng.random((1, 11, 3), dtype=np.float32),
              "question": rng.standard_normal((1, 4, dim), dtype=np.float32)}
     int8_logits, fp32_logits = qa.qa.reader.session.run(None, feeds), exact.session.run(None, feeds)
-    assert not all(np.array_equal(a, b) for a, b in zip(int8_logits, fp32_logits))
-    assert all(np.allclose(a, b, atol=0.5) for a, b in zip(int8_logits, fp32_logits))
+    assert not all(np.array_equal(a, b) for a, b in zip(int8_logits, fp32_logits, strict=True))
+    assert all(np.allclose(a, b, atol=0.5) for a, b in zip(int8_logits, fp32_logits, strict=True))
     answers = qa.answer(questions, contexts)
-    assert sum(a.text == g for a, g in zip(answers, gold)) >= 10
+    assert sum(a.text == g for a, g in zip(answers, gold, strict=True)) >= 10
     Pipeline(str(onnx_dir), quantize=True)  # the second load reads both graphs from the cache
     assert len(quantized) == 2 and len(list((tmp_path / "cache" / "arabert_pipeline" / "int8").glob("*.onnx"))) == 2
 
@@ -279,7 +278,7 @@ def test_the_compact_reader_reads_its_int8_rows_and_refuses_other_scales(tuned, 
     questions, contexts = [f"ما {MARKER} ؟"] * len(examples), [e["context"] for e in examples]
     gold = [e["answers"]["text"][0] for e in examples]
     answers = Pipeline(str(compact), backend="torch").answer(questions, contexts)
-    assert sum(a.text == g for a, g in zip(answers, gold)) >= 10
+    assert sum(a.text == g for a, g in zip(answers, gold, strict=True)) >= 10
     np.save(compact / "reader" / "vector_scales.npy", scales * 2)
     with pytest.raises(ConfigError, match="vector_scales.npy is missing or not the file"):
         Pipeline(str(compact), backend="torch")

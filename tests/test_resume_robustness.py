@@ -15,9 +15,8 @@ import pytest
 
 from arabert_pipeline.cli import build_parser, main
 from arabert_pipeline.errors import ConfigError, InputError
-from data_slices import write_first_articles, write_first_documents
-
 from conftest import REPO, SHARED_DATA, build_tiny_bert
+from data_slices import write_first_articles, write_first_documents
 
 torch = pytest.importorskip("torch")
 SHARD = SHARED_DATA / "corpus" / "ant-jawharafm-000.txt.xz"
@@ -377,16 +376,16 @@ def text(tmp_path):
 
 
 @pytest.mark.parametrize("bad_line, problem", [
-    ("كتب".encode("utf-8"), "0 tabs instead of one"),
-    ("كتب\tك+تب\tزائد".encode("utf-8"), "2 tabs instead of one"),
+    ("كتب".encode(), "0 tabs instead of one"),
+    ("كتب\tك+تب\tزائد".encode(), "2 tabs instead of one"),
     (b"\xff\tx", "not UTF-8 (invalid start byte at byte 1 of the line)"),
 ], ids=["no-tab", "two-tabs", "not-utf8"])
 def test_a_damaged_word_cache_names_the_file_and_line(tmp_path, text, capsys, bad_line, problem):
-    from arabert_pipeline.preprocess.wordcache import cache_header
     from arabert_pipeline.preprocess.preprocessor import segmenter_backend
+    from arabert_pipeline.preprocess.wordcache import cache_header
 
     cache = tmp_path / "words.tsv"
-    cache.write_bytes(cache_header(segmenter_backend("arabertv2")) + "وكتب\tو+كتب\n".encode("utf-8") + bad_line
+    cache.write_bytes(cache_header(segmenter_backend("arabertv2")) + "وكتب\tو+كتب\n".encode() + bad_line
                       + b"\n")
     assert main(["preprocess", str(text), "-o", str(tmp_path / "out.txt"), "--word-cache", str(cache),
                  "--no-progress"]) == 2
@@ -399,13 +398,13 @@ def test_word_cache_lines_are_counted_from_the_start_when_read_from_an_offset(tm
     from arabert_pipeline.preprocess.wordcache import read_new_entries
 
     cache = tmp_path / "words.tsv"
-    cache.write_bytes("#header\nوكتب\tو+كتب\nبالقلم\tب+ال+قلم\nبلا تاب\nناقص\tن".encode("utf-8"))
+    cache.write_bytes("#header\nوكتب\tو+كتب\nبالقلم\tب+ال+قلم\nبلا تاب\nناقص\tن".encode())
     with open(cache, "rb") as f:
-        offset = len("#header\nوكتب\tو+كتب\n".encode("utf-8"))
+        offset = len("#header\nوكتب\tو+كتب\n".encode())
         with pytest.raises(InputError, match=r"words\.tsv: line 4: damaged word cache") as error:
             read_new_entries(f, offset)
     assert error.value.line == 4
-    cache.write_bytes("#header\nوكتب\tو+كتب\nناقص\tن".encode("utf-8"))  # a torn last line is not damage
+    cache.write_bytes("#header\nوكتب\tو+كتب\nناقص\tن".encode())  # a torn last line is not damage
     with open(cache, "rb") as f:
         assert read_new_entries(f, len(b"#header\n"))[0] == {"وكتب": "و+كتب"}
 

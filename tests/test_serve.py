@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from serving import LoopbackServer, answers_json, qa_cost, read_metrics, request
 from test_pipeline import DEMO, NOISY_CONTEXT, _long_context, model_dir  # noqa: F401 (fixture)
 
@@ -25,9 +26,9 @@ pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 torch = pytest.importorskip("torch")
 
-from arabert_pipeline.cli import main  # noqa: E402
-from arabert_pipeline.serve.app import ANSWER_FIELDS, BATCH_FIELDS, PAIR_FIELDS  # noqa: E402
-from arabert_pipeline.serve.limits import ServeLimits  # noqa: E402
+from arabert_pipeline.cli import main  # noqa: E402  after the importorskip above
+from arabert_pipeline.serve.limits import ServeLimits  # noqa: E402  after the importorskip above
+from arabert_pipeline.serve.requests import ANSWER_FIELDS, BATCH_FIELDS, PAIR_FIELDS  # noqa: E402  after the importorskip above
 
 # Pairs the model cannot read are Latin-only: Pipeline.answer warns about them before refusing them.
 pytestmark = pytest.mark.filterwarnings("ignore:.*no Arabic letter:UserWarning")
@@ -40,7 +41,7 @@ UNREADABLE = "ª"
 
 
 @pytest.fixture(scope="module")
-def pipelines(model_dir):  # noqa: F811
+def pipelines(model_dir):  # noqa: F811  an imported fixture
     """Pipeline(model, decoding=d) for each decoding (None: the model's own): the reference for every answer."""
     from arabert_pipeline import Pipeline
 
@@ -48,7 +49,7 @@ def pipelines(model_dir):  # noqa: F811
 
 
 @pytest.fixture(scope="module")
-def server(model_dir):  # noqa: F811
+def server(model_dir):  # noqa: F811  an imported fixture
     from arabert_pipeline import Pipeline
 
     with LoopbackServer(lambda: Pipeline(model_dir(), max_context_chars=LIMITS.max_context_chars), LIMITS) as s:
@@ -78,7 +79,7 @@ def test_answers_are_those_of_pipeline_answer(server, pipelines, options):
             assert context[answer["start"] : answer["end"]] == answer["text"]
 
 
-def test_allow_no_answer_answers_nothing_where_the_model_says_so(model_dir, tmp_path):  # noqa: F811
+def test_allow_no_answer_answers_nothing_where_the_model_says_so(model_dir, tmp_path):  # noqa: F811  an imported fixture
     from arabert_pipeline import Pipeline
     from arabert_pipeline.artifacts import write_metadata
 
@@ -100,11 +101,12 @@ def _same(found: list[dict], expected: list[dict]) -> bool:
     which moves logits by ~1e-8 (the ONNX backend's are bitwise equal; benchmarks/bench_serve.py checks)."""
     return (len(found) == len(expected)
             and all({k: a[k] for k in ("text", "start", "end")} == {k: b[k] for k in ("text", "start", "end")}
-                    and a["score"] == pytest.approx(b["score"], rel=1e-5) for a, b in zip(found, expected)))
+                    and a["score"] == pytest.approx(b["score"], rel=1e-5)
+                    for a, b in zip(found, expected, strict=True)))
 
 
 @pytest.mark.slow
-def test_concurrent_requests_are_coalesced_into_batches_and_answered_as_alone(model_dir, pipelines):  # noqa: F811
+def test_concurrent_requests_are_coalesced_into_batches_and_answered_as_alone(model_dir, pipelines):  # noqa: F811  an imported fixture
     from arabert_pipeline import Pipeline
 
     pipeline = pipelines[None]
@@ -129,7 +131,7 @@ def test_concurrent_requests_are_coalesced_into_batches_and_answered_as_alone(mo
             t.join(120)
         samples = read_metrics(s.url)
     assert [status for status, _, _ in results] == [200] * len(jobs)
-    assert all(_same(body["answers"], want) for (_, _, body), want in zip(results, expected))
+    assert all(_same(body["answers"], want) for (_, _, body), want in zip(results, expected, strict=True))
     batches, pairs = samples["arabert_serve_batch_pairs_count"], samples["arabert_serve_batch_pairs_sum"]
     assert pairs == len(jobs) and batches < len(jobs) / 2, (batches, pairs)
     assert samples['arabert_serve_batch_pairs_bucket{le="1.0"}'] < batches  # some batch held several pairs
@@ -141,7 +143,7 @@ def test_the_batch_form_answers_each_pair_as_alone(server, pipelines):
     assert status == 200
     expected = [answers_json(pipelines["max-score"].answer(q, c, top_k=2), 2) for q, c in PAIRS]
     assert len(body["results"]) == len(PAIRS)
-    assert all(_same(result["answers"], want) for result, want in zip(body["results"], expected))
+    assert all(_same(result["answers"], want) for result, want in zip(body["results"], expected, strict=True))
 
 
 # Bad requests -------------------------------------------------------------------------------------------------------
@@ -255,7 +257,7 @@ def _outstanding(url: str) -> float:
 
 
 @pytest.mark.slow
-def test_a_full_queue_answers_503_with_retry_after(model_dir):  # noqa: F811
+def test_a_full_queue_answers_503_with_retry_after(model_dir):  # noqa: F811  an imported fixture
     from arabert_pipeline import Pipeline
 
     filling = PAIRS[:3]
@@ -288,7 +290,7 @@ def test_a_full_queue_answers_503_with_retry_after(model_dir):  # noqa: F811
         assert read_metrics(s.url)["arabert_serve_rejected_full_total"] == 1
 
 
-def test_health_is_ready_only_once_the_model_is_loaded(model_dir):  # noqa: F811
+def test_health_is_ready_only_once_the_model_is_loaded(model_dir):  # noqa: F811  an imported fixture
     from arabert_pipeline import Pipeline
 
     loaded = threading.Event()
@@ -325,7 +327,7 @@ def test_a_model_that_fails_to_load_is_reported(tmp_path):
         assert "does not exist" in str(failures[0])
 
 
-def test_metrics_count_requests_errors_latency_and_batches(model_dir):  # noqa: F811
+def test_metrics_count_requests_errors_latency_and_batches(model_dir):  # noqa: F811  an imported fixture
     from arabert_pipeline import Pipeline
 
     with LoopbackServer(lambda: Pipeline(model_dir())) as s:
@@ -387,7 +389,7 @@ def test_serve_refuses_bad_flags_before_listening(argv, message, capsys):
 
 
 @pytest.mark.slow  # a server process of its own, which imports torch for the tiny model
-def test_sigterm_stops_accepting_answers_the_request_in_flight_and_exits_0(model_dir, pipelines):  # noqa: F811
+def test_sigterm_stops_accepting_answers_the_request_in_flight_and_exits_0(model_dir, pipelines):  # noqa: F811  an imported fixture
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(REPO)}
     # The request in flight waits 3 s in its batch: the signal arrives while it waits.
     process = subprocess.Popen([sys.executable, "-m", "arabert_pipeline.cli", "serve", "--model", str(model_dir()),

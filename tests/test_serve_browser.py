@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from serving import LoopbackServer
 from test_pipeline import DEMO, model_dir  # noqa: F401 (fixture)
 
@@ -123,7 +124,7 @@ class Browser:
 SHOWN = "(() => { const a = document.getElementById('answer'); return !a.hidden && a.dataset.state; })()"
 
 
-def test_the_page_highlights_the_answer_and_says_when_there_is_none(model_dir, tmp_path):  # noqa: F811
+def test_the_page_highlights_the_answer_and_says_when_there_is_none(model_dir, tmp_path):  # noqa: F811  an imported fixture
     from arabert_pipeline import Pipeline
     from arabert_pipeline.artifacts import write_metadata
 

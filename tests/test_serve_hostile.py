@@ -23,6 +23,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+
 from serving import PAIR_OVERHEAD, LoopbackServer, answers_json, qa_cost, read_metrics, request
 from test_pipeline import DEMO, model_dir  # noqa: F401 (fixture)
 
@@ -30,11 +31,11 @@ pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 torch = pytest.importorskip("torch")
 
-from arabert_pipeline.cli import main  # noqa: E402
-from arabert_pipeline.errors import ConfigError, InputError  # noqa: E402
-from arabert_pipeline.pipeline.core import MAX_QUESTION_CHARS  # noqa: E402
-from arabert_pipeline.serve.limits import ServeLimits  # noqa: E402
-from arabert_pipeline.serve.policy import AccessPolicy, is_loopback  # noqa: E402
+from arabert_pipeline.cli import main  # noqa: E402  after the importorskip above
+from arabert_pipeline.errors import ConfigError, InputError  # noqa: E402  after the importorskip above
+from arabert_pipeline.pipeline.core import MAX_QUESTION_CHARS  # noqa: E402  after the importorskip above
+from arabert_pipeline.serve.limits import ServeLimits  # noqa: E402  after the importorskip above
+from arabert_pipeline.serve.policy import AccessPolicy, is_loopback  # noqa: E402  after the importorskip above
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*no Arabic letter:UserWarning")
 TESTS = Path(__file__).resolve().parent
@@ -47,7 +48,7 @@ QUICK = ServeLimits(max_context_chars=3000, max_question_chars=200, timeout_head
 
 
 @pytest.fixture(scope="module")
-def quick(model_dir):  # noqa: F811
+def quick(model_dir):  # noqa: F811  an imported fixture
     from arabert_pipeline import Pipeline
 
     with LoopbackServer(lambda: Pipeline(model_dir(), max_context_chars=3000, max_question_chars=200), QUICK) as s:
@@ -139,7 +140,7 @@ def _error(status, headers, body, expected_status, field):
 
 # 1. Questions and queued work --------------------------------------------------------------------------------------
 
-def test_pipeline_refuses_a_question_over_its_limit(model_dir):  # noqa: F811
+def test_pipeline_refuses_a_question_over_its_limit(model_dir):  # noqa: F811  an imported fixture
     from arabert_pipeline import Pipeline
 
     default = Pipeline(model_dir())
@@ -175,7 +176,7 @@ def test_the_server_refuses_a_long_question_with_413(quick):
     assert spec["components"]["schemas"]["Pair"]["properties"]["question"]["maxLength"] == QUICK.max_question_chars
 
 
-def test_the_queue_is_bounded_by_work_not_by_pairs(model_dir):  # noqa: F811
+def test_the_queue_is_bounded_by_work_not_by_pairs(model_dir):  # noqa: F811  an imported fixture
     long_context = (C + " ") * (3000 // (len(C) + 1))
     cost, short = qa_cost(model_dir(), Q, long_context), qa_cost(model_dir(), Q, Q)
     limits = ServeLimits(max_context_chars=3000, max_question_chars=200, max_queue_tokens=2 * cost + short)
@@ -207,7 +208,7 @@ def test_the_queue_is_bounded_by_work_not_by_pairs(model_dir):  # noqa: F811
         assert read_metrics(s.url)["arabert_serve_queue_tokens"] == 0
 
 
-def test_retry_after_is_the_time_the_excess_work_takes(model_dir):  # noqa: F811
+def test_retry_after_is_the_time_the_excess_work_takes(model_dir):  # noqa: F811  an imported fixture
     """Retry-After follows the work queued at the recent pace, with no cap: the old 60 s cap told clients to come
     back long before hours of queued work were done."""
     import asyncio
@@ -278,7 +279,7 @@ def test_a_request_from_another_web_page_is_refused(quick):
     assert request(quick.url, "GET", "/", headers=navigation)[0] == 200
 
 
-def test_allowed_origins_get_cors_and_others_do_not(model_dir):  # noqa: F811
+def test_allowed_origins_get_cors_and_others_do_not(model_dir):  # noqa: F811  an imported fixture
     from arabert_pipeline import Pipeline
 
     allowed = "http://localhost:3000"
@@ -534,7 +535,7 @@ def test_a_client_that_hangs_up_mid_body_is_no_server_error(quick, caplog):
         [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
 
 
-def test_the_pairs_of_a_client_that_hung_up_are_never_computed(model_dir):  # noqa: F811
+def test_the_pairs_of_a_client_that_hung_up_are_never_computed(model_dir):  # noqa: F811  an imported fixture
     gate = Gate(model_dir())
     with LoopbackServer(gate.load) as s:
         s.wait_ready()
@@ -549,7 +550,7 @@ def test_the_pairs_of_a_client_that_hung_up_are_never_computed(model_dir):  # no
             sock = socket.create_connection(("127.0.0.1", s.port), timeout=10)
             sock.sendall(head(s, length=len(body)) + body)
             hung_up.append(sock)
-            wait_for(lambda: read_metrics(s.url)["arabert_serve_queue_depth"] == i + 1, what="a queued pair")
+            wait_for(lambda i=i: read_metrics(s.url)["arabert_serve_queue_depth"] == i + 1, what="a queued pair")
         for sock in hung_up:
             sock.close()
         wait_for(lambda: read_metrics(s.url)["arabert_serve_abandoned_pairs_total"] == 5, what="the hang-ups")
@@ -569,7 +570,7 @@ def test_the_pairs_of_a_client_that_hung_up_are_never_computed(model_dir):  # no
 # 5. Shutdown, and the loopback warning -----------------------------------------------------------------------------
 
 @pytest.mark.slow
-def test_a_stop_answers_the_queue_with_json_503_and_retry_after(model_dir, caplog):  # noqa: F811
+def test_a_stop_answers_the_queue_with_json_503_and_retry_after(model_dir, caplog):  # noqa: F811  an imported fixture
     caplog.set_level(logging.INFO)
     gate = Gate(model_dir())
     with LoopbackServer(gate.load, ServeLimits(shutdown_timeout=0.5)) as s:
@@ -610,7 +611,7 @@ def test_loopback_forms_are_loopback(host, loopback):
 
 
 @pytest.mark.parametrize("host", ["127.1", "127.0.0.2", "localhost", "::1", "0.0.0.0"])
-def test_serve_warns_of_other_machines_only_off_loopback(host, model_dir, monkeypatch, caplog):  # noqa: F811
+def test_serve_warns_of_other_machines_only_off_loopback(host, model_dir, monkeypatch, caplog):  # noqa: F811  an imported fixture
     import arabert_pipeline.serve.cli as serve_cli
 
     if host == "::1":
@@ -634,7 +635,7 @@ def test_serve_warns_of_other_machines_only_off_loopback(host, model_dir, monkey
 # A bounded soak -----------------------------------------------------------------------------------------------------
 
 @pytest.mark.slow
-def test_hostile_and_slow_clients_do_not_change_normal_answers(model_dir, caplog):  # noqa: F811
+def test_hostile_and_slow_clients_do_not_change_normal_answers(model_dir, caplog):  # noqa: F811  an imported fixture
     """Normal clients alongside idle, dripping, half-sending, hanging-up, cross-origin and garbage-sending ones, for a
     few seconds: every normal answer is the one Pipeline.answer gives alone, and the log stays a few lines.
     benchmarks/soak_serve.py runs the same mix longer, against the real command, and watches its memory."""
@@ -713,7 +714,8 @@ def test_hostile_and_slow_clients_do_not_change_normal_answers(model_dir, caplog
         found = body["answers"]
         assert [{k: a[k] for k in ("text", "start", "end")} for a in found] == \
             [{k: a[k] for k in ("text", "start", "end")} for a in expected[index]]
-        assert all(a["score"] == pytest.approx(b["score"], rel=1e-5) for a, b in zip(found, expected[index]))
+        assert all(a["score"] == pytest.approx(b["score"], rel=1e-5)
+                   for a, b in zip(found, expected[index], strict=True))
     assert not [k for k in samples if k.startswith("arabert_serve_errors_total") and 'status="5' in k
                 and "/health" not in k]
     records = [r for r in caplog.records if r.name.startswith(("uvicorn", "arabert_pipeline", "asyncio"))]

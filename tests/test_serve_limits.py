@@ -13,6 +13,7 @@ import time
 import types
 
 import pytest
+
 from serving import MAX_TOKENS_PER_CHAR, PAIR_OVERHEAD, QA_SPECIALS, TASK_SPECIALS, LoopbackServer, request
 from test_pipeline import model_dir  # noqa: F401 (fixture)
 
@@ -20,7 +21,7 @@ pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 pytest.importorskip("torch")
 
-from arabert_pipeline.serve.limits import ServeLimits  # noqa: E402
+from arabert_pipeline.serve.limits import ServeLimits
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*no Arabic letter:UserWarning")
 DENSE = "ب."  # two tokens, with no space between: every character a token
@@ -28,7 +29,7 @@ QUESTION = "س"  # one token
 
 
 @pytest.fixture(scope="module")
-def qa_dir(model_dir):  # noqa: F811
+def qa_dir(model_dir):  # noqa: F811  an imported fixture
     directory = model_dir()
     vocab = json.loads((directory / "tokenizer.json").read_text(encoding="utf-8"))["model"]["vocab"]
     assert {"ب", ".", "س"} <= set(vocab), "the texts below are built on these being single tokens"
@@ -65,12 +66,12 @@ def test_requests_waiting_to_be_counted_are_bounded_by_characters(qa_dir, monkey
     most tokens a character makes; exactly that many wait, one more is answered 503 + Retry-After at once (while the
     count ahead of it is held), and a request finding none waiting is counted whatever its length."""
     from arabert_pipeline import Pipeline
-    from arabert_pipeline.serve import app as serve_app
+    from arabert_pipeline.serve import admission
 
     budget = 1000
     limits = ServeLimits(max_queue_tokens=budget * MAX_TOKENS_PER_CHAR, max_context_chars=3000, max_question_chars=200)
     counting, release = threading.Event(), threading.Event()
-    count = serve_app.TokenCounter.__call__
+    count = admission.TokenCounter.__call__
 
     def held_count(self, texts):
         if any(text.startswith("held") for text in texts):
@@ -78,7 +79,7 @@ def test_requests_waiting_to_be_counted_are_bounded_by_characters(qa_dir, monkey
             release.wait(30)
         return count(self, texts)
 
-    monkeypatch.setattr(serve_app.TokenCounter, "__call__", held_count)
+    monkeypatch.setattr(admission.TokenCounter, "__call__", held_count)
 
     def pair(chars: int) -> dict:  # `chars` characters in all, 2 tokens each past the question
         return {"question": QUESTION, "context": (DENSE * chars)[:chars - 1]}
@@ -231,7 +232,7 @@ def test_counting_leaves_the_models_tokenizer_as_the_model_set_it(qa_dir):
     """Counts run beside the model's thread: a count through the model's own tokenizer reset the truncation of the
     windows being built there (a window longer than the model reads)."""
     from arabert_pipeline import Pipeline
-    from arabert_pipeline.serve.app import Answerer
+    from arabert_pipeline.serve.answerers import Answerer
 
     pipeline = Pipeline(qa_dir)
     backend = pipeline.qa.tokenizer.backend_tokenizer

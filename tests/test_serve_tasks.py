@@ -8,6 +8,7 @@ import argparse
 import json
 
 import pytest
+
 from serving import LoopbackServer, request
 from test_pipeline import model_dir  # noqa: F401 (fixture)
 from test_serve import _assert_client_error
@@ -17,9 +18,9 @@ pytest.importorskip("starlette")
 pytest.importorskip("uvicorn")
 pytest.importorskip("torch")
 
-from arabert_pipeline.errors import ConfigError  # noqa: E402
-from arabert_pipeline.serve.app import TASK_FIELDS  # noqa: E402
-from arabert_pipeline.serve.limits import ServeLimits  # noqa: E402
+from arabert_pipeline.errors import ConfigError
+from arabert_pipeline.serve.limits import ServeLimits
+from arabert_pipeline.serve.requests import TASK_FIELDS
 
 # Room for one 3,000-character text of work, not for a batch of eight of them.
 LIMITS = ServeLimits(max_context_chars=3000, max_body_bytes=64 * 1024, max_top_k=5, max_pairs=8,
@@ -28,14 +29,14 @@ TEXTS = ["الفيلم جميل جدا", "الخدمة سيء اليوم", "ال
 
 
 @pytest.fixture(scope="module")
-def pipelines(task_models):  # noqa: F811
+def pipelines(task_models):  # noqa: F811  an imported fixture
     from arabert_pipeline import Pipeline
 
     return {"classify": Pipeline(task_models.cls_int8), "tag": Pipeline(task_models.ner_int8)}
 
 
 @pytest.fixture(scope="module")
-def server(model_dir, task_models):  # noqa: F811
+def server(model_dir, task_models):  # noqa: F811  an imported fixture
     from arabert_pipeline import Pipeline
 
     tasks = {"classify": lambda: Pipeline(task_models.cls_int8, max_chars=LIMITS.max_context_chars),
@@ -69,7 +70,7 @@ def test_tag_answers_as_the_pipeline_with_offsets_into_the_text_sent(server, pip
     assert status == 200 and body == {"results": [{"entities": found} for found in pipelines["tag"](TEXTS)]}
 
 
-def test_concurrent_requests_of_every_route_get_their_own_answers(server, pipelines, model_dir):  # noqa: F811
+def test_concurrent_requests_of_every_route_get_their_own_answers(server, pipelines, model_dir):  # noqa: F811  an imported fixture
     """One worker answers QA pairs and task texts; a batch mixing them answers each with its own model."""
     import threading
 
@@ -93,7 +94,7 @@ def test_concurrent_requests_of_every_route_get_their_own_answers(server, pipeli
         thread.start()
     for thread in threads:
         thread.join(60)
-    for (path, _, expected), (status, _, body) in zip(jobs, results):
+    for (path, _, expected), (status, _, body) in zip(jobs, results, strict=True):
         assert status == 200, body
         if path == "/v1/answer":
             assert [(a["text"], a["start"]) for a in body["answers"]] == [(expected_answer.text, expected_answer.start)]
@@ -151,7 +152,7 @@ def test_tag_takes_no_top_k_and_both_routes_want_json(server):
         assert request(server.url, "GET", path)[0] == 405
 
 
-def test_a_text_with_nothing_left_after_preprocessing_is_a_422(model_dir, task_models):  # noqa: F811
+def test_a_text_with_nothing_left_after_preprocessing_is_a_422(model_dir, task_models):  # noqa: F811  an imported fixture
     from arabert_pipeline import Pipeline
 
     with LoopbackServer(lambda: Pipeline(model_dir()), tasks={"tag": lambda: Pipeline(task_models.ner_v2_int8)}) as s:
@@ -161,7 +162,7 @@ def test_a_text_with_nothing_left_after_preprocessing_is_a_422(model_dir, task_m
         assert status == 422 and "nothing left after 'arabertv2' preprocessing" in body["error"]["message"], body
 
 
-def test_a_task_not_served_answers_404_and_health_lists_those_served(model_dir, task_models):  # noqa: F811
+def test_a_task_not_served_answers_404_and_health_lists_those_served(model_dir, task_models):  # noqa: F811  an imported fixture
     from arabert_pipeline import Pipeline
 
     with LoopbackServer(lambda: Pipeline(model_dir()), tasks={"tag": lambda: Pipeline(task_models.ner_int8)}) as s:
@@ -187,14 +188,14 @@ def test_openapi_describes_the_task_routes_as_they_check(server):
         assert {"413", "415", "422"} <= set(spec["paths"][path]["post"]["responses"])
 
 
-def test_serve_resolves_the_task_models_before_taking_the_port(task_models, tmp_path, monkeypatch):  # noqa: F811
-    from arabert_pipeline.pipeline import core
+def test_serve_resolves_the_task_models_before_taking_the_port(task_models, tmp_path, monkeypatch):  # noqa: F811  an imported fixture
     from arabert_pipeline.serve.cli import task_loaders
 
     def args(classify: str, tag: str) -> argparse.Namespace:
         return argparse.Namespace(classify_model=classify, tag_model=tag, backend="auto")
 
-    monkeypatch.setattr("arabert_pipeline.pipeline.inputs.MODELS_DIR", tmp_path)  # no shipped task model: auto serves none, names fail
+    # No shipped task model: auto serves none, names fail.
+    monkeypatch.setattr("arabert_pipeline.pipeline.inputs.MODELS_DIR", tmp_path)
     assert task_loaders(args("auto", "auto"), LIMITS) == {}
     with pytest.raises(ConfigError, match="'arabert-ner' is not shipped"):
         task_loaders(args("none", "arabert-ner"), LIMITS)

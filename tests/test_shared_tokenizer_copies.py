@@ -6,15 +6,14 @@ from __future__ import annotations
 import shutil
 
 import numpy as np
-
 import pytest
 
 import task_toys as toys
 
 torch = pytest.importorskip("torch")
 
-from arabert_pipeline.cli import main  # noqa: E402
-from arabert_pipeline.weights import SHARED_TOKENIZER_FILE, share_tokenizer, write_plain  # noqa: E402
+from arabert_pipeline.cli import main  # noqa: E402  after the importorskip above
+from arabert_pipeline.weights import SHARED_TOKENIZER_FILE, share_tokenizer, write_plain  # noqa: E402  after the importorskip above
 
 
 def shared_with_sibling(model_dir, root):
@@ -53,8 +52,9 @@ def test_the_standalone_copy_of_a_model_sharing_its_tokenizer_holds_the_tokenize
 
 
 def test_the_plain_copy_of_a_model_sharing_its_tokenizer_holds_the_tokenizer(tmp_path):
-    from conftest import build_tiny_bert
     from transformers import AutoTokenizer
+
+    from conftest import build_tiny_bert
 
     root = tmp_path / "models"
     build_tiny_bert(root / "qa", ["نص قصير للتجربة", "كلمات أخرى هنا"], "BertForQuestionAnswering", vocab_size=60,

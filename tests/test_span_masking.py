@@ -2,6 +2,7 @@
 statistics of the masks on a fixed seed, and the objective end to end at tiny size."""
 from __future__ import annotations
 
+import itertools
 import json
 
 import numpy as np
@@ -22,7 +23,8 @@ def word_ranges(example):
     """[start, end) token ranges of the words of one example (a special token is a word boundary)."""
     starts = [i for i in range(len(example.input_ids))
               if example.word_starts[i] or example.special[i] or (i > 0 and example.special[i - 1])]
-    return [(s, e) for s, e in zip(starts, starts[1:] + [len(example.input_ids)]) if not example.special[s]]
+    ends = starts[1:] + [len(example.input_ids)]
+    return [(s, e) for s, e in zip(starts, ends, strict=True) if not example.special[s]]
 
 
 def test_span_masks_are_whole_word_spans_of_geometric_length_within_the_budget():
@@ -41,7 +43,7 @@ def test_span_masks_are_whole_word_spans_of_geometric_length_within_the_budget()
             assert start in bounds and end in bounds, "a span cuts a word"
             assert not example.special[start:end].any()
             lengths.append(sum(1 for s, e in words if start <= s and e <= end))
-        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), "spans overlap"
+        assert all(a[1] <= b[0] for a, b in itertools.pairwise(spans)), "spans overlap"
         # The budget is met (a word bigger than what is left may stop it a little short) and never exceeded,
         # except by the first word of a sequence whose budget is smaller than that word.
         assert masked <= target or len(spans) == 1
@@ -67,7 +69,7 @@ def test_span_masking_draws_80_10_10_once_per_span_and_gives_sbo_its_boundaries(
     labels = batch["mlm_labels"].numpy()
     kind = np.where(now == 4, 0, np.where(now == labels, 1, 2))  # masked, kept, replaced
     spans = {}
-    for k, start in zip(kind, left):
+    for k, start in zip(kind, left, strict=True):
         spans.setdefault(int(start), set()).add(int(k))
     # Each span had one draw (a random replacement that equals the original counts as kept).
     assert np.mean([len(kinds) == 1 for kinds in spans.values()]) > 0.97
@@ -83,7 +85,7 @@ def test_sbo_needs_span_masking():
 
 
 @pytest.mark.slow
-def test_span_masking_with_sbo_pretrains_resumes_and_exports_a_plain_model(tokenizer_dir, corpus, workdir):
+def test_span_masking_with_sbo_pretrains_resumes_and_exports_a_plain_model(tokenizer_dir, corpus, workdir):  # noqa: F811  an imported fixture
     from transformers import AutoModelForMaskedLM
 
     from arabert_pipeline.pretrain.trainer import pretrain

@@ -14,7 +14,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 from arabert_pipeline.cli import main
 from arabert_pipeline.errors import ConfigError
 
-FILLER = ["كان", "في", "المدينة", "سوق", "كبير", "يبيع", "الناس", "فيه", "الخبز", "والتمر", "والقهوة", "كل", "يوم", "بعد", "الظهر", "قرب", "النهر"]
+FILLER = ["كان", "في", "المدينة", "سوق", "كبير", "يبيع", "الناس", "فيه", "الخبز", "والتمر", "والقهوة", "كل", "يوم",
+          "بعد", "الظهر", "قرب", "النهر"]
 MARKER = "اسمه"
 # Diacritics and tatweel in the original text: arabertv02 removes them, so the preprocessed context differs from the
 # original and a span can only come back exact through the offset map.
@@ -185,7 +186,8 @@ def test_output_is_claimed_and_embeddings_checked(trained, embeddings_dir, tmp_p
 
 
 def test_training_questions_that_leak_into_a_held_out_set_are_dropped(tmp_path):
-    """train-reader reads its sets as finetune does (policy "drop"): what leaks into a held-out set is not trained on."""
+    """train-reader reads its sets as finetune does (policy "drop"): what leaks into a held-out set is not trained
+    on."""
     from arabert_pipeline.qa.data import read_squad, read_squad_sets
 
     _squad(tmp_path / "train.json", 20, seed=3)
@@ -326,7 +328,7 @@ def test_a_reader_started_from_another_keeps_what_it_learnt(trained, embeddings_
     after = json.loads((started / "arabert_pipeline.json").read_text(encoding="utf-8"))
     assert after["epochs"][0]["dev_em"] == before["best_dev_em"] >= 90
     assert after["init_from"] == out.name  # portable_path: outside the working directory, the last component
-    tuned = lambda d: json.loads((d / "reader_config.json").read_text(encoding="utf-8"))["tuned_words"]  # noqa: E731
+    tuned = lambda d: json.loads((d / "reader_config.json").read_text(encoding="utf-8"))["tuned_words"]  # noqa: E731  a one-line local helper
     assert tuned(started) == tuned(out)
 
     fresh = tmp_path / "fresh"

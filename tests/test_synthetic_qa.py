@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from arabert_pipeline.errors import ArabertPipelineError
-from arabert_pipeline.qa.leakage import normalize
 from arabert_pipeline.qa.cloze import Candidate, Gazetteers, find_candidates, make_question
+from arabert_pipeline.qa.leakage import normalize
 from arabert_pipeline.qa.synthetic import SyntheticConfig, make_synthetic_qa
 
 PEOPLE = ["بشار الأسد", "ديفيد كاميرون", "باراك أوباما", "خالد الفيصل"]
@@ -101,7 +101,8 @@ def test_question_drops_the_answer_with_its_lead_words():
 def test_documents_in_a_hold_out_set_give_no_question(corpus, tmp_path):
     leaked = UNIQUE  # a paragraph of document 2 only
     squad = {"data": [{"title": "held out", "paragraphs": [{"context": leaked, "qas": [
-        {"id": "h1", "question": "عن ماذا القصائد؟", "answers": [{"text": "البحر", "answer_start": leaked.index("البحر")}]}
+        {"id": "h1", "question": "عن ماذا القصائد؟",
+         "answers": [{"text": "البحر", "answer_start": leaked.index("البحر")}]}
     ]}]}]}
     hold_out = tmp_path / "held.json"
     hold_out.write_text(json.dumps(squad, ensure_ascii=False), encoding="utf-8")
@@ -204,7 +205,8 @@ def _empty_squad(tmp_path: Path) -> Path:
     path = tmp_path / "tiny-dev.json"
     context = "هذا نص قصير عن موضوع آخر تماما لا علاقة له بالمعرض."
     path.write_text(json.dumps({"data": [{"title": "t", "paragraphs": [{"context": context, "qas": [
-        {"id": "d1", "question": "عن ماذا النص؟", "answers": [{"text": "موضوع", "answer_start": context.index("موضوع")}]}
+        {"id": "d1", "question": "عن ماذا النص؟",
+         "answers": [{"text": "موضوع", "answer_start": context.index("موضوع")}]}
     ]}]}]}, ensure_ascii=False), encoding="utf-8")
     return path
 

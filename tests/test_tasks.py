@@ -19,9 +19,9 @@ import task_toys as toys
 torch = pytest.importorskip("torch")
 pytest.importorskip("onnx")
 
-from arabert_pipeline.artifacts import read_metadata  # noqa: E402
-from arabert_pipeline.cli import main  # noqa: E402
-from arabert_pipeline.errors import ConfigError, InputError  # noqa: E402
+from arabert_pipeline.artifacts import read_metadata  # noqa: E402  after the importorskip above
+from arabert_pipeline.cli import main  # noqa: E402  after the importorskip above
+from arabert_pipeline.errors import ConfigError, InputError  # noqa: E402  after the importorskip above
 
 REPO = Path(__file__).resolve().parents[1]
 # Seeded training on a seeded toy: the scores are the same on every run; these bounds are what learning means here
@@ -152,7 +152,7 @@ def test_the_4bit_form_is_smaller_answers_as_torch_and_may_replace_the_int8_form
     spans = [[(e["entity_group"], e["start"], e["end"]) for e in found]
              for found in Pipeline(task_models.ner, backend="torch")(sentences)]
     found = [[(e["entity_group"], e["start"], e["end"]) for e in f] for f in Pipeline(shipped)(sentences)]
-    assert sum(a == b for a, b in zip(found, spans)) >= 0.9 * len(spans)
+    assert sum(a == b for a, b in zip(found, spans, strict=True)) >= 0.9 * len(spans)
     with pytest.raises(ConfigError, match="--weight-bits applies to --standalone"):
         main(["--debug", "export-onnx", str(task_models.ner), "--weight-bits", "4"])
 
@@ -247,7 +247,7 @@ def test_onnx_labels_are_torch_labels(task_models):
         pipeline = Pipeline(model)
         assert pipeline.backend == "onnx"
         assert [r["label"] for r in pipeline(texts)] == torch_labels
-    assert sum(a == b for a, b in zip(torch_labels, expected)) >= 0.95 * len(expected)
+    assert sum(a == b for a, b in zip(torch_labels, expected, strict=True)) >= 0.95 * len(expected)
 
 
 @pytest.mark.parametrize("name", ["ner", "ner_v2"])
@@ -309,7 +309,6 @@ def test_offsets_are_exact_through_diacritics_tatweel_and_farasa_clitics(task_mo
 def test_task_names_resolve_to_shipped_models_and_a_missing_one_says_how_to_build_it(task_models, tmp_path,
                                                                                       monkeypatch):
     from arabert_pipeline import Pipeline
-    from arabert_pipeline.pipeline import core
 
     monkeypatch.setattr("arabert_pipeline.pipeline.inputs.MODELS_DIR", tmp_path)
     for task, model in (("sentiment", "arabert-sentiment"), ("ner", "arabert-ner")):
@@ -335,7 +334,8 @@ def test_a_text_with_nothing_left_after_preprocessing_is_refused_not_labelled(ta
     from arabert_pipeline import Pipeline
     from arabert_pipeline.artifacts import write_metadata
 
-    normalized = tmp_path / "cls-arabertv02"  # the toy classifier reads raw text: the same model, recorded as normalized
+    # The toy classifier reads raw text: the same model, recorded as normalized.
+    normalized = tmp_path / "cls-arabertv02"
     shutil.copytree(task_models.cls_int8, normalized)
     write_metadata(normalized, preprocessing="arabertv02")
     for pipeline, name in ((Pipeline(normalized), "arabertv02"), (Pipeline(task_models.ner_v2_int8), "arabertv2")):

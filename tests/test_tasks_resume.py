@@ -23,8 +23,8 @@ from test_kill_resume import checkpoint_steps, held_run, same_weights, signal_se
 
 torch = pytest.importorskip("torch")
 
-from arabert_pipeline.artifacts import read_metadata  # noqa: E402
-from arabert_pipeline.cli import main  # noqa: E402
+from arabert_pipeline.artifacts import read_metadata  # noqa: E402  after the importorskip above
+from arabert_pipeline.cli import main  # noqa: E402  after the importorskip above
 
 
 def counting_steps(monkeypatch) -> list[int]:
@@ -153,6 +153,6 @@ def test_compiled_text_task_resumes_to_the_eager_run_and_writes_the_plain_models
         assert main([*argv, "--compile", "-o", str(out), "--resume"]) == 0
         assert len(wrappers) == 2
     same_run(out, straight)
-    predictions = lambda run: (run / "eval" / "dev.predictions.jsonl").read_text(encoding="utf-8")  # noqa: E731
+    predictions = lambda run: (run / "eval" / "dev.predictions.jsonl").read_text(encoding="utf-8")  # noqa: E731  a one-line local helper
     assert predictions(out) == predictions(straight)
     assert main(["export-onnx", str(out)]) == 0 and (out / "model.onnx").is_file()

@@ -53,9 +53,11 @@ def test_answers_the_preprocessing_loses_count_as_not_exact_and_bad_input_is_nam
     data = tmp_path / "qa.json"
     context = "قال الكاتب وَشوقي شاعر ولقبه Ἀλέξανδρος"
     paragraphs = [{"context": context, "qas": [
-        {"id": "vocalized", "question": "من الشاعر؟", "answers": [{"text": "شوقي", "answer_start": context.index("شوقي")}]},
+        {"id": "vocalized", "question": "من الشاعر؟",
+         "answers": [{"text": "شوقي", "answer_start": context.index("شوقي")}]},
         # AraBERT preprocessing deletes Greek letters: nothing maps back to this answer.
-        {"id": "greek", "question": "ما لقبه؟", "answers": [{"text": "Ἀλέξανδρος", "answer_start": context.index("Ἀ")}]}]}]
+        {"id": "greek", "question": "ما لقبه؟",
+         "answers": [{"text": "Ἀλέξανδρος", "answer_start": context.index("Ἀ")}]}]}]
     data.write_text(json.dumps({"version": "1.1", "data": [{"title": "t", "paragraphs": paragraphs}]},
                                ensure_ascii=False), encoding="utf-8")
     out = tmp_path / "profile.md"

@@ -27,7 +27,8 @@ def test_segmented_and_raw_preprocessing_are_measured_on_the_same_original_words
     stats, described = tokenizer_report([("seg", str(vocab), "arabertv2"), ("raw", str(vocab), "none")], text,
                                         progress=False)
     seg, raw = stats
-    assert described == {"text": text.name, "lines": 1, "words": 2}  # a path outside the data root and the cwd: its name
+    # A path outside the data root and the cwd: its name.
+    assert described == {"text": text.name, "lines": 1, "words": 2}
     # "ال+ كتاب جميل ." : the clitic piece counts for الكتاب, the full stop for no word.
     assert (seg.words, seg.word_tokens, seg.split_words, seg.tokens, seg.unk_tokens) == (2, 3, 1, 4, 0)
     assert seg.fertility == 1.5 and seg.split_rate == 0.5 and seg.vocab_use == 4 / len(VOCAB)

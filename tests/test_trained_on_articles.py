@@ -13,7 +13,8 @@ from arabert_pipeline.qa.data import DIGEST_KEY, read_squad, sets_trained_on
 def arcd_train(tmp_path, monkeypatch):
     """A 10-article stand-in for arcd-train under a data root of its own (arcd-dev: 2 articles, rest: 8)."""
     articles = [{"title": f"مقالة {a}", "paragraphs": [{"context": f"نص المقالة رقم {a} هنا", "qas": [
-        {"id": f"q{a}", "question": "ما الرقم؟", "answers": [{"text": "رقم", "answer_start": f"نص المقالة رقم {a} هنا".index("رقم")}]}]}]}
+        {"id": f"q{a}", "question": "ما الرقم؟",
+         "answers": [{"text": "رقم", "answer_start": f"نص المقالة رقم {a} هنا".index("رقم")}]}]}]}
         for a in range(10)]
     (tmp_path / "qa").mkdir()
     path = tmp_path / "qa" / "arcd-train.json"

@@ -102,7 +102,7 @@ def test_bf16_auto_is_decided_by_measuring_this_cpu(monkeypatch):
     assert (0 < measured < 100) if native else measured == 0.0
     assert optim.use_bf16("auto", cpu) == (measured >= optim.BF16_MIN_SPEEDUP)
     for speedup, expected in ((0.1, False), (1.0, False), (2.7, True)):  # AVX2-only, no gain, AVX512-BF16
-        monkeypatch.setattr(optim, "cpu_bf16_speedup", lambda: speedup)
+        monkeypatch.setattr(optim, "cpu_bf16_speedup", lambda speedup=speedup: speedup)
         assert optim.use_bf16("auto", cpu) is expected
 
 
@@ -127,7 +127,7 @@ def test_the_optimizer_is_fused_where_a_gpu_trains_and_updates_as_the_unfused_on
     fused, fused_weights = trained(cuda=True)
     plain, plain_weights = trained(cuda=False)
     assert fused.defaults["fused"] is True and not plain.defaults.get("fused")
-    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(fused_weights, plain_weights))
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(fused_weights, plain_weights, strict=True))
 
 
 def test_mfu_divides_by_the_peak_named_by_the_devices_whole_name(monkeypatch):

@@ -9,8 +9,16 @@ import numpy as np
 import pytest
 
 from arabert_pipeline.errors import ConfigError
-from arabert_pipeline.weights import (INT8_ROWS, MAX_HEADER_BYTES, STORAGE_KEY, file_digest, quantize_rows,
-                                      read_safetensors_header, read_table, storage_of)
+from arabert_pipeline.weights import (
+    INT8_ROWS,
+    MAX_HEADER_BYTES,
+    STORAGE_KEY,
+    file_digest,
+    quantize_rows,
+    read_safetensors_header,
+    read_table,
+    storage_of,
+)
 
 
 def test_the_header_reader_returns_entries_metadata_offset_and_raw_bytes(tmp_path):

@@ -10,13 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from arabert_pipeline.cli import main
 from arabert_pipeline.outputs import OutputLock
 from arabert_pipeline.weights import INT8_ROWS, SHARED_TOKENIZER_FILE, storage_of
-
 from conftest import REPO, build_tiny_bert
 
 torch = pytest.importorskip("torch")

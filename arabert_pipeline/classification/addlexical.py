@@ -7,8 +7,9 @@ against the model on dev, and write the model dir with it. Apart from lexical.py
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -108,6 +109,7 @@ def add_lexical(model_dir: str | Path, train: list[str], dev: list[str], output:
 
 def describe(record: dict[str, Any]) -> str:
     by_weight = {row["weight"]: row["score"] for row in record["dev_scores"]}
+    chosen = by_weight.get(record["weight"], float("nan"))
     return (f"lexical companion: {record['features']['word']:,} word + {record['features']['char']:,} character "
             f"n-grams, C {record['C']:g}; dev {record['dev_metric']}: model alone {by_weight[0.0]:.1f}, companion "
-            f"alone {by_weight[1.0]:.1f}, weight {record['weight']:g} → {by_weight.get(record['weight'], float('nan')):.1f}")
+            f"alone {by_weight[1.0]:.1f}, weight {record['weight']:g} → {chosen:.1f}")

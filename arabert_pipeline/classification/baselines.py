@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ..errors import ConfigError
 from .metrics import confusion, score_confusion
@@ -72,15 +73,16 @@ def fit_baseline(name: str, train: Sequence[dict], dev: Sequence[dict], labels: 
     texts, gold = _normalized([e["text"] for e in train], preprocessing), [e["label"] for e in train]
     grid = C_GRID if dev else (1.0,)
     dev_texts = _normalized([e["text"] for e in dev], preprocessing) if dev else []
-    scores, best = {}, None
+    scores: dict[float, float] = {}
+    best_c, best_model = grid[0], None
     for c in grid:
         model = _tfidf_lr(c, seed, **sizes).fit(texts, gold)
         if dev:
             predicted = model.predict(dev_texts)
             scores[c] = float(score_confusion(confusion([e["label"] for e in dev], predicted, labels), labels, metric))
-        if best is None or (dev and scores[c] > scores[best[0]]):
-            best = (c, model)
-    return Baseline(name, labels, model=best[1], chosen={"C": best[0], "dev_metric": metric,
+        if best_model is None or (dev and scores[c] > scores[best_c]):
+            best_c, best_model = c, model
+    return Baseline(name, labels, model=best_model, chosen={"C": best_c, "dev_metric": metric,
                                                          "dev_scores": {str(c): s for c, s in scores.items()}},
                     preprocessing=preprocessing)
 

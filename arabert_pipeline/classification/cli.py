@@ -11,7 +11,9 @@ def run_finetune(args: argparse.Namespace) -> int:
     config = task_config(ClassificationConfig, args, text_column=args.text_column,
                          label_column=args.label_column or "label", labels=args.labels, format=args.format,
                          class_weights=args.class_weights, dev_metric=args.dev_metric or "macro_f1")
-    return 0 if run_classification(config).completed else 130
+    # task_config returns an instance of the class it is given, typed as the base class (issue 61's phase 2).
+    result = run_classification(config)  # type: ignore[arg-type]  # a ClassificationConfig, typed TaskConfig
+    return 0 if result.completed else 130
 
 
 def register(subparsers) -> None:

@@ -17,11 +17,19 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from ..artifacts import (DATA_ROOT_ENV, MAX_DATA_FILE_BYTES, check_input_file, data_root, json_line_id,
-                         json_lines, read_text_file)
+from ..artifacts import (
+    DATA_ROOT_ENV,
+    MAX_DATA_FILE_BYTES,
+    check_input_file,
+    data_root,
+    json_line_id,
+    json_lines,
+    read_text_file,
+)
 from ..errors import ConfigError, DataNotFoundError, InputError
 
 FORMATS = ("csv", "tsv", "jsonl")
@@ -53,7 +61,7 @@ class StratifiedSplit:
         for index, record in enumerate(records):
             groups.setdefault(tuple(record[c] for c in self.strata), []).append(index)
         rng = np.random.default_rng(self.seed)
-        dev = set()
+        dev: set[int] = set()
         for key in sorted(groups):
             members = groups[key]
             order = rng.permutation(len(members))
@@ -135,7 +143,8 @@ def read_texts(source: str | Path, *, text_column: str | None = None, label_colu
         keep = split.rows([r for _, r in records])
         records = [records[i] for i in keep]
     allowed = set(labels) if labels is not None else None
-    examples, seen = [], {}
+    examples: list[dict[str, Any]] = []
+    seen: dict[str, int] = {}
     for line, record in records:
         for column in (text_column, label_column):
             if column not in record:
@@ -217,7 +226,7 @@ def _rows(text: str, path: Path, format: str):
             raise InputError(f"{len(row)} fields, but the header has {len(header)} ({', '.join(header)})", path=path,
                              line=start)
         _check_no_row_inside(lines, start, reader.line_num, len(header), delimiter, format, path)
-        yield start, dict(zip(header, row))
+        yield start, dict(zip(header, row, strict=True))
 
 
 def _check_no_row_inside(lines: list[str], start: int, end: int, width: int, delimiter: str, format: str,

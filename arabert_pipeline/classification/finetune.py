@@ -42,9 +42,10 @@ class ClassificationConfig(TaskConfig):
 
 class ClassificationTrainer(TaskTrainer):
     task = TASK
+    config: ClassificationConfig
 
     @property
-    def dev_metric(self) -> str:
+    def dev_metric(self) -> str:  # type: ignore[override]  # FinetuneEngine declares an attribute; all only read it
         return self.config.dev_metric
 
     def auto_class(self):
@@ -59,7 +60,8 @@ class ClassificationTrainer(TaskTrainer):
 
     def read_sets(self):
         config = self.config
-        repeated = sorted({label for label in config.labels or () if list(config.labels).count(label) > 1})
+        named = config.labels or []
+        repeated = sorted({label for label in named if named.count(label) > 1})
         if repeated:  # two heads for one class: one of them would never be trained
             raise ConfigError(f"--labels names {', '.join(repeated)} more than once")
         return read_labelled_sets(self.read, text_leakage_finder(lambda e: e["text"]), train=config.train,
@@ -113,8 +115,8 @@ class ClassificationTrainer(TaskTrainer):
         report[self.dev_metric] = float(score_confusion(np.asarray(report["confusion"]), self.labels,
                                                         self.dev_metric))
         records = [{"id": e["id"], "label": p, "gold": g,
-                    "scores": {label: round(float(v), 6) for label, v in zip(self.labels, row)}}
-                   for e, p, g, row in zip(labelled.examples, predicted, gold, probabilities)]
+                    "scores": {label: round(float(v), 6) for label, v in zip(self.labels, row, strict=True)}}
+                   for e, p, g, row in zip(labelled.examples, predicted, gold, probabilities, strict=True)]
         return report, records
 
     def task_metadata(self) -> dict[str, Any]:

@@ -20,13 +20,13 @@ import json
 import re
 import zipfile
 import zlib
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
-from ..artifacts import (MAX_DATA_FILE_BYTES, atomic_write, describe_exception, open_regular_file,
-                         read_json_file)
+from ..artifacts import MAX_DATA_FILE_BYTES, atomic_write, describe_exception, open_regular_file, read_json_file
 from ..errors import ConfigError, InputError
 from ..finetuning.taskexport import LEXICAL_DIR  # noqa: F401 (named once: the shipped form carries the companion)
 
@@ -53,7 +53,7 @@ class TfidfFeatures:
         self.terms, self.idf = list(terms), np.asarray(idf, dtype=np.float64)
 
     @classmethod
-    def from_vectorizer(cls, vectorizer) -> "TfidfFeatures":
+    def from_vectorizer(cls, vectorizer) -> TfidfFeatures:
         params = vectorizer.get_params()
         vocabulary = vectorizer.vocabulary_
         return cls({name: tuple(params[name]) if name == "ngram_range" else params[name] for name in _PARAMS},
@@ -63,7 +63,7 @@ class TfidfFeatures:
         if self.params["lowercase"]:
             text = text.lower()
         grams = []
-        if self.analyzer == "word":
+        if self.pattern is not None:  # the word analyzer
             tokens = self.pattern.findall(text)
             for n in range(self.low, self.high + 1):
                 grams += [" ".join(tokens[i:i + n]) for i in range(len(tokens) - n + 1)]
@@ -110,7 +110,7 @@ class LexicalCompanion:
         self.record = record or {}  # how it was fitted and weighed, kept in lexical.json
 
     @classmethod
-    def from_pipeline(cls, pipeline, preprocessing: str, record: dict[str, Any] | None = None) -> "LexicalCompanion":
+    def from_pipeline(cls, pipeline, preprocessing: str, record: dict[str, Any] | None = None) -> LexicalCompanion:
         """From a fitted baselines.tfidf_lr pipeline (a FeatureUnion of the word and char vectorizers, then the
         regression)."""
         union, regression = pipeline.steps[0][1], pipeline.steps[-1][1]
@@ -151,7 +151,7 @@ class LexicalCompanion:
                                 coef=self.coef, intercept=self.intercept)
 
     @classmethod
-    def load(cls, directory: Path, labels: Sequence[str], preprocessing: str) -> "LexicalCompanion":
+    def load(cls, directory: Path, labels: Sequence[str], preprocessing: str) -> LexicalCompanion:
         """The companion in `directory`, checked against the classifier it sits beside (its labels, its
         preprocessing) and field by field: a damaged file is named, never half-read."""
         settings_path, weights_path = directory / SETTINGS_FILE, directory / WEIGHTS_FILE
@@ -187,7 +187,8 @@ class LexicalCompanion:
             raise ConfigError(f"{weights_path}: coef must be {len(own)} × {width} and intercept {len(own)} finite "
                               f"numbers, not {coef.shape} and {intercept.shape}")
         record = {k: v for k, v in settings.items() if k not in ("format", "labels", "preprocessing", "word", "char")}
-        return cls(*features, coef.astype(np.float32), intercept.astype(np.float32), own, preprocessing, record)
+        word, char = features
+        return cls(word, char, coef.astype(np.float32), intercept.astype(np.float32), own, preprocessing, record)
 
 
 def _read_weights(path: Path) -> dict[str, np.ndarray]:

@@ -9,7 +9,9 @@ scikit-learn's f1_score(average="macro", zero_division=0) counts the labels it i
 """
 from __future__ import annotations
 
-from typing import Sequence
+import contextlib
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -100,12 +102,11 @@ def scores_from_codes(codes: np.ndarray, labels: Sequence[str], metrics: Sequenc
 def classification_report(gold: Sequence[str], predicted: Sequence[str], labels: Sequence[str]) -> dict:
     """Accuracy, macro-F1, F1-PN (when the labels have POS and NEG) ×100, and per-class precision / recall / F1."""
     matrix = confusion(gold, predicted, labels)
-    report = {"examples": int(matrix.sum()), "accuracy": float(score_confusion(matrix, labels, "accuracy")),
-              "macro_f1": float(score_confusion(matrix, labels, "macro_f1"))}
-    try:
+    report: dict[str, Any] = {"examples": int(matrix.sum()),
+                              "accuracy": float(score_confusion(matrix, labels, "accuracy")),
+                              "macro_f1": float(score_confusion(matrix, labels, "macro_f1"))}
+    with contextlib.suppress(ConfigError):  # labels without POS and NEG: no F1-PN
         report["f1_pn"] = float(score_confusion(matrix, labels, "f1_pn"))
-    except ConfigError:
-        pass
     classes = per_class(matrix)
     report["per_class"] = {label: {"precision": 100 * float(classes["precision"][i]),
                                    "recall": 100 * float(classes["recall"][i]), "f1": 100 * float(classes["f1"][i]),

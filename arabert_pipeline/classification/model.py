@@ -13,16 +13,21 @@ text's scores do not depend on the texts batched with it (rows are masked; an in
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
 from ..artifacts import model_config
 from ..errors import ConfigError
 from ..finetuning.batches import pad, prediction_batches
-from ..finetuning.modeldir import (check_head_size, head_labels, model_metadata, recorded_preprocessing,
-                                   task_max_seq_length)
+from ..finetuning.modeldir import (
+    check_head_size,
+    head_labels,
+    model_metadata,
+    recorded_preprocessing,
+    task_max_seq_length,
+)
 from ..finetuning.runtime import head_outputs, open_task_model, run_task_session
 from ..finetuning.taskexport import OUTPUT_NAMES, TEXT_CLASSIFICATION, check_lexical_companion
 from .lexical import LEXICAL_DIR, LexicalCompanion, mix
@@ -62,7 +67,7 @@ class TextClassifier:
 
     @classmethod
     def load(cls, directory: str | os.PathLike, *, preprocessing: str | None = None,
-             device: str = "cpu") -> "TextClassifier":
+             device: str = "cpu") -> TextClassifier:
         from transformers import AutoModelForSequenceClassification
 
         from ..artifacts import check_vocabulary_size, load_pretrained_model, torch_device
@@ -97,7 +102,7 @@ class TextClassifier:
     def logits(self, rows: Sequence[Sequence[int]], batch_size: int = 32) -> np.ndarray:
         out = np.zeros((len(rows), len(self.labels)), dtype=np.float32)
         for indices in prediction_batches([len(r) for r in rows], self.rows_per_run or batch_size, TOKENS_PER_RUN):
-            batch = pad(rows, indices, self.tokenizer.pad_token_id or 0)
+            batch = pad(rows, indices, self.tokenizer.pad_token_id or 0)  # type: ignore[arg-type]  # takes arrays too
             out[indices] = self.forward(batch)
         return out
 
@@ -123,7 +128,7 @@ class TextClassifier:
         if not check_lexical_companion(directory, metadata):
             return
         weight = metadata.get("lexical_weight")
-        if type(weight) not in (int, float) or not 0 <= weight <= 1:
+        if not isinstance(weight, (int, float)) or isinstance(weight, bool) or not 0 <= weight <= 1:
             raise ConfigError(f"{directory}: arabert_pipeline.json lexical_weight must be a number in [0, 1] beside "
                               f"{LEXICAL_DIR}/, not {weight!r}")
         self.lexical = LexicalCompanion.load(directory / LEXICAL_DIR, self.labels, self.preprocessing)
@@ -139,8 +144,8 @@ class OnnxTextClassifier(TextClassifier):
     backend = "onnx"
 
     @classmethod
-    def load(cls, directory: str | os.PathLike, *, preprocessing: str | None = None,
-             quantize: bool = False) -> "OnnxTextClassifier":
+    def load(cls, directory: str | os.PathLike, *, preprocessing: str | None = None,  # type: ignore[override]  # own options
+             quantize: bool = False) -> OnnxTextClassifier:
         directory = Path(directory)
         metadata, config = _read(directory)
         preprocessing = recorded_preprocessing(directory, metadata, preprocessing)
@@ -154,7 +159,7 @@ class OnnxTextClassifier(TextClassifier):
         return model
 
     def forward(self, batch: dict[str, np.ndarray]) -> np.ndarray:
-        return run_task_session(self.model, batch, OUTPUT_NAMES)
+        return run_task_session(self.model, batch, OUTPUT_NAMES)  # type: ignore[return-value]  # typed object
 
 
 def _read(directory) -> tuple[dict, dict]:

@@ -77,9 +77,8 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def run_neighbours(args: argparse.Namespace) -> int:
-    from .vectors import Embeddings
-
     from ..errors import ConfigError
+    from .vectors import Embeddings
 
     embeddings = Embeddings.load(args.directory)
     found = embeddings.neighbours(args.word, args.k)

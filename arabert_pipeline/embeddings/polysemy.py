@@ -13,7 +13,8 @@ word's subword tokens), and measures:
   static vector).
 
     occurrences = read_homographs("data/polysemy/ar_homographs.jsonl")
-    vectors = encoder_vectors(model, tokenizer, "arabertv02", occurrences)   # {"static (input embeddings)": ..., "layer 0": ...}
+    # {"static (input embeddings)": ..., "layer 0": ...}
+    vectors = encoder_vectors(model, tokenizer, "arabertv02", occurrences)
     results = measure(occurrences, vectors)
 
 `scripts/polysemy.py` runs it on the shipped model and writes the table and a PCA plot.
@@ -23,11 +24,15 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING
 
 from ..artifacts import parse_json
 from ..errors import ConfigError, InputError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 STATIC_INPUT = "static (input embeddings)"
 # Cosines this close count as a tie: the centroid of n copies of one vector is that vector up to rounding.
@@ -98,7 +103,7 @@ def word_span(preprocessed_text: str, preprocessed_word: str, *, where: str = ""
 
 
 def encoder_vectors(model, tokenizer, preprocessing: str, occurrences: Sequence[Occurrence], *,
-                    batch_size: int = 16) -> dict[str, "object"]:
+                    batch_size: int = 16) -> dict[str, np.ndarray]:
     """{representation: array (sentences, hidden)}: the static input-embedding vector and every hidden-state layer
     (layer 0 is the embedding layer's output: token + position embeddings, so already not quite static) of the
     word's subword tokens, averaged. The word's characters are found in the preprocessed sentence and mapped to
@@ -112,7 +117,7 @@ def encoder_vectors(model, tokenizer, preprocessing: str, occurrences: Sequence[
     texts = preprocessor.preprocess_batch([o.text for o in occurrences])
     words = {w: preprocessor.preprocess(w).strip() for w in {o.word for o in occurrences}}
     spans = [word_span(text, words[o.word], where=f"line {o.line}" if o.line else o.text)
-             for text, o in zip(texts, occurrences)]
+             for text, o in zip(texts, occurrences, strict=True)]
     embedding = model.get_input_embeddings().weight.detach()
     static, layers = [], []
     model.eval()
@@ -131,10 +136,10 @@ def encoder_vectors(model, tokenizer, preprocessing: str, occurrences: Sequence[
                                  "(cut by truncation?)")
             layers.append(stacked[row, :, picked].mean(dim=1).double().numpy())
             static.append(embedding[encoded["input_ids"][row, picked]].mean(dim=0).double().numpy())
-    layers = np.stack(layers)  # (sentences, layers + 1, dim)
+    by_layer = np.stack(layers)  # (sentences, layers + 1, dim)
     vectors = {STATIC_INPUT: np.stack(static)}
-    for layer in range(layers.shape[1]):
-        vectors[f"layer {layer}"] = layers[:, layer]
+    for layer in range(by_layer.shape[1]):
+        vectors[f"layer {layer}"] = by_layer[:, layer]
     return vectors
 
 
@@ -177,7 +182,7 @@ def sense_separation(vectors, senses: Sequence[str]) -> dict[str, float]:
             denominator = np.linalg.norm(centroid) * np.linalg.norm(vectors[i])
             scores.append(float(centroid @ vectors[i] / denominator) if denominator > 0 else 0.0)
         best = max(scores)
-        tied = [label for label, score in zip(labels, scores) if best - score <= TIE_TOLERANCE]
+        tied = [label for label, score in zip(labels, scores, strict=True) if best - score <= TIE_TOLERANCE]
         correct += (sense in tied) / len(tied)
     cos = _cosines(vectors)
     same = [cos[i, j] for i in range(len(senses)) for j in range(i + 1, len(senses)) if senses[i] == senses[j]]
@@ -237,7 +242,8 @@ def plot_projection(matrix, occurrences: Sequence[Occurrence], path: str | os.Pa
     rows = -(-len(groups) // columns)
     figure, axes = plt.subplots(rows, columns, figsize=(3.2 * columns, 3.0 * rows), squeeze=False)
     markers = ["o", "s", "^", "D", "v"]
-    for ax, (word, idx) in zip(axes.flat, groups.items()):
+    # Not strict: the grid's last row may have more axes than words (they are turned off below).
+    for ax, (word, idx) in zip(axes.flat, groups.items(), strict=False):
         points = np.asarray(matrix)[idx]
         centred = points - points.mean(axis=0)
         _, _, components = np.linalg.svd(centred, full_matrices=False)

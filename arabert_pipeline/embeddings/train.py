@@ -25,12 +25,19 @@ import dataclasses
 import logging
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from ..artifacts import (
-    CORPUS_READ_ERRORS, METADATA_FILE, SIDECAR_SUFFIX, atomic_directory, decompressed, naming_io_errors, portable_path,
-    sidecar_preprocessing, write_metadata,
+    CORPUS_READ_ERRORS,
+    METADATA_FILE,
+    SIDECAR_SUFFIX,
+    atomic_directory,
+    decompressed,
+    naming_io_errors,
+    portable_path,
+    sidecar_preprocessing,
+    write_metadata,
 )
 from ..errors import ConfigError, InputError
 from ..outputs import OutputKind, OutputLock, claim_output_dir, remove_stale_temporaries
@@ -166,7 +173,7 @@ class CorpusSentences:
         lines = 0
         try:
             for path in self.paths:
-                for number, words in _tokenized_lines(path):
+                for _number, words in _tokenized_lines(path):
                     for start in range(0, len(words), MAX_SENTENCE_WORDS):
                         yield words[start:start + MAX_SENTENCE_WORDS]
                     lines += 1

@@ -14,9 +14,13 @@ import math
 import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..artifacts import open_regular_file, read_metadata
 from ..errors import ConfigError, InputError
+
+if TYPE_CHECKING:
+    from ..preprocess import Preprocessor
 
 TASK = "word-embeddings"
 VECTORS_FILE, WORDS_FILE, NGRAMS_FILE = "vectors.npy", "words.txt", "ngrams.npy"
@@ -103,10 +107,10 @@ class Embeddings:
         self.source = str(source) if source is not None else "embeddings"
         self.words_sha256 = words_sha256
         self._unit = None
-        self._preprocessor = None
+        self._preprocessor: Preprocessor | None = None
 
     @classmethod
-    def load(cls, directory: str | os.PathLike) -> "Embeddings":
+    def load(cls, directory: str | os.PathLike) -> Embeddings:
         directory = Path(directory)
         if not directory.is_dir():
             raise ConfigError(f"{directory} is not a directory of word vectors")
@@ -150,7 +154,7 @@ class Embeddings:
         """SHA-256 of the vectors as loaded (float32, row-major): what a reader trained on them is bound to."""
         import numpy as np
 
-        return hashlib.sha256(memoryview(np.ascontiguousarray(self.vectors, dtype=np.float32)).cast("B")).hexdigest()
+        return hashlib.sha256(np.ascontiguousarray(self.vectors, dtype=np.float32).data.cast("B")).hexdigest()
 
     def query_tokens(self, word: str) -> list[str]:
         """The vocabulary tokens `word` stands for once preprocessed. A Farasa-segmented word is its stem when it has
@@ -262,11 +266,11 @@ def read_words_and_digest(path: Path, rows: int, against: str = "rows of its vec
     except UnicodeDecodeError as exc:
         raise InputError(f"not UTF-8 ({exc})", path=path) from None
     del blocks
-    lines = text.split("\n")[:-1] if text.endswith("\n") else text.split("\n")
+    text_lines = text.split("\n")[:-1] if text.endswith("\n") else text.split("\n")
     if _WORDS_FILE.fullmatch(text):  # the whole file checked at once: a shipped reader reads 124k lines at load
-        words = [line.partition("\t")[0] for line in lines]
+        words = [line.partition("\t")[0] for line in text_lines]
     else:
-        for number, line in enumerate(lines, 1):
+        for number, line in enumerate(text_lines, 1):
             word, sep, count = line.partition("\t")
             if not word or not sep or not count.isdigit() or any(c.isspace() for c in word):
                 raise InputError("expected `word<TAB>count`", path=path, line=number)

@@ -18,6 +18,7 @@ out), the same keys as the models' question-overlap feature.
 from __future__ import annotations
 
 import re
+from typing import cast
 
 import numpy as np
 
@@ -35,6 +36,7 @@ def baseline_predictions(name: str, examples: list[dict], seed: int = 0) -> dict
     if name not in BASELINES:
         raise ValueError(f"unknown baseline {name!r}")
     rng = np.random.default_rng(seed)
+    # The first two read no IDF table; the other three do.
     idf = KeyIDF.from_texts(sorted({ex["context"] for ex in examples})) if name not in BASELINES[:2] else None
     predictions = {}
     for ex in examples:
@@ -47,9 +49,10 @@ def baseline_predictions(name: str, examples: list[dict], seed: int = 0) -> dict
         elif name == "random-sentence":
             start, end = spans[int(rng.integers(len(spans)))]
         elif name == "sliding-window":
-            start, end = sliding_window_span(ex["question"], context, idf)
+            start, end = sliding_window_span(ex["question"], context, cast(KeyIDF, idf))
         else:
-            start, end = spans[int(np.argmax(sentence_overlap_scores(ex["question"], context, idf, spans)))]
+            scores = sentence_overlap_scores(ex["question"], context, cast(KeyIDF, idf), spans)
+            start, end = spans[int(np.argmax(scores))]
             if name == "overlap-span":
                 start, end = longest_run_without_question_words(ex["question"], context, start, end)
         predictions[ex["id"]] = (context[start:end], start)
@@ -62,8 +65,9 @@ def _words(text: str, start: int = 0, end: int | None = None) -> list[tuple[int,
 
 def longest_run_without_question_words(question: str, context: str, start: int, end: int) -> tuple[int, int]:
     keys = question_keys(question)
-    best, run = None, []
-    for word in _words(context, start, end) + [None]:
+    best: list[tuple[int, int, frozenset[str]]] | None = None
+    run: list[tuple[int, int, frozenset[str]]] = []
+    for word in [*_words(context, start, end), None]:
         if word is None or not keys.isdisjoint(word[2]):
             if run and (best is None or len(run) > len(best)):
                 best = run

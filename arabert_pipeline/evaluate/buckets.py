@@ -21,7 +21,8 @@ ANSWER_LENGTH_BUCKETS = (("1", 1, 1), ("2", 2, 2), ("3", 3, 3), ("4-5", 4, 5), (
 
 
 def question_word(question: str) -> str:
-    """The interrogative a question asks with ("ما", "من", "متى", "أين", "كم", "كيف", "لماذا", "هل", "أي") or "other"."""
+    """The interrogative a question asks with ("ما", "من", "متى", "أين", "كم", "كيف", "لماذا", "هل", "أي") or
+    "other"."""
     tokens = metrics.arabic_normalize(question).split()
     for i, token in enumerate(tokens):
         for word, (_, forms) in QUESTION_WORDS.items():

@@ -8,12 +8,13 @@ from pathlib import Path
 from ..cliargs import add_deprecated_alias
 
 DESCRIPTION = """\
-Score QA models and/or prediction files side by side: EM, F1 and Sentence-Match in two variants (SOQAL-compatible,
-as in the AraBERT paper's table, and Arabic-correct), with 95% bootstrap CIs and paired comparisons against the first
-system, next to lexical reference baselines (first, random and TF-IDF sentence, sliding window, word-overlap span). Writes OUT/table.md,
-table.csv, results.json, per-question JSONL, reusable predictions and plots. The report's notes say what was run: which
-checkpoint each model was fine-tuned from and on what, whether an "mBERT" row is bert-base-multilingual-cased or a model
-trained here with its vocabulary, and how the rows relate to the AraBERT paper's Table 6.
+Score QA models and/or prediction files side by side: EM, F1 and Sentence-Match in two variants (SOQAL-compatible, as in
+the AraBERT paper's table, and Arabic-correct), with 95% bootstrap CIs and paired comparisons against the first system,
+next to lexical reference baselines (first, random and TF-IDF sentence, sliding window, word-overlap span). Writes
+OUT/table.md, table.csv, results.json, per-question JSONL, reusable predictions and plots. The report's notes say what
+was run: which checkpoint each model was fine-tuned from and on what, whether an "mBERT" row is
+bert-base-multilingual-cased or a model trained here with its vocabulary, and how the rows relate to the AraBERT paper's
+Table 6.
 """
 
 
@@ -70,8 +71,8 @@ def register(subparsers) -> None:
                         help="score models' spans as decoded, without widening them to whole words")
     tasks = parser.add_argument_group("classification and NER (--task)")
     tasks.add_argument("--task", choices=("qa", "classification", "ner"), default="qa",
-                       help="qa (default): EM/F1/SM on SQuAD sets; classification: accuracy, macro-F1, F1-PN, per-class "
-                            "F1 on labelled texts; ner: entity micro / macro / per-type F1 on CoNLL sets")
+                       help="qa (default): EM/F1/SM on SQuAD sets; classification: accuracy, macro-F1, F1-PN, "
+                            "per-class F1 on labelled texts; ner: entity micro / macro / per-type F1 on CoNLL sets")
     tasks.add_argument("--train", nargs="+", action="extend", default=[], metavar="NAME_OR_FILE",
                        help="classification / ner: the sets the baselines are fitted on")
     tasks.add_argument("--dev", nargs="+", action="extend", default=[], metavar="NAME_OR_FILE",
@@ -156,7 +157,13 @@ def run(args: argparse.Namespace) -> int:
 def run_task(args: argparse.Namespace) -> int:
     from ..errors import ConfigError
     from ..outputs import OutputKind, claim_output_dir
-    from .tasks import CLASSIFICATION_BASELINES, NER_BASELINES, TASK_OUTPUT_NAMES, TaskEvaluateConfig, run_task_evaluation
+    from .tasks import (
+        CLASSIFICATION_BASELINES,
+        NER_BASELINES,
+        TASK_OUTPUT_NAMES,
+        TaskEvaluateConfig,
+        run_task_evaluation,
+    )
 
     if args.resamples < 100:
         raise ConfigError(f"--resamples {args.resamples}: use at least 100")

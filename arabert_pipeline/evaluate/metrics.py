@@ -7,7 +7,7 @@ the notebook or a user reads scores from.
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 

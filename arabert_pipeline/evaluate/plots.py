@@ -11,6 +11,7 @@ from .buckets import ANSWER_LENGTH_BUCKETS, OTHER, QUESTION_WORDS
 from .load import safe_name
 from .tables import METRIC_LABELS, VARIANT_LABELS
 
+
 def plot_dataset(results: dict, dataset: str, directory: Path) -> list[Path]:
     """The three plots of one dataset, as PNG files in `directory`."""
     import matplotlib
@@ -24,7 +25,7 @@ def plot_dataset(results: dict, dataset: str, directory: Path) -> list[Path]:
     paths = []
 
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
-    for ax, variant in zip(axes, metrics.VARIANTS):
+    for ax, variant in zip(axes, metrics.VARIANTS, strict=True):
         for i, label in enumerate(labels):
             scores = [entry["systems"][label]["scores"][f"{variant}_{m}"] for m in metrics.METRICS]
             means = np.array([s["mean"] for s in scores])
@@ -87,17 +88,17 @@ def plot_pretraining(logs: dict[str, list[dict]], directory: Path) -> Path:
     panels = [(title, keys) for title, keys in PRETRAINING_PANELS
               if any(k in r for rows in logs.values() for r in rows for k in keys)]
     fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2), squeeze=False)
-    for ax, (title, keys) in zip(axes[0], panels):
+    for ax, (title, keys) in zip(axes[0], panels, strict=True):
         for index, (label, rows) in enumerate(logs.items()):
             color = f"C{index}"
             for key in keys:
                 train = [(r["tokens"] / 1e6, r[key]) for r in rows if key in r and "tokens" in r]
                 if train:
-                    ax.plot(*zip(*train), color=color, lw=1, alpha=0.8, label=f"{label} ({key})")
+                    ax.plot(*zip(*train, strict=True), color=color, lw=1, alpha=0.8, label=f"{label} ({key})")
                 held_out = [(r["tokens"] / 1e6, r[f"eval_{key}"]) for r in rows
                             if f"eval_{key}" in r and "tokens" in r]
                 if held_out:
-                    ax.plot(*zip(*held_out), "o", color=color, ms=4, label=f"{label} (held-out)")
+                    ax.plot(*zip(*held_out, strict=True), "o", color=color, ms=4, label=f"{label} (held-out)")
         ax.set_xlabel("tokens read (millions)")
         ax.set_title(title)
         ax.grid(alpha=0.3)

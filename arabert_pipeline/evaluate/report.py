@@ -29,22 +29,31 @@ import gzip
 import json
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..artifacts import (MAX_DATA_FILE_BYTES, atomic_directory, check_input_file, check_local_source,
-                         describe_exception, portable_path, read_metadata, read_text_file, torch_device)
+from ..artifacts import (
+    MAX_DATA_FILE_BYTES,
+    atomic_directory,
+    check_input_file,
+    check_local_source,
+    describe_exception,
+    portable_path,
+    read_metadata,
+    read_text_file,
+    torch_device,
+)
 from ..cliargs import check_seed
 from ..errors import ConfigError, InputError
 from . import metrics
 from .baselines import BASELINES, baseline_predictions
 from .buckets import ANSWER_LENGTH_BUCKETS, OTHER, QUESTION_WORDS, answer_length_bucket, question_word
-from .plots import plot_dataset, plot_pretraining
 from .load import RESULTS_FILE, check_file_names, per_question_file, safe_name
+from .plots import plot_dataset, plot_pretraining
 from .tables import csv_report, markdown_report
-
 
 # Said when nothing run here shows which mBERT is meant (prediction files only); describe_setup says it from the models.
 MBERT_NOTE = (
@@ -200,7 +209,7 @@ def describe_setup(systems: list[System]) -> tuple[str | None, str, bool]:
         data = s.info.get("training_data")
         if data is None:
             differences.setdefault("training data not recorded", []).append(s.label)
-        elif not PAPER_TRAINING_DATA <= set(data.split(" + ")):
+        elif not set(data.split(" + ")) >= PAPER_TRAINING_DATA:
             differences.setdefault(f"fine-tuned on {data}, not Arabic-SQuAD + ARCD-train", []).append(s.label)
     if files:
         differences["prediction files, their models not described"] = files
@@ -213,15 +222,16 @@ def describe_setup(systems: list[System]) -> tuple[str | None, str, bool]:
 
 
 def _predict_with_model(model, examples: list[dict], batch_size: int) -> dict[str, tuple[str, int | None]]:
-    """The best answer of a `qa.transformer.model.QAModel` per question; a question it finds no span for stays missing."""
+    """The best answer of a `qa.transformer.model.QAModel` per question; a question it finds no span for stays
+    missing."""
     answers = model.predict(examples, batch_size=batch_size)
-    return {ex["id"]: (found[0].text, found[0].start) for ex, found in zip(examples, answers) if found}
+    return {ex["id"]: (found[0].text, found[0].start) for ex, found in zip(examples, answers, strict=True) if found}
 
 
 # ---------------------------------------------------------------------------------------------------------- scoring
 
 
-def score_system(examples: list[dict], predictions: dict[str, tuple[str, int | None]]) -> list[dict]:
+def score_system(examples: list[dict], predictions: Mapping[str, tuple[str, int | None]]) -> list[dict]:
     """Per-question records: prediction, gold answers, buckets and the six scores."""
     records = []
     for ex in examples:
@@ -263,7 +273,8 @@ def summarize(records: list[dict], reference: list[dict] | None, resamples: int,
         }
         for key in ("soqal_em", "arabic_em"):
             column = metrics.SCORE_KEYS.index(key)
-            summary["paired_vs_reference"][key]["mcnemar_p"] = metrics.mcnemar_exact(other[:, column], scores[:, column])
+            summary["paired_vs_reference"][key]["mcnemar_p"] = metrics.mcnemar_exact(other[:, column],
+                                                                                     scores[:, column])
     summary["by_question_word"] = _breakdown(records, "question_word", [*QUESTION_WORDS, OTHER])
     summary["by_answer_length"] = _breakdown(records, "answer_length", [name for name, _, _ in ANSWER_LENGTH_BUCKETS])
     return summary
@@ -323,7 +334,8 @@ def run_evaluation(config: EvaluateConfig, log=print) -> dict:
         "mbert_note": mbert_note,
         "metric_note": METRIC_NOTE,
         "paper_table6": {"note": paper_note, "comparable": comparable, "dataset": "arcd-test", "variant": "soqal",
-                         "rows": {name: dict(zip(("em", "f1", "sm"), row)) for name, row in PAPER_TABLE6.items()}},
+                         "rows": {name: dict(zip(("em", "f1", "sm"), row, strict=True))
+                                  for name, row in PAPER_TABLE6.items()}},
         "pretraining": {label: pretraining_summary(rows) for label, rows in pretraining.items()},
     }
     write_report(config.out, results, per_question, model_answers, pretraining)
@@ -352,6 +364,7 @@ def _evaluate_dataset(config, source, key, systems, answers, models, log) -> tup
     records: dict[str, list[dict]] = {}
     for system in systems:
         log(f"{key}: {system.label} ({system.kind}, {len(examples)} questions)")
+        predictions: Mapping[str, tuple[str, int | None]]
         if system.kind == "model":
             if system.label not in models:
                 from ..qa.transformer.model import QAModel

@@ -14,11 +14,14 @@ several --data sets, predictions/SET/LABEL.jsonl: each file is one set's, readab
 """
 from __future__ import annotations
 
+import abc
 import dataclasses
+import functools
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -54,7 +57,7 @@ class TaskEvaluateConfig:
     vectors: str | None = None  # ner: the bilstm baseline's word vectors (default: the shipped model's reader table)
 
 
-class Task:
+class Task(abc.ABC):
     """What differs between the two tasks: reading sets, predicting, scoring and the bootstrap's statistics."""
 
     name: str
@@ -62,6 +65,42 @@ class Task:
 
     def __init__(self, config: TaskEvaluateConfig):
         self.config = config
+
+    @abc.abstractmethod
+    def read(self, source: str) -> Any: ...  # a labelled set: its `examples` and `name`
+
+    @abc.abstractmethod
+    def setup(self, train, dev, data) -> None: ...  # the labels / entity types, from every set read
+
+    @abc.abstractmethod
+    def fit_baseline(self, name: str, train: list[dict], dev: list[dict]) -> Any: ...
+
+    @abc.abstractmethod
+    def baseline_predict(self, baseline, examples) -> list: ...
+
+    @abc.abstractmethod
+    def load_model(self, path: str) -> Any: ...  # a backend with `backend`, read by model_predict
+
+    @abc.abstractmethod
+    def model_predict(self, model, examples) -> list: ...
+
+    @abc.abstractmethod
+    def record(self, example, prediction) -> dict: ...  # a line of the predictions file
+
+    @abc.abstractmethod
+    def from_record(self, record: dict, path: Path, line: int) -> Any: ...  # ... read back
+
+    @abc.abstractmethod
+    def prediction_problem(self, example: dict, prediction) -> str | None: ...
+
+    @abc.abstractmethod
+    def statistics(self, examples, predictions) -> np.ndarray: ...  # per example, what the bootstrap resamples
+
+    @abc.abstractmethod
+    def score(self, summed: np.ndarray) -> np.ndarray: ...  # main_metrics of summed statistics
+
+    @abc.abstractmethod
+    def report(self, examples, predictions) -> dict: ...
 
 
 class ClassificationTask(Task):
@@ -146,9 +185,7 @@ class ClassificationTask(Task):
         return scores_from_codes(summed, self.class_names, self.main_metrics)
 
     def report(self, examples, predictions) -> dict:
-        from ..classification.metrics import classification_report
-
-        from ..classification.metrics import score_confusion
+        from ..classification.metrics import classification_report, score_confusion
 
         report = classification_report([e["label"] for e in examples], predictions, self.class_names)
         for metric in self.main_metrics:
@@ -215,7 +252,7 @@ class NERTask(Task):
     def statistics(self, examples, predictions) -> np.ndarray:
         from ..ner.metrics import sentence_counts
 
-        for e, p in zip(examples, predictions):
+        for e, p in zip(examples, predictions, strict=True):
             problem = self.prediction_problem(e, p)
             if problem is not None:
                 raise InputError(problem, field=f"id {e['id']}")
@@ -236,9 +273,9 @@ class NERTask(Task):
 TASKS = {"classification": ClassificationTask, "ner": NERTask}
 
 
-def read_predictions(task: Task, path: str, examples: list[dict]) -> list:
+def read_predictions(task: Task, source: str, examples: list[dict]) -> list:
     """A predictions file's answer for every example of a set, by id (a missing id is an error naming it)."""
-    path = check_input_file(Path(path), "predictions file")
+    path = check_input_file(Path(source), "predictions file")
     found: dict[str, tuple[Any, int]] = {}
     for number, record in json_lines(read_text_file(path, max_bytes=2**30, bom=True), path=path):
         if not isinstance(record, dict) or "id" not in record:
@@ -277,15 +314,15 @@ def run_task_evaluation(config: TaskEvaluateConfig, log: Callable[[str], None] =
     data = [task.read(s) for s in config.data]
     task.setup(train, dev, data)
     systems: list[tuple[str, Callable[[list[dict]], list], dict]] = []
-    for (kind, path), name in zip(config.systems, names):
+    for (kind, path), name in zip(config.systems, names, strict=True):
         if kind == "model":
             started = time.perf_counter()
             model = task.load_model(path)
             log(f"{name}: loaded {path} ({model.backend}) in {time.perf_counter() - started:.1f} s")
-            systems.append((name, lambda ex, m=model: task.model_predict(m, ex),
+            systems.append((name, functools.partial(task.model_predict, model),
                             {"kind": "model", "path": portable_path(path), "backend": model.backend}))
         else:
-            systems.append((name, lambda ex, p=path: read_predictions(task, p, ex),
+            systems.append((name, functools.partial(read_predictions, task, path),
                             {"kind": "predictions", "path": portable_path(path)}))
     train_examples = [e for s in train for e in s.examples]
     dev_examples = [e for s in dev for e in s.examples]
@@ -294,7 +331,7 @@ def run_task_evaluation(config: TaskEvaluateConfig, log: Callable[[str], None] =
         baseline = task.fit_baseline(name, train_examples, dev_examples)
         log(f"baseline {name}: fitted on {len(train_examples)} examples in {time.perf_counter() - started:.0f} s "
             f"{baseline.chosen or ''}")
-        systems.append((name, lambda ex, b=baseline: task.baseline_predict(b, ex),
+        systems.append((name, functools.partial(task.baseline_predict, baseline),
                         {"kind": "baseline", "chosen_on_dev": baseline.chosen}))
     if not systems:
         raise ConfigError("nothing to evaluate: pass --model, --predictions or baselines")
@@ -304,7 +341,8 @@ def run_task_evaluation(config: TaskEvaluateConfig, log: Callable[[str], None] =
     predictions: dict[tuple[str, str], list[dict]] = {}  # (data set, system) → its records
     for labelled in data:
         examples = labelled.examples
-        rows, samples = {}, []
+        rows: dict[str, dict[str, Any]] = {}
+        samples = []
         for name, predict, _ in systems:
             started = time.perf_counter()
             try:
@@ -314,7 +352,7 @@ def run_task_evaluation(config: TaskEvaluateConfig, log: Callable[[str], None] =
                     raise InputError(str(exc), path=labelled.path) from None
                 raise
             seconds = time.perf_counter() - started
-            predictions[labelled.name, name] = [task.record(e, p) for e, p in zip(examples, predicted)]
+            predictions[labelled.name, name] = [task.record(e, p) for e, p in zip(examples, predicted, strict=True)]
             statistics = task.statistics(examples, predicted)
             samples.append(statistics)
             report = task.report(examples, predicted)
@@ -322,7 +360,7 @@ def run_task_evaluation(config: TaskEvaluateConfig, log: Callable[[str], None] =
         resampled = stats.bootstrap_statistics(samples, task.score, resamples=config.resamples, seed=config.seed)
         observed = [task.score(s.sum(axis=0, keepdims=True))[0] for s in samples]
         reference = systems[0][0]
-        for (name, _, _), sampled, point in zip(systems, resampled, observed):
+        for (name, _, _), sampled, point in zip(systems, resampled, observed, strict=True):
             low, high = stats.interval(sampled)
             rows[name]["ci"] = {m: [float(low[k]), float(high[k])] for k, m in enumerate(task.main_metrics)}
             if name != reference:
@@ -350,7 +388,7 @@ def run_task_evaluation(config: TaskEvaluateConfig, log: Callable[[str], None] =
 
 def _system_names(config: TaskEvaluateConfig) -> list[str]:
     names = []
-    for i, (kind, path) in enumerate(config.systems):
+    for i, (_kind, path) in enumerate(config.systems):
         name = config.labels[i] if i < len(config.labels) else Path(path).name or path
         while name in names or name in config.baselines:
             name += "'"

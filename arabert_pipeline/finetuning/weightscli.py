@@ -17,8 +17,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from ..artifacts import atomic_directory, check_input_file, follow_umask, naming_io_errors, shipped_model_dir
 from ..errors import ConfigError

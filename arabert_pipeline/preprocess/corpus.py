@@ -24,8 +24,9 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Generator, Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator, NamedTuple
+from typing import BinaryIO, NamedTuple, cast
 
 from ..artifacts import SIDECAR_SUFFIX, atomic_write, check_replaceable, naming_io_errors, read_json_file
 from ..errors import ConfigError, InputError
@@ -133,17 +134,17 @@ class _PartWriter:
 
     def __init__(self, path: Path, kind: str, keep_bytes: int):
         self.kind, self.path = kind, path
-        self.raw = open(path, "r+b" if keep_bytes else "wb", buffering=1 << 20)
+        self.raw = open(path, "r+b" if keep_bytes else "wb", buffering=1 << 20)  # noqa: SIM115  owned until close()
         self.raw.truncate(keep_bytes)
         self.raw.seek(keep_bytes)
-        self.stream = None
+        self.stream: BinaryIO | gzip.GzipFile | lzma.LZMAFile | None = None
 
     def write(self, lines: list[str]) -> None:
         if self.stream is None:
             if self.kind == "gz":  # no file name or time in the header: reruns give identical bytes
                 self.stream = gzip.GzipFile(fileobj=self.raw, mode="wb", filename="", mtime=0)
             elif self.kind == "xz":
-                self.stream = lzma.LZMAFile(self.raw, "wb")
+                self.stream = lzma.LZMAFile(self.raw, "wb")  # noqa: SIM115  open across writes; commit() closes it
             else:
                 self.stream = self.raw
         with naming_io_errors(self.path):
@@ -182,7 +183,10 @@ class _Worker:
     def _read_word_cache(self) -> None:
         """Preload the entries appended since the last chunk. If another run sharing the file cut it back (resuming),
         the saved offset may no longer start a line: then read it all again."""
-        with open(self.cache_path, "rb") as f:
+        path, segmenter = self.cache_path, self.segmenter
+        if path is None or segmenter is None:  # no shared cache file (kept only with a segmenter)
+            return
+        with open(path, "rb") as f:
             header = len(f.readline())
             if self.cache_offset > header:
                 f.seek(self.cache_offset - 1)
@@ -190,14 +194,14 @@ class _Worker:
                     self.cache_offset = header
             known, self.cache_offset = read_new_entries(f, max(self.cache_offset, header))
         if known:
-            self.segmenter.preload(known)
+            segmenter.preload(known)
 
     def process(self, lines: list[str]) -> _ChunkResult:
         if self.cache_path is not None:
             self._read_word_cache()
         out = self.preprocessor.preprocess_batch(lines)
         words = sum(len(line.split()) for line in lines)
-        emptied = sum(1 for before, after in zip(lines, out) if before.strip() and not after)
+        emptied = sum(1 for before, after in zip(lines, out, strict=True) if before.strip() and not after)
         segmenter = self.segmenter
         if segmenter is None:
             return _ChunkResult(out, words, emptied, 0, 0, {})
@@ -228,13 +232,13 @@ def _init_worker(name: str, farasa_jar: str | None, cache_path: str | None) -> N
         _worker = exc
 
 
-def _process_chunk(lines: list[str]):
+def _process_chunk(lines: list[str]) -> _ChunkResult:
     if isinstance(_worker, BaseException):
         raise _worker
-    return _worker.process(lines)
+    return cast(_Worker, _worker).process(lines)  # set by _init_worker, the pool's initializer
 
 
-def _map_ordered(chunks: Iterator[list[str]], workers: int, initargs: tuple) -> Iterator[tuple]:
+def _map_ordered(chunks: Iterator[list[str]], workers: int, initargs: tuple) -> Generator[_ChunkResult, None, None]:
     """`_Worker.process` over `chunks`, results in input order, with at most a few chunks in flight.
 
     Not `Pool.imap`: its feeder thread drains the whole input iterator into the task queue, which would hold the
@@ -455,7 +459,8 @@ def _run(cfg: CorpusConfig) -> CorpusReport:
 
     session_bytes = 0
     bar = _progress_bar(cfg, output, paths)
-    results = _map_ordered(texts(), cfg.workers, (cfg.preprocessing, cfg.farasa_jar, str(cache.path) if cache else None))
+    results = _map_ordered(texts(), cfg.workers,
+                           (cfg.preprocessing, cfg.farasa_jar, str(cache.path) if cache else None))
     try:
         for done, result in enumerate(results, 1):
             writer.write(result.lines)

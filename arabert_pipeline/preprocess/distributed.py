@@ -16,14 +16,21 @@ import contextlib
 import dataclasses
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from ..artifacts import SIDECAR_SUFFIX, file_digest, read_json_file
 from ..errors import ConfigError, InputError
 from ..outputs import OutputLock, check_directory_writable
 from .corpus import (
-    PART_SUFFIX, CorpusConfig, CorpusReport, _PartWriter, _validate, _Worker, _write_sidecar, renamed_options,
+    PART_SUFFIX,
+    CorpusConfig,
+    CorpusReport,
+    _PartWriter,
+    _validate,
+    _Worker,
+    _write_sidecar,
+    renamed_options,
 )
 from .inputs import _InputFile, _read_lines, check_inputs
 
@@ -58,7 +65,7 @@ class PreprocessBatch:
         if hasattr(values, "dtype"):  # Ray Data's numpy batches: give back the same kind of column
             import numpy as np
 
-            lines = np.array(lines, dtype=object)
+            return {**batch, self.column: np.array(lines, dtype=object)}
         return {**batch, self.column: lines}
 
 
@@ -121,12 +128,12 @@ def preprocess_shards(inputs, output_dir, *, engine: str = "ray", address: str |
     check_directory_writable(out_dir, "-o")
     shards = [out_dir / shard_name(p, compression) for p in paths]
     seen: dict[Path, Path] = {}
-    for path, shard in zip(paths, shards):
+    for path, shard in zip(paths, shards, strict=True):
         if shard in seen:
             raise ConfigError(f"{seen[shard]} and {path} would both be written to {shard}; rename one of them")
         seen[shard] = path
     todo, stale, report = [], [], ShardsReport(str(out_dir))
-    for path, shard in zip(paths, shards):
+    for path, shard in zip(paths, shards, strict=True):
         cfg = CorpusConfig(inputs=[str(path)], output=str(shard), overwrite=overwrite, **options)
         sidecar = shard.with_name(shard.name + SIDECAR_SUFFIX)
         if shard.exists() and sidecar.exists():
@@ -213,7 +220,7 @@ def _stale_reason(sidecar: Path, path: Path, cfg: CorpusConfig) -> str | None:
 def _import_ray():
     try:
         import ray
-        import ray.data  # noqa: F401
+        import ray.data
     except ImportError:
         raise ConfigError('--engine ray needs Ray Data: pip install "arabert-pipeline[ray]" (or "ray[data]")') from None
     return ray
@@ -328,5 +335,5 @@ def _run_window(window: list[str], cfg: CorpusConfig, workers: int, report: Corp
         raise RuntimeError(f"Ray returned {len(out)} lines for {len(window)}")
     report.lines += len(out)
     report.words += sum(len(line.split()) for line in window)
-    report.emptied_lines += sum(1 for before, after in zip(window, out) if before.strip() and not after)
+    report.emptied_lines += sum(1 for before, after in zip(window, out, strict=True) if before.strip() and not after)
     return out

@@ -8,8 +8,9 @@ import dataclasses
 import hashlib
 import io
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
+from typing import Any, BinaryIO
 
 from ..artifacts import CORPUS_READ_ERRORS, decompressed
 from ..errors import ConfigError, InputError
@@ -20,17 +21,12 @@ def _compression(path: Path) -> str:
 
 
 @contextlib.contextmanager
-def _open_input(path: Path, digest=None) -> Iterator[tuple[object, object]]:
+def _open_input(path: Path, digest: Any = None) -> Iterator[tuple[BinaryIO, BinaryIO]]:
     """(raw file, binary line stream): the raw file's position is how far the progress bar has got. With `digest`
     (a hashlib object), every byte read from the file on disk also goes into it."""
-    if digest is None:
-        raw = open(path, "rb", buffering=1 << 20)
-    else:
-        raw = io.BufferedReader(_HashingReader(open(path, "rb", buffering=0), digest), 1 << 20)
-    try:
+    with open(path, "rb", buffering=(1 << 20) if digest is None else 0) as file:
+        raw = file if digest is None else io.BufferedReader(_HashingReader(file, digest), 1 << 20)
         yield raw, decompressed(path, raw)
-    finally:
-        raw.close()
 
 
 class _HashingReader(io.RawIOBase):

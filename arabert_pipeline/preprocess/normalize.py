@@ -216,8 +216,10 @@ def _delete_with_offsets(text: str, spans: list[Span], chars: str) -> tuple[str,
     so an answer ending in a letter still covers its diacritics in the original text."""
     if not any(ch in text for ch in chars):
         return text, spans
-    kept, kept_spans, pending = [], [], None
-    for ch, span in zip(text, spans):
+    kept: list[str] = []
+    kept_spans: list[Span] = []
+    pending: int | None = None
+    for ch, span in zip(text, spans, strict=True):
         if ch in chars:
             if kept_spans:
                 kept_spans[-1] = (kept_spans[-1][0], span[1])

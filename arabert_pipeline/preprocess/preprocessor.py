@@ -26,11 +26,11 @@ PREPROCESSING_NAMES = ("arabertv02", "arabertv2", "none")
 # ArabertPreprocessor's accepted model names → ours: v2 models are Farasa-segmented, the other second-generation
 # models (AraBERTv0.2, AraELECTRA, AraGPT2) are not.
 MODEL_PREPROCESSING = {
-    **{name: "arabertv2" for name in ("bert-base-arabertv2", "bert-large-arabertv2")},
-    **{name: "arabertv02" for name in (
+    **dict.fromkeys(("bert-base-arabertv2", "bert-large-arabertv2"), "arabertv2"),
+    **dict.fromkeys((
         "bert-base-arabertv02", "bert-large-arabertv02", "araelectra-base", "araelectra-base-discriminator",
         "araelectra-base-generator", "araelectra-base-artydiqa", "aragpt2-base", "aragpt2-medium", "aragpt2-large",
-        "aragpt2-mega")},
+        "aragpt2-mega"), "arabertv02"),
 }
 _UNSUPPORTED_MODELS = {
     "bert-base-arabertv01": "first-generation preprocessing",
@@ -58,7 +58,7 @@ _UNSPACE = [
 ]
 
 
-def preprocessing_name(name: str) -> str:
+def preprocessing_name(name: object) -> str:
     """Our preprocessing name for `name`: one of PREPROCESSING_NAMES, or an AraBERT model name mapped to one."""
     if not isinstance(name, str):
         raise ConfigError(f"a preprocessing name must be a string, not {type(name).__name__}")
@@ -75,7 +75,7 @@ def preprocessing_name(name: str) -> str:
                       f"model name ({', '.join(sorted(MODEL_PREPROCESSING))})")
 
 
-def segmenter_backend(name: str, farasa_jar: str | os.PathLike | None = None) -> str | None:
+def segmenter_backend(name: str, farasa_jar: str | os.PathLike[str] | None = None) -> str | None:
     """The name of the segmenter `Preprocessor(name, farasa_jar=...)` uses, or None when it does not segment."""
     return default_segmenter(farasa_jar).name if preprocessing_name(name) in SEGMENTED_NAMES else None
 
@@ -89,7 +89,7 @@ def _check_text(text: object, line: int | None = None) -> None:
 class Preprocessor:
     """Preprocess text the way a named AraBERT model expects, and undo it for display."""
 
-    def __init__(self, name: str, *, farasa_jar: str | os.PathLike | None = None,
+    def __init__(self, name: str, *, farasa_jar: str | os.PathLike[str] | None = None,
                  segmenter: CachedSegmenter | None = None):
         name = preprocessing_name(name)
         self.name = name
@@ -111,7 +111,7 @@ class Preprocessor:
         if self.name == "none":
             return texts
         normalized = [normalize(t) for t in texts]
-        if not self.segments:
+        if self.segmenter is None:  # a name that does not segment
             return normalized
         lines = [[w for w in line.split(" ") if w != SEGMENT_MARKER] if line else [] for line in normalized]
         tokens = iter(self.segmenter.segment_words([w for line in lines for w in line]))
@@ -128,7 +128,7 @@ class Preprocessor:
         if self.name == "none":
             return text, [(i, i + 1) for i in range(len(text))]
         out, spans = normalize_with_offsets(text)
-        if not self.segments:
+        if self.segmenter is None:  # a name that does not segment
             return out, spans
         words, word_spans, position = [], [], 0
         for word in out.split(" ") if out else []:
@@ -140,7 +140,7 @@ class Preprocessor:
         groups = iter(mark_token_groups([t for tokens in token_lists for t in tokens]))
         pieces: list[str] = []
         piece_spans: list[Span | None] = []
-        for word, source_spans, tokens in zip(words, word_spans, token_lists):
+        for word, source_spans, tokens in zip(words, word_spans, token_lists, strict=True):
             marked = [piece for _ in tokens for piece in next(groups)]
             if not marked:
                 continue
@@ -174,8 +174,8 @@ def _align(source: str, target: str) -> list[int | None]:
     """For each character of `target`, the index of the `source` character it copies, or None if inserted."""
     letters = [i for i, ch in enumerate(target) if ch not in "+ "]
     index: list[int | None] = [None] * len(target)
-    if len(letters) == len(source) and all(target[i] == ch for i, ch in zip(letters, source)):
-        for i, j in zip(letters, range(len(source))):
+    if len(letters) == len(source) and all(target[i] == ch for i, ch in zip(letters, source, strict=True)):
+        for i, j in zip(letters, range(len(source)), strict=True):
             index[i] = j
         return index
     # Farasa changed the letters (`لل` read as `ل+ال`, brackets split off and dropped): match what is common.
@@ -192,15 +192,17 @@ def _fill_gaps(spans: list[Span | None]) -> list[Span]:
     filled: list[Span] = []
     i, n = 0, len(spans)
     while i < n:
-        if spans[i] is not None:
-            filled.append(spans[i])
+        span = spans[i]
+        if span is not None:
+            filled.append(span)
             i += 1
             continue
         j = i
         while j < n and spans[j] is None:
             j += 1
         before = filled[-1][1] if filled else None
-        after = spans[j][0] if j < n else None
+        following = spans[j] if j < n else None  # not None: the loop above stops at a copied character
+        after = following[0] if following is not None else None
         ends = [p for p in (before, after) if p is not None] or [0]
         filled.extend([(min(ends), max(ends))] * (j - i))
         i = j

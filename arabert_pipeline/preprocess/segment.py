@@ -31,6 +31,7 @@ does; `desegment` undoes it like `ArabertPreprocessor.desegment`.
 """
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import shutil
@@ -38,8 +39,9 @@ import subprocess
 import tempfile
 import threading
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping, Protocol
+from typing import IO, Protocol, cast
 
 from ..errors import BackendError
 
@@ -172,7 +174,7 @@ class FarasaJarSegmenter(CachedSegmenter):
     def __init__(self, jar_path: str | os.PathLike | None = None, *, command: list[str] | None = None,
                  cache_size: int = DEFAULT_CACHE_SIZE):
         super().__init__(cache_size)
-        self._process: subprocess.Popen | None = None
+        self._process: subprocess.Popen[bytes] | None = None
         if command is None:
             if jar_path is None:
                 raise BackendError(f"no Farasa jar given (pass its path or set {JAR_ENV})")
@@ -188,26 +190,25 @@ class FarasaJarSegmenter(CachedSegmenter):
         else:
             self.name = f"farasa-jar:{' '.join(command)}"
         self.command = command
-        self._stderr = tempfile.TemporaryFile()
+        # Each restarted jar process writes its stderr here, for the object's life.
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115  owned by the object, closed when it is freed
 
-    def _start(self) -> subprocess.Popen:
+    def _start(self) -> subprocess.Popen[bytes]:
         self._stderr.seek(0)
         self._stderr.truncate()
         try:
-            self._process = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                             stderr=self._stderr)
+            self._process = process = subprocess.Popen(self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                                       stderr=self._stderr)
         except OSError as error:
             raise BackendError(f"cannot start the Farasa jar ({' '.join(self.command)}): {error}") from error
-        self._exchange([self.WARM_UP_WORD])
-        return self._process
+        self._exchange(process, [self.WARM_UP_WORD])
+        return process
 
     def _segment_new(self, words: list[str]) -> list[str]:
-        if self._process is None:
-            self._start()
-        return self._exchange(words)
+        return self._exchange(self._process if self._process is not None else self._start(), words)
 
-    def _exchange(self, words: list[str]) -> list[str]:
-        process = self._process
+    def _exchange(self, process: subprocess.Popen[bytes], words: list[str]) -> list[str]:
+        stdin, stdout = _pipes(process)
         for word in words:
             if not word or any(ch.isspace() for ch in word):
                 raise BackendError(f"the Farasa jar takes single words, not {word!r}")
@@ -215,8 +216,8 @@ class FarasaJarSegmenter(CachedSegmenter):
 
         def write() -> None:
             try:
-                process.stdin.write(payload)
-                process.stdin.flush()
+                stdin.write(payload)
+                stdin.flush()
             except (BrokenPipeError, OSError):
                 pass  # the reader below sees the closed stdout and reports it with the jar's stderr
 
@@ -224,32 +225,31 @@ class FarasaJarSegmenter(CachedSegmenter):
         writer.start()
         outputs = []
         for word in words:
-            line = process.stdout.readline()
+            line = stdout.readline()
             if not line:
                 raise BackendError(f"the Farasa jar stopped before segmenting {word!r}"
-                                   + self._abort(writer, exiting=True))
+                                   + self._abort(process, writer, exiting=True))
             output = line.decode("utf-8").strip()
             if not output:
-                self._abort(writer, exiting=False)  # its answers to the rest of the batch would be read by the next call
+                # Its answers to the rest of the batch would be read by the next call.
+                self._abort(process, writer, exiting=False)
                 raise BackendError(f"the Farasa jar returned an empty line for the word {word!r}")
             outputs.append(output)
         writer.join()
         return outputs
 
-    def _abort(self, writer: threading.Thread, exiting: bool) -> str:
+    def _abort(self, process: subprocess.Popen[bytes], writer: threading.Thread, exiting: bool) -> str:
         """Stop the process after a failure (the next call starts a new one); returns its exit code and stderr."""
-        process, self._process = self._process, None
+        self._process = None
         try:
             returncode = process.wait(timeout=5 if exiting else 0)
         except subprocess.TimeoutExpired:
             process.kill()
             returncode = process.wait()
         writer.join()
-        for stream in (process.stdin, process.stdout):
-            try:
+        for stream in _pipes(process):
+            with contextlib.suppress(OSError):
                 stream.close()
-            except OSError:
-                pass
         self._stderr.seek(0)
         tail = self._stderr.read()[-2000:].decode("utf-8", "replace").strip()
         return f" (exit code {returncode})" + (f": {tail}" if tail else "")
@@ -258,11 +258,9 @@ class FarasaJarSegmenter(CachedSegmenter):
         """Stop the jar process; the next call starts a new one."""
         if self._process is not None:
             process, self._process = self._process, None
-            for stream in (process.stdin, process.stdout):
-                try:
+            for stream in _pipes(process):
+                with contextlib.suppress(OSError):
                     stream.close()
-                except OSError:
-                    pass
             try:
                 process.wait(timeout=5)
             except subprocess.TimeoutExpired:
@@ -271,6 +269,12 @@ class FarasaJarSegmenter(CachedSegmenter):
 
     def __del__(self):
         self.close()
+
+
+def _pipes(process: subprocess.Popen[bytes]) -> tuple[IO[bytes], IO[bytes]]:
+    """The jar's stdin and stdout, both pipes (FarasaJarSegmenter._start; typeshed has them optional for the Popen
+    calls that ask for no pipe)."""
+    return cast(IO[bytes], process.stdin), cast(IO[bytes], process.stdout)
 
 
 def default_segmenter(farasa_jar: str | os.PathLike | None = None) -> CachedSegmenter:

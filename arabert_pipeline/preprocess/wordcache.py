@@ -44,7 +44,7 @@ class WordCache:
             entries, end = read_new_entries(f, len(header))
             f.truncate(end)  # a torn last line from a killed run would otherwise prefix the next entry
         self.words = set(entries)
-        self.file = open(path, "ab", buffering=0)
+        self.file = open(path, "ab", buffering=0)  # noqa: SIM115  owned until close(), in the run's finally
 
     def add(self, entries: dict[str, str]) -> int:
         """Append the entries not yet in the file; returns how many were new. Workers see them at once."""
@@ -64,7 +64,7 @@ class WordCache:
 
 
 def cache_header(backend: str) -> bytes:
-    return f"{WordCache.HEADER}\t{backend}\n".encode("utf-8")
+    return f"{WordCache.HEADER}\t{backend}\n".encode()
 
 
 def _storable(text: str) -> bool:

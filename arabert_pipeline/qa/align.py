@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections import OrderedDict
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from ..errors import InputError
-from ..finetuning.offsets import AlignedText, preprocess_aligned  # noqa: F401 (AlignedText: qa.align's name for it)
-
+from ..finetuning.offsets import AlignedText, preprocess_aligned
 
 # The contexts' characters the cache keeps, the least recently asked dropped first: a SQuAD file lists a context's
 # questions together, so a cache this size hits as often as an unbounded one did, whose memory grew with every new
@@ -98,7 +98,7 @@ def align_examples(
     and the report. Examples keep their place even when no answer aligns (spans == []).
     """
     report = AlignmentReport(preprocessing.name)
-    out = []
+    out: list[dict[str, Any]] = []
     for example in examples:
         qid = str(example.get("id", len(out)))
         context, question = example.get("context"), example.get("question")
@@ -109,7 +109,7 @@ def align_examples(
         aligned = preprocessing.context(context)
         spans = []
         answers = example.get("answers") or {"text": [], "answer_start": []}
-        for text, start in zip(answers["text"], answers["answer_start"]):
+        for text, start in zip(answers["text"], answers["answer_start"], strict=True):
             end = start + len(text)
             if context[start:end] != text:
                 report.not_in_context += 1

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from .static import cli as static_cli
 from .transformer import cli as transformer_cli
@@ -77,7 +78,8 @@ def run_synthetic(args: argparse.Namespace) -> int:
 
     fields = {f.name for f in dataclasses.fields(SyntheticConfig)}
     args.types = args.types or list(ANSWER_TYPES)  # a default list would be extended by the flag, not replaced
-    config = SyntheticConfig(**{k: (tuple(v) if k == "types" else v) for k, v in vars(args).items() if k in fields})
+    options: dict[str, Any] = {k: (tuple(v) if k == "types" else v) for k, v in vars(args).items() if k in fields}
+    config = SyntheticConfig(**options)
     report = make_synthetic_qa(config)
     types = ", ".join(f"{t} {n}" for t, n in report.per_type.items())
     print(f"{args.output}: {report.questions} questions from {report.documents} documents ({types}); "

@@ -106,7 +106,7 @@ class Gazetteers:
         return {kind: sorted(" ".join(p) for p in getattr(self, kind)) for kind in ("person", "place", "organisation")}
 
     @classmethod
-    def from_json(cls, data: dict[str, list[str]]) -> "Gazetteers":
+    def from_json(cls, data: dict[str, list[str]]) -> Gazetteers:
         return cls(**{kind: {tuple(p.split()) for p in data[kind]} for kind in ("person", "place", "organisation")})
 
 

@@ -19,6 +19,7 @@ import logging
 import os
 import urllib.error
 import urllib.request
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -212,21 +213,21 @@ def resolve(source: str | Path, *, download: bool = False) -> Path:
             f"dataset {name!r} not found at {target}. Download {entry.url} to that path, point ${DATA_ROOT_ENV} "
             f"at a folder holding {entry.relative}, or ask for the download (download=True / --download)."
         )
-    _download(name, entry, target)
+    _download(name, entry.url, target)
     return target
 
 
-def _download(name: str, entry: RegisteredSet, target: Path) -> None:
-    log.info("downloading %s from %s", name, entry.url)
+def _download(name: str, url: str, target: Path) -> None:
+    log.info("downloading %s from %s", name, url)
     try:
-        with urllib.request.urlopen(entry.url, timeout=60) as response:
+        with urllib.request.urlopen(url, timeout=60) as response:
             payload = response.read()
     except (urllib.error.URLError, OSError) as exc:
         raise DataNotFoundError(
-            f"dataset {name!r}: download from {entry.url} failed ({exc}); put the file at {target} by hand"
+            f"dataset {name!r}: download from {url} failed ({exc}); put the file at {target} by hand"
         ) from exc
     # Validate before anything lands at the target, so a truncated or HTML error page never looks like data.
-    _parse_squad(payload.decode("utf-8-sig"), entry.url, name, "keep")
+    _parse_squad(payload.decode("utf-8-sig"), url, name, "keep")
     with atomic_write(target, "wb") as f:
         f.write(payload)
 
@@ -270,7 +271,8 @@ def unanswerable_examples(examples: list[dict[str, Any]], seed: int = 0) -> list
         others = [c for c in contexts_by_title[example["title"]] if c != example["context"]
                   and not any(text and text in c for text in example["answers"]["text"])]
         if others:
-            negatives.append({**example, "id": f"{example['id']}-no-answer", "context": others[rng.integers(len(others))],
+            negatives.append({**example, "id": f"{example['id']}-no-answer",
+                              "context": others[rng.integers(len(others))],
                               "answers": {"text": [], "answer_start": []}})
     return negatives
 
@@ -323,7 +325,9 @@ def _parse_squad(text: str, path: object, name: str, policy: str) -> tuple[list[
         raise
     articles = _expect(root, dict, path, "top level", "an object").get("data")
     _expect(articles, list, path, "data", "a list of articles")
-    examples, bad, seen = [], [], set()
+    examples: list[dict[str, Any]] = []
+    bad: list[dict[str, Any]] = []
+    seen: set[str] = set()
     for a, article in enumerate(articles):
         where = f"data[{a}]"
         _expect(article, dict, path, where, "an object")
@@ -403,7 +407,8 @@ def _expect(value, kind, path, field, description):
     return value
 
 
-def read_squad_sets(*, train: list[str], dev: list[str] = (), eval: list[str] = (), hold_out: list[str] = (),
+def read_squad_sets(*, train: Sequence[str], dev: Sequence[str] = (), eval: Sequence[str] = (),
+                    hold_out: Sequence[str] = (),
                     misaligned: str = "error", policy: str = "refuse", download: bool = False, say=log.info):
     """The SQuAD sets of one fine-tuning run, read and guarded as every task's are (finetuning/sets.py): training
     answers that do not align handled by `misaligned`, the other sets keeping theirs, the leakage `policy` applied."""

@@ -17,7 +17,7 @@ import collections
 import dataclasses
 from typing import Any
 
-from ..finetuning.leakage import normalize  # noqa: F401 (qa.leakage.normalize: what contexts.py, cloze.py, tests import)
+from ..finetuning.leakage import normalize
 
 CONTEXT_NGRAM, CONTEXT_THRESHOLD = 5, 0.5
 QUESTION_NGRAM, QUESTION_THRESHOLD = 3, 0.8
@@ -102,7 +102,7 @@ def find_leakage(
     return LeakageReport(leaks)
 
 
-def _context_leaks(index: "_ShingleIndex", train_name: str, eval_name: str, evaluation: list) -> list[Leak]:
+def _context_leaks(index: _ShingleIndex, train_name: str, eval_name: str, evaluation: list) -> list[Leak]:
     by_context: dict[str, list] = collections.defaultdict(list)
     for example in evaluation:
         by_context[example["context"]].append(example)
@@ -116,7 +116,7 @@ def _context_leaks(index: "_ShingleIndex", train_name: str, eval_name: str, eval
     return leaks
 
 
-def _question_leaks(index: "_ShingleIndex", train_name: str, eval_name: str, evaluation: list) -> list[Leak]:
+def _question_leaks(index: _ShingleIndex, train_name: str, eval_name: str, evaluation: list) -> list[Leak]:
     leaks = []
     for example in evaluation:
         answers = {normalize(t) for t in example["answers"]["text"]}

@@ -47,11 +47,13 @@ the statistics over all questions (bootstrap CIs, paired tests).
 """
 from __future__ import annotations
 
+import itertools
 import re
 import string
 import unicodedata
 from collections import Counter
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import regex
 
@@ -89,12 +91,12 @@ def soqal_normalize(text: str) -> str:
 # quotes and guillemets as closing punctuation; that changes 3 of those 1,981 contexts, and SOQAL predates it.
 
 _PUNKT_ABBREVIATIONS = frozenset(
-    """. . |a.a|a.c|a.d|a.g|a.h|a.m|a.m.e|a.s|a.t|adm|ala|ariz|aug|ave|b.f|b.v|bros|c|c.i.t|c.o.m.b|c.v|calif|chg|cie|co|
-    col|colo|conn|corp|cos|ct|d|d.c|d.h|d.w|dec|dr|e|e.f|e.h|e.l|e.m|f|f.g|f.j|feb|fla|fri|ft|g|g.d|g.f|g.k|ga|gen|h|h.c|
-    h.f|h.m|i.m.s|ill|inc|j.b|j.c|j.j|j.k|j.p|j.r|jan|jr|k|kan|ky|l|l.a|l.f|l.p|lt|ltd|m|m.b.a|m.d.c|m.j|maj|messrs|mg|
-    mich|minn|mr|mrs|ms|n|n.c|n.d|n.h|n.j|n.m|n.v|n.y|nev|nov|oct|ok|okla|ore|p|p.a.m|p.m|pa|ph.d|prof|r|r.a|r.h|r.i|r.j|
-    r.k|r.t|rep|reps|s|s.a|s.a.y|s.c|s.g|s.p.a|s.s|sen|sep|sept|sr|st|sw|t|t.j|tenn|tues|u.k|u.n|u.s|u.s.a|u.s.s.r|v|va|
-    vs|vt|w|w.c|w.r|w.va|w.w|wash|wed|wis|yr""".replace("\n    ", "").split("|")
+    """. . |a.a|a.c|a.d|a.g|a.h|a.m|a.m.e|a.s|a.t|adm|ala|ariz|aug|ave|b.f|b.v|bros|c|c.i.t|c.o.m.b|c.v|calif|chg|cie|
+    co|col|colo|conn|corp|cos|ct|d|d.c|d.h|d.w|dec|dr|e|e.f|e.h|e.l|e.m|f|f.g|f.j|feb|fla|fri|ft|g|g.d|g.f|g.k|ga|gen|h|
+    h.c|h.f|h.m|i.m.s|ill|inc|j.b|j.c|j.j|j.k|j.p|j.r|jan|jr|k|kan|ky|l|l.a|l.f|l.p|lt|ltd|m|m.b.a|m.d.c|m.j|maj|messrs|
+    mg|mich|minn|mr|mrs|ms|n|n.c|n.d|n.h|n.j|n.m|n.v|n.y|nev|nov|oct|ok|okla|ore|p|p.a.m|p.m|pa|ph.d|prof|r|r.a|r.h|r.i|
+    r.j|r.k|r.t|rep|reps|s|s.a|s.a.y|s.c|s.g|s.p.a|s.s|sen|sep|sept|sr|st|sw|t|t.j|tenn|tues|u.k|u.n|u.s|u.s.a|u.s.s.r|
+    v|va|vs|vt|w|w.c|w.r|w.va|w.w|wash|wed|wis|yr""".replace("\n    ", "").split("|")
 )
 _PUNKT_SENTENCE_STARTERS = frozenset(
     "according although among both but despite even he however i if in indeed instead it many meanwhile moreover most "
@@ -161,9 +163,9 @@ def _punkt_second_pass(token: str, flag: str | None, following: str, following_f
     initial = bool(_PUNKT_INITIAL_RE.match(token))
     if (typ, next_typ) in _PUNKT_COLLOCATIONS:
         return _ABBREVIATION
-    if flag in (_ABBREVIATION, _ELLIPSIS) and not initial:
-        if following[0].isupper() and next_typ in _PUNKT_SENTENCE_STARTERS:
-            return _BREAK
+    if (flag in (_ABBREVIATION, _ELLIPSIS) and not initial and following[0].isupper()
+            and next_typ in _PUNKT_SENTENCE_STARTERS):
+        return _BREAK
     if initial or typ == "##number##":
         starts = _punkt_starts_sentence(following)
         if starts is False:
@@ -265,7 +267,7 @@ def arabic_sentence_spans(text: str) -> list[tuple[int, int]]:
     """(start, end) spans of the sentences of `text`, without surrounding whitespace, for Arabic-correct SM."""
     cuts = [0] + [m.end() for m in _ARABIC_BOUNDARY_RE.finditer(text)] + [len(text)]
     spans = []
-    for start, end in zip(cuts, cuts[1:]):
+    for start, end in itertools.pairwise(cuts):
         piece = text[start:end]
         stripped = piece.strip()
         if stripped:
@@ -298,7 +300,7 @@ def arabic_sentence_match(
     begin = position + len(prediction) - len(prediction.lstrip())
     end = begin + len(prediction.strip())
     sentences = arabic_sentence_spans(context)
-    for text, start in zip(answers["text"], answers["answer_start"]):
+    for text, start in zip(answers["text"], answers["answer_start"], strict=True):
         gold = _locate(context, text, start)
         if gold is None:
             gold = _locate(context, text, None)  # a misaligned answer_start: its text, if it occurs once

@@ -19,7 +19,7 @@ import functools
 import math
 import re
 import unicodedata
-from typing import Iterable
+from collections.abc import Iterable
 
 from ..preprocess.normalize import LETTER_VARIANTS
 from .metrics import arabic_sentence_spans
@@ -118,7 +118,7 @@ class KeyIDF:
         self.unseen = math.log((documents + 1) / 0.5)
 
     @classmethod
-    def from_texts(cls, texts: Iterable[str]) -> "KeyIDF":
+    def from_texts(cls, texts: Iterable[str]) -> KeyIDF:
         counts: collections.Counter = collections.Counter()
         documents = 0
         for text in texts:
@@ -137,7 +137,7 @@ class KeyIDF:
         return {"documents": self.documents, "document_frequency": kept}
 
     @classmethod
-    def from_json(cls, data: dict) -> "KeyIDF":
+    def from_json(cls, data: dict) -> KeyIDF:
         """The table to_json wrote; a ValueError naming the field for anything else (a count that is no count would
         score every sentence NaN or fail deep inside decoding)."""
         documents, frequencies = data.get("documents"), data.get("document_frequency")

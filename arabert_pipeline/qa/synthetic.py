@@ -18,7 +18,8 @@ Answers are typed spans found with the corpus's own statistics (no tagger is nee
   (a name: بشار, ديفيد; not a noun: مجلس, which is common as المجلس);
 - place (أين): a gazetteer of the words after place nouns (مدينة، محافظة، العاصمة ...), asked only where the text puts
   the place after a locative preposition (في / إلى / من ...);
-- organisation (أي + its head noun): a gazetteer of the phrases after organisation nouns (وزارة الصحة, جامعة الملك سعود).
+- organisation (أي + its head noun): a gazetteer of the phrases after organisation nouns (وزارة الصحة, جامعة الملك
+  سعود).
 
 Each question: the clause around one answer in its sentence, with the answer (and the preposition or trigger word
 that belongs to it) taken out, the question word in front, discourse openers (و, كما, وقد ...) dropped, ending in ؟.
@@ -40,16 +41,31 @@ import difflib
 import hashlib
 import json
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 from ..artifacts import atomic_write, check_input_file, sidecar_preprocessing
 from ..cliargs import check_seed
 from ..errors import ConfigError, InputError
 from ..outputs import OutputLock, claim_output_file
 from .cloze import (
-    _ARABIC_WORD, _ORG_NOUNS, _PLACE_NOUNS, _PUNCT, _SENTENCE_END, _STOP, _TITLES, ANSWER_TYPES, Gazetteers, _clean,
-    _find_whole_words, _name_after, _normalized, _strip_clitic, find_candidates, make_question,
+    _ARABIC_WORD,
+    _ORG_NOUNS,
+    _PLACE_NOUNS,
+    _PUNCT,
+    _SENTENCE_END,
+    _STOP,
+    _TITLES,
+    ANSWER_TYPES,
+    Gazetteers,
+    _clean,
+    _find_whole_words,
+    _name_after,
+    _normalized,
+    _strip_clitic,
+    find_candidates,
+    make_question,
 )
 
 if TYPE_CHECKING:
@@ -163,7 +179,8 @@ def collect_gazetteers(paths: list[str], min_count: int, progress: bool = True) 
                     elif word in _ORG_NOUNS:
                         rest = _name_after(words, i + 1)
                         for n in range(1, len(rest) + 1):
-                            after_org[(word, *rest[:n])] += 1
+                            phrase = (word, *rest[:n])
+                            after_org[phrase] += 1
 
     def name_like(word: str) -> bool:
         # A noun is common with the article (المجلس); a given name almost never is (البشار). A word that is a common
@@ -182,19 +199,19 @@ def collect_gazetteers(paths: list[str], min_count: int, progress: bool = True) 
               if len(name) == 2 or after_title[name] * 2 >= after_title[name[:2]]}
     # A place is named after a place noun in a good share of its mentions (مدينة جدة); a common word that happens to
     # follow one (منطقة دول ...) is mostly written without it.
-    place = {p for p, count in after_place.items()
-             if count >= min_count and count >= 0.05 * word_counts[p[0]] and not p[0].endswith(("ية", "يين", "يون"))}
+    places = {p for p, count in after_place.items()
+              if count >= min_count and count >= 0.05 * word_counts[p[0]] and not p[0].endswith(("ية", "يين", "يون"))}
     # Every recurring phrase: the longest one that a sentence holds is the answer (جامعة الملك عبدالعزيز, not
     # جامعة الملك).
     organisation = {o for o, count in after_org.items() if count >= min_count and len(o) >= 2}
-    return Gazetteers(person, place, organisation)
+    return Gazetteers(person, places, organisation)
 
 
 # --------------------------------------------------------------------------------------------- a document's questions
 
 
 def document_examples(document: list[str], doc_id: str, gazetteers: Gazetteers, config: SyntheticConfig,
-                      rng: "np.random.Generator") -> list[dict[str, Any]]:
+                      rng: np.random.Generator) -> list[dict[str, Any]]:
     """The questions of one document (at most config.max_per_document), answered in its other paragraphs."""
     candidates = []
     for p_index, paragraph in enumerate(document):
@@ -241,7 +258,7 @@ def _copied(clause: str, context: str, share: float = 0.8) -> bool:
 
 
 def _context_for(document: list[str], source: int, answer: str, config: SyntheticConfig,
-                 rng: "np.random.Generator") -> tuple[str | None, int]:
+                 rng: np.random.Generator) -> tuple[str | None, int]:
     holders = [i for i, paragraph in enumerate(document) if i != source and _find_whole_words(paragraph, answer) >= 0]
     for first in (holders[i] for i in rng.permutation(len(holders))):
         paragraphs = [document[first]]
@@ -311,7 +328,7 @@ def make_synthetic_qa(config: SyntheticConfig) -> SyntheticReport:
                              "raw text, as the QA sets hold it; give the corpus before `arabert-pipeline preprocess`",
                              path=path)
     resolved = [Path(p).resolve() for p in config.corpus]
-    repeated = next((p for p, r in zip(config.corpus, resolved) if resolved.count(r) > 1), None)
+    repeated = next((p for p, r in zip(config.corpus, resolved, strict=True) if resolved.count(r) > 1), None)
     if repeated is not None:
         raise ConfigError(f"corpus file {repeated} given more than once: its documents would be asked twice")
     output = Path(config.output)
@@ -336,7 +353,7 @@ def make_synthetic_qa(config: SyntheticConfig) -> SyntheticReport:
         # Every input is read (the hold-out sets, then the corpus by the gazetteer pass) before OUT.parts/ is made: a
         # bad one leaves nothing behind that a later run would take for an unfinished one.
         hold_out_files = [read_squad(source, misaligned="keep") for source in config.hold_out]
-        hold_out = [(source, f.examples) for source, f in zip(config.hold_out, hold_out_files)]
+        hold_out = [(source, f.examples) for source, f in zip(config.hold_out, hold_out_files, strict=True)]
         # By content: a part made against another --hold-out file left out other documents, whatever the file's name.
         hold_out_digest = _digest([f.content_digest() for f in hold_out_files])
 

@@ -12,8 +12,8 @@ import logging
 import math
 import time
 from collections import deque
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable
 
 from .limits import ServeLimits, pair_cost
 from .metrics import Metrics
@@ -55,7 +55,7 @@ class _Job:
     question: str
     context: str
     options: Options
-    tokens: int  # model tokens, counted (app.py): what a batch is bounded by
+    tokens: int  # model tokens, counted (admission.py): what a batch is bounded by
     cost: int  # work, in tokens: what the queue is bounded by
     future: asyncio.Future
     queued: float
@@ -142,7 +142,7 @@ class Batcher:
         loop = asyncio.get_running_loop()
         now = time.perf_counter()
         jobs = [_Job(q, c, options, n, cost, loop.create_future(), now)
-                for (q, c), n, cost in zip(pairs, tokens, costs)]
+                for (q, c), n, cost in zip(pairs, tokens, costs, strict=True)]
         for job in jobs:
             # Answered, failed or abandoned alike, a pair leaves the bound's count as soon as its future is done.
             job.future.add_done_callback(functools.partial(self._release, job.cost))
@@ -222,7 +222,7 @@ class Batcher:
                 self.metrics.observe_batch(len(jobs), seconds)
                 per_token = seconds / sum(job.cost for job in jobs)
                 self._seconds_per_token = 0.8 * self._seconds_per_token + 0.2 * per_token
-                for job, result in zip(jobs, results):
+                for job, result in zip(jobs, results, strict=True):
                     if job.future.done():
                         continue
                     if isinstance(result, BaseException):

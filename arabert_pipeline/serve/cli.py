@@ -140,7 +140,6 @@ def run_serve(args: argparse.Namespace) -> int:
                     "authentication", args.host)
 
     failures: list[BaseException] = []
-    server = None
 
     def load():
         from ..pipeline.core import Pipeline
@@ -152,7 +151,7 @@ def run_serve(args: argparse.Namespace) -> int:
         return Pipeline(args.model, preprocessing=args.preprocessing, backend=args.backend,
                         max_context_chars=args.max_context_chars, max_question_chars=args.max_question_chars)
 
-    def on_load_failure(exc: BaseException) -> None:
+    def on_load_failure(exc: BaseException) -> None:  # called by the load the running server starts: `server` is set
         failures.append(exc)
         server.should_exit = True
 

@@ -16,7 +16,7 @@ PAIR_OVERHEAD_TOKENS = 16
 
 def pair_cost(tokens: int) -> int:
     """The work of answering a pair (or a task's text) the model reads as `tokens` tokens, counted with its own
-    preprocessing and tokenizer (app.py): what the queue is bounded by and Retry-After is estimated from. Counted,
+    preprocessing and tokenizer (admission.py): what the queue is bounded by and Retry-After is estimated from. Counted,
     not estimated from characters: a text where every character is a token ("ب." repeated) cost 3-4.5x a
     characters / 3 estimate, so a queue bounded by the estimate held several times the work it promised."""
     return tokens + PAIR_OVERHEAD_TOKENS
@@ -33,7 +33,7 @@ MAX_TOKENS_PER_CHAR = 2
 
 
 def counting_budget(max_queue_tokens: int) -> int:
-    """The characters that may wait to have their tokens counted (app.py's CountingStage): as many as make a whole
+    """The characters that may wait to have their tokens counted (admission.py's CountingStage): as many as make a whole
     queue of work at the worst MAX_TOKENS_PER_CHAR, so that requests waiting for their count never hold more than the
     queue itself bounds, nor wait longer than counting that much takes. Past it a request is answered 503 at once; a
     request alone is counted whatever its length (the body and context limits bound it)."""

@@ -33,7 +33,7 @@ class Histogram:
     def lines(self, name: str, labels: str = "") -> list[str]:
         out, cumulative = [], 0
         sep = "," if labels else ""
-        for bound, count in zip(self.buckets, self.counts):
+        for bound, count in zip(self.buckets, self.counts, strict=True):
             cumulative += count
             out.append(f'{name}_bucket{{{labels}{sep}le="{_number(bound)}"}} {cumulative}')
         out.append(f'{name}_bucket{{{labels}{sep}le="+Inf"}} {self.count}')

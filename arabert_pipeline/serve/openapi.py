@@ -1,7 +1,8 @@
 """The OpenAPI 3.1 description of the service, served at /openapi.json.
 
-Written out rather than generated: the request checks in app.py are hand-written too (they reuse pipeline.core's), and
-a test holds the two together (the fields of each schema are those app.py accepts; the limits are the server's own).
+Written out rather than generated: the request checks in requests.py are hand-written too (they reuse pipeline.core's),
+and a test holds the two together (the fields of each schema are those requests.py accepts; the limits are the
+server's own).
 """
 from __future__ import annotations
 
@@ -40,7 +41,8 @@ def openapi(limits, decodings: tuple[str, ...], tasks=("classify", "tag")) -> di
                                "allows.", "content": {"application/json": {"schema": error}}},
         "408": {"description": "The body did not arrive in time.", "content": {"application/json": {"schema": error}}},
         "413": {"description": "The body, the question, the context or text, the number of pairs or texts, or "
-                               "their work is over the server's limit.", "content": {"application/json": {"schema": error}}},
+                               "their work is over the server's limit.",
+                "content": {"application/json": {"schema": error}}},
         "415": {"description": "The Content-Type is not application/json.",
                 "content": {"application/json": {"schema": error}}},
         "422": {"description": "A field is missing, of the wrong type or out of range; `field` names it.",

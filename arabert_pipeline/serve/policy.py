@@ -96,7 +96,8 @@ class AccessPolicy:
     origins: tuple[str, ...] = ()  # origins allowed cross-origin, as sent (http://example.com:8080); "*": any
 
     @classmethod
-    def for_address(cls, host: str = "127.0.0.1", bound: str | None = None, allowed_hosts=(), allowed_origins=()):
+    def for_address(cls, host: str | None = "127.0.0.1", bound: str | None = None, allowed_hosts=(),
+                    allowed_origins=()):
         """The policy of a server started with --host `host`, bound to the address `bound`."""
         names = set()
         for name in filter(None, (host, bound, *allowed_hosts)):

@@ -22,10 +22,11 @@ import json
 import logging
 import time
 from http import HTTPStatus
+from typing import cast
 
 import h11
 import uvicorn
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.h11_impl import H11Protocol, RequestResponseCycle
 
 from .limits import ServeLimits
 
@@ -153,9 +154,11 @@ class GuardedH11Protocol(H11Protocol):
     # Deadlines --------------------------------------------------------------------------------------------------------
 
     def _current_phase(self) -> str | None:
-        if self.transport is None or self.transport.is_closing():
+        # uvicorn annotates both as always set; they are None before the connection is made and its first request.
+        transport = cast("asyncio.Transport | None", self.transport)
+        if transport is None or transport.is_closing():
             return None
-        cycle = self.cycle
+        cycle = cast("RequestResponseCycle | None", self.cycle)
         if cycle is not None and not cycle.response_complete:
             return "body" if cycle.more_body else None
         if cycle is not None and self.conn.their_state is h11.IDLE and not self.conn.trailing_data[0]:
@@ -239,9 +242,11 @@ def build(app, limits: ServeLimits, *, access_log: bool = False, log_config="def
     options = {} if log_config == "default" else {"log_config": log_config}
     config = uvicorn.Config(
         app, lifespan="on", access_log=access_log, log_level="info", http=guarded_protocol(limits), ws="none",
-        timeout_keep_alive=limits.timeout_keep_alive, headers=list(SECURITY_HEADERS),
+        timeout_keep_alive=limits.timeout_keep_alive,  # type: ignore[arg-type]  # annotated int; call_later takes floats
+        headers=list(SECURITY_HEADERS),
         # The app answers what is still queued at shutdown_timeout with 503; the margin is for the model call under
         # way then (one batch of max_batch_tokens, or one pair of the longest context) and the responses' writes.
-        timeout_graceful_shutdown=limits.shutdown_timeout + 30, **options)
+        timeout_graceful_shutdown=limits.shutdown_timeout + 30,  # type: ignore[arg-type]  # int too; a wait's timeout
+        **options)
     _rate_limit_uvicorn_warnings()
     return Server(config, limits)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from ..cliargs import add_deprecated_alias
 from ..errors import ConfigError
@@ -10,19 +11,23 @@ from .train import TokenizerConfig  # stdlib only at import: sentencepiece & co.
 _DEFAULTS = TokenizerConfig(inputs=[], output_dir="")
 # Flags default to None so that a recipe value is only overridden by a flag actually given; the real defaults are
 # TokenizerConfig's.
-_FLAGS = [
+_FLAGS: list[tuple[str, dict[str, Any]]] = [
     ("--model-type", dict(choices=["unigram", "wordpiece"], help="unigram: SentencePiece (AraBERT v0.1/v1); "
                                                                "wordpiece: tokenizers (AraBERT v0.2/v2, mBERT)")),
-    ("--vocab-size", dict(type=int, help="tokens in the vocabulary, special tokens included (default %d)" % _DEFAULTS.vocab_size)),
-    ("--preprocessing", dict(dest="preprocess", metavar="NAME", help="arabertv2 (normalize + Farasa segmentation), arabertv02 (normalize), "
-                                               "none; default: what the inputs' sidecars say, else arabertv2")),
+    ("--vocab-size", dict(type=int, help="tokens in the vocabulary, special tokens included "
+                                         f"(default {_DEFAULTS.vocab_size})")),
+    ("--preprocessing", dict(dest="preprocess", metavar="NAME",
+                             help="arabertv2 (normalize + Farasa segmentation), arabertv02 (normalize), none; default: "
+                                  "what the inputs' sidecars say, else arabertv2")),
     ("--sample-sentences", dict(type=int, metavar="N", help="lines drawn (uniformly, seeded) from the inputs for "
-                                                            "training, before preprocessing (default %d)" % _DEFAULTS.sample_sentences)),
-    ("--threads", dict(type=int, help="trainer threads; 0 = all cores (default %d)" % _DEFAULTS.threads)),
-    ("--seed", dict(type=int, help="seed of the line sample and of SentencePiece (default %d)" % _DEFAULTS.seed)),
+                                                            "training, before preprocessing "
+                                                            f"(default {_DEFAULTS.sample_sentences})")),
+    ("--threads", dict(type=int, help=f"trainer threads; 0 = all cores (default {_DEFAULTS.threads})")),
+    ("--seed", dict(type=int, help=f"seed of the line sample and of SentencePiece (default {_DEFAULTS.seed})")),
     ("--character-coverage", dict(type=float, help="unigram: share of characters kept; rarer ones become [UNK] "
-                                                   "(default %g)" % _DEFAULTS.character_coverage)),
-    ("--min-frequency", dict(type=int, help="wordpiece: minimum count of a merge (default %d)" % _DEFAULTS.min_frequency)),
+                                                   f"(default {_DEFAULTS.character_coverage:g})")),
+    ("--min-frequency", dict(type=int, help="wordpiece: minimum count of a merge "
+                                            f"(default {_DEFAULTS.min_frequency})")),
 ]
 
 
@@ -36,7 +41,8 @@ def register(subparsers) -> None:
                     "With --from-vocab, build the directory from an existing vocab.txt instead of training.",
     )
     train.add_argument("inputs", nargs="*", metavar="INPUT", help="corpus files (override the recipe's inputs)")
-    train.add_argument("-o", "--output", dest="output_dir", help="tokenizer directory to create (overrides the recipe's)")
+    train.add_argument("-o", "--output", dest="output_dir",
+                       help="tokenizer directory to create (overrides the recipe's)")
     add_deprecated_alias(train, "--output-dir", "--output", dest="output_dir")
     train.add_argument("--recipe", metavar="FILE", help="TOML recipe (see tokenizer_training/); flags override it")
     for flag, options in _FLAGS:

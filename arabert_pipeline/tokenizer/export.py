@@ -18,8 +18,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator
 
 from ..artifacts import METADATA_FILE, looks_like_local_path, write_metadata
 from ..errors import ConfigError, InputError
@@ -180,7 +180,8 @@ def read_vocab_file(path: str | os.PathLike) -> list[str]:
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
-    tokens, seen = [], {}
+    tokens: list[str] = []
+    seen: dict[str, int] = {}
     for number, line in enumerate(lines, 1):
         token = line[:-1] if line.endswith("\r") else line
         if not token.strip():

@@ -6,8 +6,15 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..artifacts import (MAX_JSON_FILE_BYTES, METADATA_FILE, describe_exception, file_digest, looks_like_local_path,
-                         open_regular_file, read_metadata)
+from ..artifacts import (
+    MAX_JSON_FILE_BYTES,
+    METADATA_FILE,
+    describe_exception,
+    file_digest,
+    looks_like_local_path,
+    open_regular_file,
+    read_metadata,
+)
 from ..errors import ConfigError, InputError
 from ..outputs import TOKENIZER_VOCAB_FILES
 from ..weights import check_shared_copies

@@ -11,7 +11,7 @@ punctuation except `+`, placeholders are added tokens), detected from the vocabu
 from __future__ import annotations
 
 import logging
-from typing import Iterable
+from collections.abc import Iterable
 
 from ..errors import ConfigError
 from .export import METASPACE, PLACEHOLDERS, PUNCTUATION_EXCEPT_PLUS, segmentation_markers

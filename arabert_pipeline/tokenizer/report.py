@@ -129,7 +129,7 @@ def _measure(name, source, tokenizer, preprocessing, prepared, lines, words, bat
         chunk = prepared[start:start + batch_size]
         encoded = tokenizer([out for out, _ in chunk], add_special_tokens=False, return_offsets_mapping=True,
                             verbose=False)
-        for i, (ids, offsets) in enumerate(zip(encoded["input_ids"], encoded["offset_mapping"])):
+        for i, (ids, offsets) in enumerate(zip(encoded["input_ids"], encoded["offset_mapping"], strict=True)):
             original = lines[start + i]
             to_original = chunk[i][1]
             word_of_char = [-1] * len(original)
@@ -137,7 +137,7 @@ def _measure(name, source, tokenizer, preprocessing, prepared, lines, words, bat
                 word_of_char[a:b] = [w] * (b - a)
             per_word = [0] * len(words[start + i])
             unk_in_word = [False] * len(per_word)
-            for token_id, (s, e) in zip(ids, offsets):
+            for token_id, (s, e) in zip(ids, offsets, strict=True):
                 seen.add(token_id)
                 stats.tokens += 1
                 is_unk = token_id == unk_id
@@ -172,7 +172,8 @@ def _bar(items, enabled: bool, desc: str):
 
 def format_markdown(stats: list[TokenizerStats], described: dict) -> str:
     rows = [
-        "| tokenizer | preprocessing | model | vocab | tokens/word | words split | [UNK] | words with [UNK] | vocab used |",
+        "| tokenizer | preprocessing | model | vocab | tokens/word | words split | [UNK] | words with [UNK] "
+        "| vocab used |",
         "|---|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for s in stats:

@@ -20,17 +20,27 @@ import random
 import re
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from ..artifacts import (
-    CORPUS_READ_ERRORS, SIDECAR_SUFFIX, atomic_directory, decompressed, naming_io_errors, sidecar_preprocessing,
+    CORPUS_READ_ERRORS,
+    SIDECAR_SUFFIX,
+    atomic_directory,
+    decompressed,
+    naming_io_errors,
+    sidecar_preprocessing,
 )
 from ..errors import BackendError, ConfigError, InputError
 from ..outputs import claim_output_dir
 from ..version import __version__
 from .export import (
-    PLACEHOLDERS, SENTENCEPIECE_FILE, SPECIAL_TOKENS, TOKENIZER_OUTPUT, locked_output, save_tokenizer,
+    PLACEHOLDERS,
+    SENTENCEPIECE_FILE,
+    SPECIAL_TOKENS,
+    TOKENIZER_OUTPUT,
+    locked_output,
+    save_tokenizer,
     segmentation_markers,
 )
 
@@ -149,7 +159,11 @@ def read_recipe(path: str | os.PathLike) -> dict:
     so one recipe serves every machine; a relative `output_dir` is relative to the working directory.
     """
     import glob
-    import tomllib
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # tomllib is tomli, taken into the standard library in 3.11
+        import tomli as tomllib
 
     from ..artifacts import data_root
 
@@ -209,7 +223,8 @@ def resolve_inputs(config: TokenizerConfig) -> tuple[list[tuple[Path, bool]], st
     for path, name in recorded.items():
         if name is not None and name != preprocessing:
             raise ConfigError(f"{path} was preprocessed with {name!r} (per its sidecar), but this tokenizer is for "
-                              f"{preprocessing!r}; preprocess the raw text with {preprocessing!r} or train for {name!r}")
+                              f"{preprocessing!r}; preprocess the raw text with {preprocessing!r} or train for "
+                              f"{name!r}")
     sources = [(path, recorded[path] is not None or config.input_is_preprocessed) for path in paths]
     return sources, preprocessing
 
@@ -350,7 +365,7 @@ def make_scores_exact(model_file: Path) -> None:
     """
     from sentencepiece import sentencepiece_model_pb2 as model_pb2  # needs protobuf
 
-    proto = model_pb2.ModelProto()
+    proto = model_pb2.ModelProto()  # type: ignore[attr-defined]  # a generated module: classes made at import
     proto.ParseFromString(model_file.read_bytes())
     for piece in proto.pieces:
         if piece.type == piece.USER_DEFINED:

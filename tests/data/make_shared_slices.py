@@ -107,7 +107,8 @@ def main(argv: list[str]) -> int:
                                                                                           "arcd-test.json"))
     train["data"] += test["data"]
     (TARGET / "qa" / "arcd.json").write_text(json.dumps(train, ensure_ascii=False, indent=0) + "\n", encoding="utf-8")
-    rows.append(("qa/arcd.json", "the arcd-train and arcd-test slices together", "MIT", sha256(shared / "qa" / "arcd.json")))
+    rows.append(("qa/arcd.json", "the arcd-train and arcd-test slices together", "MIT",
+                 sha256(shared / "qa" / "arcd.json")))
     for shard, documents in CORPUS_SHARDS.items():
         slice_corpus(shared / "corpus" / shard, TARGET / "corpus" / shard, documents)
         rows.append((f"corpus/{shard}", f"first {documents} documents", "Apache-2.0 (ANT corpus)",

@@ -96,7 +96,7 @@ def main() -> None:
 
         words = sorted(golden)
         segmenter = FarasaJarSegmenter(args.jar)
-        golden = {w: " ".join(t) for w, t in zip(words, segmenter.segment_words(words))}
+        golden = {w: " ".join(t) for w, t in zip(words, segmenter.segment_words(words), strict=True)}
         segmenter.close()
         source = SOURCE_JAR
     with open(GOLDEN, "w", encoding="utf-8") as f:

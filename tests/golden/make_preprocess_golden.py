@@ -8,13 +8,14 @@ The reference's Farasa call is replaced by the Farasa port's output for each wor
 AraBERT marking of the port's segmentation (farasapy would download the Java jar, which is impossible offline).
 
 Writes, beside this script:
-- preprocess_edge_cases.jsonl: for each line of data/edge_cases.txt plus a few control-character lines, the input and the
-  reference's v02 output, v2 output, and unpreprocess of both, in full;
+- preprocess_edge_cases.jsonl: for each line of data/edge_cases.txt plus a few control-character lines, the input and
+  the reference's v02 output, v2 output, and unpreprocess of both, in full;
 - preprocess_corpus.tsv: ~3,000 lines sampled from the shared corpus as (file, line number, sha256 prefixes of the same
   outputs); corpus text is not copied, the test reads it from the shared data. v2 columns for a subset only
   (segmenting is slow); `-` elsewhere;
-- preprocess_codepoints.tsv: every Unicode code point except surrogates, 256 per line, each inside a probe that exercises the
-  spacing, whitelist, squeeze and digit/letter rules; the sha256 prefix of the reference's v02 output per line.
+- preprocess_codepoints.tsv: every Unicode code point except surrogates, 256 per line, each inside a probe that
+  exercises the spacing, whitelist, squeeze and digit/letter rules; the sha256 prefix of the reference's v02 output per
+  line.
 """
 from __future__ import annotations
 
@@ -102,8 +103,9 @@ def sample_corpus(corpus: Path) -> list[tuple[str, int, str, bool]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    venv = Path.home() / ".cache" / "arabert_pipeline" / "arabert-venv"
     parser.add_argument("--reference-python", default=os.environ.get("ARABERT_REFERENCE_PYTHON",
-                                                                     str(Path.home() / ".cache" / "arabert_pipeline" / "arabert-venv" / "bin" / "python")))
+                                                                     str(venv / "bin" / "python")))
     parser.add_argument("--data", default=os.environ.get("ARABERT_PIPELINE_DATA", REPO.parent / "shared" / "data"))
     args = parser.parse_args()
 
@@ -114,10 +116,10 @@ def main() -> None:
     corpus = sample_corpus(Path(args.data) / "corpus")
     lines = edge + [text for _, _, text, _ in corpus]
     segment = [True] * len(edge) + [v2 for *_, v2 in corpus]
-    words = sorted({w for line, s in zip(lines, segment) if s for w in normalize(line).split()} - {"+"})
+    words = sorted({w for line, s in zip(lines, segment, strict=True) if s for w in normalize(line).split()} - {"+"})
     print(f"{len(lines)} lines, segmenting {len(words)} distinct words with the Farasa port", file=sys.stderr)
     segmenter = FarasaPySegmenter()
-    segmentation = {w: " ".join(t) for w, t in zip(words, segmenter.segment_words(words))} if words else {}
+    segmentation = {w: " ".join(t) for w, t in zip(words, segmenter.segment_words(words), strict=True)} if words else {}
     segmentation["+"] = ""  # the port's output for a lone `+` (FarasaPySegmenter refuses to return it)
     probes = codepoint_lines()
 
@@ -139,7 +141,7 @@ def main() -> None:
             f.write(f"{name}\t{number}\t" + "\t".join(digest(out[k][i]) for k in keys) + "\n")
     with open(HERE / "preprocess_codepoints.tsv", "w", encoding="utf-8") as f:
         f.write("first_codepoint\tv02\n")
-        for (first, _), expected in zip(probes, out["probes"]):
+        for (first, _), expected in zip(probes, out["probes"], strict=True):
             f.write(f"{first:x}\t{digest(expected)}\n")
     print(f"wrote {len(edge)} edge cases, {len(corpus)} corpus lines, {len(probes)} code point lines",
           file=sys.stderr)

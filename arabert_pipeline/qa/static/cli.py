@@ -16,8 +16,8 @@ def register(subparsers) -> None:
         description="Train a reader without a pretrained transformer (DrQA, Chen et al. 2017) over the vectors of a "
                     "`train-embeddings` directory, on SQuAD v1.1 files. Words are the whitespace tokens of the text "
                     "preprocessed as the vectors' corpus was; answers are mapped to words through the offset map "
-                    "(those that do not map are skipped and counted); the training questions that leak into a dev or held-out "
-                    "set are dropped. The epoch with the best dev SOQAL F1 (as finetune chooses) is kept. "
+                    "(those that do not map are skipped and counted); the training questions that leak into a dev or "
+                    "held-out set are dropped. The epoch with the best dev SOQAL F1 (as finetune chooses) is kept. "
                     "Writes reader.safetensors, reader_config.json, arabert_pipeline.json and log.jsonl.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )

@@ -74,7 +74,7 @@ def encode_examples(examples: list[dict], preprocessor, vocabulary: Vocabulary) 
 
     aligned_examples, _ = align_examples(examples, preprocessor)
     out, unaligned = [], []
-    for example, item in zip(examples, aligned_examples):
+    for example, item in zip(examples, aligned_examples, strict=True):
         aligned = item["aligned"]
         spans = word_spans(aligned.text)
         context_words = [aligned.text[a:b] for a, b in spans]

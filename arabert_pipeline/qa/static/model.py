@@ -19,6 +19,9 @@ from .features import N_FEATURES, PAD
 class Reader(nn.Module):
     """Word ids and context features → start and end logits over the context words."""
 
+    frozen: torch.Tensor  # buffers (registered in __init__): the vectors, and each row's tuned slot (0: none)
+    slot: torch.Tensor
+
     def __init__(self, vectors: np.ndarray, tuned_rows: np.ndarray, hidden: int, layers: int, dropout: float):
         super().__init__()
         self.dropout = dropout
@@ -82,4 +85,4 @@ def best_spans(start_logits, end_logits, max_span_words: int) -> list[tuple[int,
     band = torch.stack([log_start + padded_end[:, k: k + n] for k in range(max_span_words)], dim=-1)
     flat = band.flatten(1).argmax(1)
     starts, lengths = flat // max_span_words, flat % max_span_words
-    return [(int(a), int(a + k)) for a, k in zip(starts, lengths)]
+    return [(int(a), int(a + k)) for a, k in zip(starts, lengths, strict=True)]

@@ -47,7 +47,7 @@ def answer(model, encoded: list[Encoded], max_span_words: int, batch_size: int =
             items = encoded[first: first + batch_size]
             start, end = model(*batch(items))
             spans = best_spans(start, end, max_span_words)
-            for e, (a, b) in zip(items, spans):
+            for e, (a, b) in zip(items, spans, strict=True):
                 lo, hi = e.aligned.to_original_many(e.word_spans[[a], 0], e.word_spans[[b], 1])
                 lo, hi = int(lo[0]), int(hi[0])
                 answers[e.id] = {"text": e.context[lo:hi], "start": lo}

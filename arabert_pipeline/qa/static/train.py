@@ -106,7 +106,7 @@ class ReaderTrainer(FinetuneEngine):
             self.tuned_rows = most_frequent_question_words(self.train_items, config.tune_top_k)
             model = Reader(embeddings.vectors, self.tuned_rows, config.hidden, config.layers, config.dropout)
         else:
-            model = self.initial_reader()
+            model = self.initial_reader(Path(config.init_from))
         optimizer = torch.optim.Adamax([p for p in model.parameters() if p.requires_grad], lr=config.lr)
         self.data_key = data_key(self.train_items, self.bound)
         covered = float(np.mean(np.concatenate([e.context_ids for e in self.train_items]) != UNK))
@@ -118,20 +118,20 @@ class ReaderTrainer(FinetuneEngine):
         self.model.train()
         self.plan_schedule(checkpoint, 0, len(self.train_items), config.batch_size)
 
-    def initial_reader(self):
+    def initial_reader(self, source: Path):
         """The --init-from reader's network, checked against these vectors and sizes; its fine-tuned question words
         stay the fine-tuned ones (their vectors have learnt what the questions ask)."""
         from .model import Reader
         from .predict import StaticReader, read_reader_config
 
-        config, source = self.config, Path(self.config.init_from)
+        config = self.config
         if not (source / WEIGHTS_FILE).is_file():
             raise ConfigError(f"--init-from {source}: not a train-reader output (no {WEIGHTS_FILE})")
         stored = read_reader_config(source / CONFIG_FILE)
         for name in ("hidden", "layers"):
             if stored[name] != getattr(config, name):
-                raise ConfigError(f"--init-from {source}: its {name} is {stored[name]}, not the {getattr(config, name)} "
-                                  f"asked for here (give --{name} {stored[name]})")
+                raise ConfigError(f"--init-from {source}: its {name} is {stored[name]}, not the "
+                                  f"{getattr(config, name)} asked for here (give --{name} {stored[name]})")
         start = StaticReader.load(source, embeddings=config.embeddings)  # refuses other vectors
         self.tuned_rows = np.asarray([start.vocabulary.index[w] for w in stored["tuned_words"]], dtype=np.int64)
         model = Reader(self.embeddings.vectors, self.tuned_rows, config.hidden, config.layers, config.dropout)
@@ -236,7 +236,7 @@ class ReaderTrainer(FinetuneEngine):
                 "tuned_words": [embeddings.words[r - 2] for r in self.tuned_rows]}
 
 
-def data_key(items, bound: dict[str, str]) -> str:
+def data_key(items, bound: dict[str, str | None]) -> str:
     """A hash of what the reader trains on (word ids, features, gold spans) and of the vectors: a checkpoint of other
     data or vectors is refused."""
     import hashlib
@@ -250,7 +250,7 @@ def data_key(items, bound: dict[str, str]) -> str:
 
 def files_state(directory: Path) -> list[tuple[int, int, int] | None]:
     """What tells a rewritten words.txt or vectors.npy (inode, size, modification time) without reading them."""
-    state = []
+    state: list[tuple[int, int, int] | None] = []
     for name in ("words.txt", "vectors.npy"):
         try:
             info = os.stat(directory / name)

@@ -56,7 +56,7 @@ def sentence_bonus(prepared, idf: KeyIDF | None, weight: float, sentences=None) 
         scores = np.asarray(sentence_overlap_scores(question, aligned.text, idf, spans))
         per_char = np.zeros(len(aligned.text) + 1, dtype=np.float32)
         if scores.size and scores.max() > 0:
-            for (start, end), score in zip(spans, scores / scores.max()):
+            for (start, end), score in zip(spans, scores / scores.max(), strict=True):
                 per_char[start:end] = weight * score
         bonus.append(per_char)
     return bonus

@@ -36,9 +36,11 @@ re-ranks.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -130,7 +132,7 @@ class Calibration:
         return {"method": "none", "input": self.input}
 
     @classmethod
-    def from_json(cls, data: Any, source: object = "calibration") -> "Calibration":
+    def from_json(cls, data: Any, source: object = "calibration") -> Calibration:
         """Checked field by field: a damaged map must not turn every score into NaN or 5."""
         field = f"{source}: calibration"
         if not isinstance(data, dict) or data.get("method") not in METHODS:
@@ -144,7 +146,7 @@ class Calibration:
                 raise ConfigError(f"{field}.x and .y must be lists of 1 to {MAX_POINTS} numbers of equal length")
             if not all(_number(v) and 0 <= v <= 1 for v in x + y):
                 raise ConfigError(f"{field}.x and .y must hold numbers between 0 and 1")
-            if any(b < a for a, b in zip(x, x[1:])) or any(b < a for a, b in zip(y, y[1:])):
+            if any(b < a for a, b in itertools.pairwise(x)) or any(b < a for a, b in itertools.pairwise(y)):
                 raise ConfigError(f"{field}.x and .y must not decrease (the map keeps the answers' order)")
             return cls("isotonic", tuple(map(float, x)), tuple(map(float, y)), input=read)
         if data["method"] == "platt":
@@ -207,7 +209,7 @@ def question_type(question: str) -> str | None:
     cannot be told from the answer alone without the synthetic-QA gazetteers)."""
     words = [normalize_word(w) for w in question.split()[:4]]
     date_word, number_word = normalize_word(QUESTION_WORDS["date"]), normalize_word(QUESTION_WORDS["number"])
-    if date_word in words or any(a == "اي" and b in _DATE_NOUNS for a, b in zip(words, words[1:])):
+    if date_word in words or any(a == "اي" and b in _DATE_NOUNS for a, b in itertools.pairwise(words)):
         return "date"
     if any(w in (number_word, "ب" + number_word, "و" + number_word) for w in words):
         return "number"
@@ -287,7 +289,7 @@ def answer_features(question: str, context: str, spans: list[tuple[int, int]], p
     return rows
 
 
-def _number(value: Any) -> bool:
+def _number(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
@@ -398,7 +400,7 @@ def brier_score(scores: np.ndarray, correct: np.ndarray) -> float:
     return float(np.mean((np.asarray(scores, dtype=np.float64) - np.asarray(correct, dtype=np.float64)) ** 2))
 
 
-def choose_calibration(scores: "np.ndarray | dict[str, np.ndarray]", correct: np.ndarray, method: str = "auto", *,
+def choose_calibration(scores: np.ndarray | dict[str, np.ndarray], correct: np.ndarray, method: str = "auto", *,
                        features: np.ndarray | None = None, groups: np.ndarray | None = None, folds: int = FOLDS,
                        seed: int = 0, group_names: Sequence[str] | None = None) -> tuple[Calibration, dict[str, Any]]:
     """The map fitted on all of (scores, correct), its input and method chosen by out-of-fold Brier score, and a
@@ -429,7 +431,8 @@ def choose_calibration(scores: "np.ndarray | dict[str, np.ndarray]", correct: np
     tried = [(read, name, values) for read, values in by_input.items() for name in one_input]
     if features is not None and method in ("auto", "logistic"):
         tried.append(("features", "logistic", np.asarray(features, dtype=np.float64)))
-    out_of_fold, rows = {}, []
+    out_of_fold: dict[tuple[str, str], np.ndarray] = {}
+    rows: list[dict[str, Any]] = []
     for read, name, values in tried:
         predicted = np.empty(len(correct))
         for k in range(folds):

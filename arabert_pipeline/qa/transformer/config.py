@@ -71,7 +71,7 @@ class FinetuneConfig:
     download: bool = False  # fetch missing registered datasets from their upstream URL
     progress: bool = True
 
-    def resolved(self) -> "FinetuneConfig":
+    def resolved(self) -> FinetuneConfig:
         """Protocol expanded into train/eval, options validated."""
         config = dataclasses.replace(self)
         if isinstance(config.resume, bool):  # resume=True from Python callers of earlier versions

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from ...errors import ConfigError
 from ...finetuning.export import check_model_dir, export_graph
@@ -36,7 +37,7 @@ def _check_tokenizer(model_dir: Path) -> None:
 
     questions = ["ما هي عاصمة الأردن ؟", "متى تأسست الرياض ؟"]
     contexts = ["عمان هي عاصمة المملكة الأردنية الهاشمية وأكبر مدنها . " * 20, "تأسست الرياض عام 1746 ."]
-    settings = dict(max_seq_length=64, doc_stride=16, max_question_tokens=16)
+    settings: dict[str, Any] = dict(max_seq_length=64, doc_stride=16, max_question_tokens=16)
     ours = build_windows(TokenizerAdapter.from_directory(model_dir), questions, contexts, **settings)
     theirs = build_windows(load_pretrained_tokenizer(model_dir), questions, contexts, **settings)
     if (ours.input_ids != theirs.input_ids or ours.token_type_ids != theirs.token_type_ids

@@ -37,12 +37,11 @@ class Windows:
     def __len__(self) -> int:
         return len(self.input_ids)
 
-    def select(self, keep: np.ndarray) -> "Windows":
-        pick = lambda rows: [rows[i] for i in keep] if rows is not None else None  # noqa: E731
-        take = lambda array: array[keep] if array is not None else None  # noqa: E731
+    def select(self, keep: np.ndarray) -> Windows:
+        take = lambda array: array[keep] if array is not None else None  # noqa: E731  a one-line local helper
         return Windows(
-            pick(self.input_ids),
-            pick(self.token_type_ids),
+            [self.input_ids[i] for i in keep],
+            [self.token_type_ids[i] for i in keep] if self.token_type_ids is not None else None,
             self.example_index[keep],
             self.offsets[keep],
             take(self.start_positions),
@@ -104,7 +103,8 @@ def build_windows(
     return windows
 
 
-def overlap_token_types(questions, contexts, encoded, offsets: np.ndarray, example_index: np.ndarray) -> list[list[int]]:
+def overlap_token_types(questions, contexts, encoded, offsets: np.ndarray,
+                        example_index: np.ndarray) -> list[list[int]]:
     """The pair's token types (0 question, 1 context), with 2 on context tokens of words shared with the question."""
     matched_chars = {}
     for e in np.unique(example_index):
@@ -132,7 +132,7 @@ def truncate_questions(tokenizer, questions: list[str], limit: int) -> list[str]
     encoded = tokenizer(questions, add_special_tokens=False, return_offsets_mapping=True)
     return [
         q if len(spans) <= limit else q[: spans[limit - 1][1]]
-        for q, spans in zip(questions, encoded["offset_mapping"])
+        for q, spans in zip(questions, encoded["offset_mapping"], strict=True)
     ]
 
 
@@ -183,6 +183,8 @@ def collate(windows: Windows, rows, pad_id: int, labels: bool = False, multiple:
     if windows.token_type_ids is not None:
         batch["token_type_ids"] = token_type_ids
     if labels:
+        if windows.start_positions is None or windows.end_positions is None:
+            raise ValueError("labels asked of windows built without them (build_windows without answers)")
         batch["start_positions"] = torch.as_tensor(windows.start_positions[rows])
         batch["end_positions"] = torch.as_tensor(windows.end_positions[rows])
     return batch

@@ -4,12 +4,13 @@
                                 drop_leaking_train=True, skip_misaligned=True))
 
 Steps: read the training/dev/evaluation sets (SQuAD v1.1 files or registry names) and refuse leakage into dev or
-evaluation data, as every fine-tuning task does (qa.data.read_squad_sets, finetuning/sets.py) → align the gold answers through the model's preprocessing → sliding windows → train a start/end head
-(AutoModelForQuestionAnswering: an MLM checkpoint gets a fresh QA head; BERT, ELECTRA, DeBERTa and XLNet work, what
-differs per architecture is in architectures.py) → with dev sets,
-score them after every epoch, keep the best epoch's weights (early stopping with `patience`) and choose the sentence
-prior's weight on them → save a model dir that AutoModelForQuestionAnswering loads, with its tokenizer,
-arabert_pipeline.json and the sentence prior's IDF table → predict and score every evaluation set (qa/metrics.py).
+evaluation data, as every fine-tuning task does (qa.data.read_squad_sets, finetuning/sets.py) → align the gold answers
+through the model's preprocessing → sliding windows → train a start/end head (AutoModelForQuestionAnswering: an MLM
+checkpoint gets a fresh QA head; BERT, ELECTRA, DeBERTa and XLNet work, what differs per architecture is in
+architectures.py) → with dev sets, score them after every epoch, keep the best epoch's weights (early stopping with
+`patience`) and choose the sentence prior's weight on them → save a model dir that AutoModelForQuestionAnswering loads,
+with its tokenizer, arabert_pipeline.json and the sentence prior's IDF table → predict and score every evaluation set
+(qa/metrics.py).
 
 Choose on dev, report on test: dev sets decide the epoch and the prior; evaluation sets are only scored at the end.
 
@@ -39,7 +40,12 @@ from typing import Any
 import numpy as np
 
 from ...artifacts import (
-    atomic_write, check_local_source, check_vocabulary_size, load_pretrained_model, portable_path, read_metadata,
+    atomic_write,
+    check_local_source,
+    check_vocabulary_size,
+    load_pretrained_model,
+    portable_path,
+    read_metadata,
     write_metadata,
 )
 from ...errors import ConfigError
@@ -65,8 +71,17 @@ from .features import CONTEXT_TYPE, QUESTION_OVERLAP_TYPE, build_windows, check_
 from .model import QAModel
 from .settings import PLAIN_DECODING, QASettings
 from .tune import (
-    best_decoding, calibrate, describe_decoding, describe_leading_words, describe_no_answer, dev_answers, dev_passes,
-    dev_score, tune_decoding, tune_leading_words, tune_null_threshold,
+    best_decoding,
+    calibrate,
+    describe_decoding,
+    describe_leading_words,
+    describe_no_answer,
+    dev_answers,
+    dev_passes,
+    dev_score,
+    tune_decoding,
+    tune_leading_words,
+    tune_null_threshold,
 )
 
 WIDTH_MULTIPLE = 32  # batch widths are padded to multiples of this: few shapes, flat memory
@@ -149,7 +164,7 @@ class QATrainer(FinetuneEngine):
         aligned = [a for a in aligned if a["spans"]]
         if not aligned:
             raise ConfigError("no training question left with an aligned answer")
-        negatives = []
+        negatives: list[dict[str, Any]] = []
         if config.negatives:
             kept = {a["id"] for a in aligned}
             negatives, _ = align_examples(
@@ -254,7 +269,9 @@ class QATrainer(FinetuneEngine):
                      + f"; chose {describe_decoding(decoding)}")
         self.settings = dataclasses.replace(self.settings, **{**decoding,
                                                               "sentence_prior": float(decoding["sentence_prior"])})
-        no_answer, calibration_report, leading = {}, {}, {}
+        no_answer: dict[str, Any] = {}
+        calibration_report: dict[str, Any] = {}
+        leading: dict[str, Any] = {}
         if self.dev_files:
             leading = tune_leading_words(self.qa_model(), passes)
             self.settings = dataclasses.replace(self.settings, leading_words=leading["leading_words"])
@@ -295,7 +312,7 @@ class QATrainer(FinetuneEngine):
 
     def export_checkpoint(self, directory: Path) -> None:
         """A checkpoint's model: the weights at that step, loadable with the tokenizer (no decoder settings yet)."""
-        self.unwrapped().save_pretrained(directory)
+        self.unwrapped().save_pretrained(directory)  # type: ignore[operator]  # a PreTrainedModel, typed Module
         save_pretrained_tokenizer(self.tokenizer, directory)
 
     def export(self, directory: Path) -> None:
@@ -363,10 +380,10 @@ def evaluate_file(qa: QAModel, squad: SquadFile, directory: Path, batch_size: in
 
     answers = qa.predict(squad.examples, batch_size=batch_size)
     predictions = {str(example["id"]): {"text": found[0].text, "start": found[0].start}
-                   for example, found in zip(squad.examples, answers) if found}
+                   for example, found in zip(squad.examples, answers, strict=True) if found}
     scores = [
         score_question(example, found[0].text if found else None, found[0].start if found else None)
-        for example, found in zip(squad.examples, answers)
+        for example, found in zip(squad.examples, answers, strict=True)
     ]
     metrics = {key: 100.0 * float(np.mean([s[key] for s in scores])) for key in SCORE_KEYS}
     metrics["questions"] = len(scores)

@@ -21,8 +21,9 @@ on dev).
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -64,7 +65,7 @@ class QAModel:
 
     @classmethod
     def load(cls, path_or_hub_id: str | Path, *, preprocessing: str | None = None, device: str = "cpu",
-             whole_words: bool = True) -> "QAModel":
+             whole_words: bool = True) -> QAModel:
         """A local QA model dir or a hub id; `preprocessing` is required when the model has no metadata.
 
         Everything that can be checked without the weights (device, stored settings) is checked before they load;
@@ -72,7 +73,7 @@ class QAModel:
         """
         from transformers import AutoModelForQuestionAnswering
 
-        device = torch_device(device)
+        target_device = torch_device(device)
         metadata = model_metadata(path_or_hub_id)
         preprocessing = recorded_preprocessing(path_or_hub_id, metadata, preprocessing)
         config = model_config(path_or_hub_id) if Path(path_or_hub_id).is_dir() else {}
@@ -81,7 +82,7 @@ class QAModel:
         import torch
 
         # On CPU, fp16-stored weights (a shipped model) compute in fp32: CPU fp16 matmuls are slow or missing.
-        dtype = torch.float32 if device.type == "cpu" else "auto"
+        dtype = torch.float32 if target_device.type == "cpu" else "auto"
         model, info = load_pretrained_model(AutoModelForQuestionAnswering, path_or_hub_id, dtype=dtype)
         if any("qa_outputs" in key for key in info.get("missing_keys", ())):
             raise ConfigError(
@@ -96,7 +97,7 @@ class QAModel:
         prepare_qa_model(model, question_overlap=settings.question_overlap, source=path_or_hub_id)
         idf = read_sentence_idf(path_or_hub_id, required=settings.sentence_prior > 0)
         reader = load_companion(path_or_hub_id, preprocessing, required=settings.reader_weight > 0)
-        return cls(model.to(device).eval(), tokenizer, preprocessing, settings, whole_words, idf, reader)
+        return cls(model.to(target_device).eval(), tokenizer, preprocessing, settings, whole_words, idf, reader)
 
     def predict(self, examples: Iterable[dict[str, Any]], batch_size: int = 32, top_k: int = 1,
                 allow_no_answer: bool = False) -> list[list[Answer]]:
@@ -112,7 +113,7 @@ class QAModel:
         if allow_no_answer:
             margins = self.null_margins(logits)
             answers = [[] if margin > self.settings.null_score_diff_threshold else found
-                       for found, margin in zip(answers, margins)]
+                       for found, margin in zip(answers, margins, strict=True)]
         return answers
 
     # ------------------------------------------------------------------------------------------- the four steps
@@ -123,12 +124,12 @@ class QAModel:
         prepared = []
         for index, example in enumerate(examples):
             qid = example.get("id", index)
-            question, context = example.get("question"), example.get("context")
-            for name, value in (("question", question), ("context", context)):
+            for name in ("question", "context"):
+                value = example.get(name)
                 if not isinstance(value, str) or not value.strip():
                     raise InputError(f"empty or missing {name}", field=f"example {qid}")
-            aligned = self.preprocessor.context(context)
-            question = self.preprocessor.question(question)
+            aligned = self.preprocessor.context(example["context"])
+            question = self.preprocessor.question(example["question"])
             if not aligned.text.strip() or not question.strip():
                 raise InputError(
                     f"nothing left after {self.preprocessing!r} preprocessing (no Arabic or Latin text?)",

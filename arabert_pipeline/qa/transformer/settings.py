@@ -33,7 +33,7 @@ DECODING_RANGES = {
 }
 # The settings tune-decoding and finetune choose on dev, and the plain decoder's values of them (Hugging Face's).
 DECODING_FIELDS = ("sentence_prior", "within_sentence", "decoding", "expected_f1_temperature", "reader_weight")
-PLAIN_DECODING = {"sentence_prior": 0.0, "within_sentence": False, "decoding": "max-score",
+PLAIN_DECODING: dict[str, Any] = {"sentence_prior": 0.0, "within_sentence": False, "decoding": "max-score",
                   "expected_f1_temperature": 1.0, "reader_weight": 0.0}
 
 
@@ -87,9 +87,9 @@ class QASettings:
 
     @classmethod
     def from_metadata(cls, metadata: dict[str, Any], source: object = METADATA_FILE,
-                      max_positions: int | None = None) -> "QASettings":
+                      max_positions: int | None = None) -> QASettings:
         """The stored settings, each checked: a wrong type or a value that cannot work names the field."""
-        values = {}
+        values: dict[str, Any] = {}
         for field in dataclasses.fields(cls):
             if field.name not in metadata or field.name == "calibration":
                 continue

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ...artifacts import METADATA_FILE, atomic_directory, check_local_source, read_metadata, write_metadata
 from ...errors import ConfigError
@@ -27,7 +28,8 @@ from .tune import dev_score
 SOUP_FILE = "soup.json"
 # What the ingredients and the soup are scored with, and so what the soup is written with: plain decoding, as the
 # epoch choice scores; tune-decoding chooses the rest for the soup itself.
-SCORED_WITH = {**PLAIN_DECODING, "leading_words": (), "null_score_diff_threshold": 0.0, "calibration": None}
+SCORED_WITH: dict[str, Any] = {**PLAIN_DECODING, "leading_words": (), "null_score_diff_threshold": 0.0,
+                               "calibration": None}
 # Settings the models must share: the ingredients are all scored through the first one's windows and tokenizer.
 SHARED_SETTINGS = ("preprocessing", "question_overlap", "max_seq_length", "doc_stride", "max_question_tokens",
                    "max_answer_tokens")
@@ -105,17 +107,17 @@ def make_soup(models: Sequence[str | Path], dev: Sequence[str], output: str | Pa
     config, sentence IDF and metadata (soup_metadata), the averaged weights. Returns the report."""
     from safetensors.torch import save_file
 
-    models, output = [Path(m) for m in models], Path(output)
-    if len(models) < 2:
-        raise ConfigError(f"a soup needs at least two models, got {len(models)}")
-    if len({m.name for m in models}) < len(models):
+    model_dirs, output = [Path(m) for m in models], Path(output)
+    if len(model_dirs) < 2:
+        raise ConfigError(f"a soup needs at least two models, got {len(model_dirs)}")
+    if len({m.name for m in model_dirs}) < len(model_dirs):
         raise ConfigError("the models' directory names must differ: the report names them by it")
     if type(batch_size) is not int or batch_size < 1:
         raise ConfigError(f"--batch-size must be a positive integer, not {batch_size!r}")
     if not dev:
         raise ConfigError("give the dev sets the ingredients are chosen on (--dev)")
     metadata = {}
-    for model in models:
+    for model in model_dirs:
         check_local_source(model)
         for name in ("model.safetensors", "config.json", "tokenizer.json"):
             if not (model / name).is_file():
@@ -124,24 +126,24 @@ def make_soup(models: Sequence[str | Path], dev: Sequence[str], output: str | Pa
         if metadata[model].get("task") != "question-answering":
             raise ConfigError(f"{model} is not a QA model dir (its arabert_pipeline.json has no task "
                               "'question-answering')")
-    first = models[0]
-    for model in models[1:]:
+    first = model_dirs[0]
+    for model in model_dirs[1:]:
         for name in SHARED_SETTINGS:
             if metadata[model].get(name) != metadata[first].get(name):
                 raise ConfigError(f"{model}: its {name} is {metadata[model].get(name)!r}, {first}'s "
                                   f"{metadata[first].get(name)!r}: a soup needs runs of one recipe")
         if tokenizer_of(model) != tokenizer_of(first):
             raise ConfigError(f"{model}: its tokenizer.json differs from {first}'s")
-    check_not_input(output, models, within=True)
+    check_not_input(output, model_dirs, within=True)
     with OutputLock(output, "soup"):
         dev_files = [read_squad(source, misaligned="keep") for source in dev]
-        for model in models:
+        for model in model_dirs:
             overlap = sets_trained_on(metadata[model].get("training_data"), dev_files)
             if overlap:
                 raise ConfigError(f"{model} was trained on {', '.join(overlap)}: choose on sets it has not seen")
-        claim_output_dir(output, SOUP_OUTPUT, inputs=[*models, *[d for d in dev if Path(d).exists()]],
+        claim_output_dir(output, SOUP_OUTPUT, inputs=[*model_dirs, *[d for d in dev if Path(d).exists()]],
                          overwrite=overwrite)
-        chosen, state, report = greedy_soup(models, dev_files, device=device, batch_size=batch_size, say=say)
+        chosen, state, report = greedy_soup(model_dirs, dev_files, device=device, batch_size=batch_size, say=say)
         with atomic_directory(output) as staging:
             for path in sorted(chosen[0].iterdir()):
                 if (path.is_file() and SOUP_OUTPUT.owns(path.name)

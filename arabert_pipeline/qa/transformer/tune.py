@@ -19,7 +19,12 @@ from typing import Any
 import numpy as np
 
 from ...artifacts import (
-    atomic_directory, check_local_source, portable_path, read_metadata, shipped_model_dir, torch_device,
+    atomic_directory,
+    check_local_source,
+    portable_path,
+    read_metadata,
+    shipped_model_dir,
+    torch_device,
     write_metadata,
 )
 from ...errors import ConfigError
@@ -58,7 +63,7 @@ TUNE_OUTPUT = OutputKind("tune-decoding", names=(*MODEL_DIR_FILES, SENTENCE_IDF_
 def dev_score(qa: QAModel, dev_files: list[SquadFile], batch_size: int) -> float:
     """DEV_METRIC ×100 pooled over the questions of all dev sets."""
     scores = [_best_score(example, found) for f in dev_files
-              for example, found in zip(f.examples, qa.predict(f.examples, batch_size=batch_size))]
+              for example, found in zip(f.examples, qa.predict(f.examples, batch_size=batch_size), strict=True)]
     return 100.0 * float(np.mean(scores))
 
 
@@ -112,7 +117,8 @@ def best_answers(qa: QAModel, passes: list[DevPass], settings: QASettings) -> tu
     scores, texts = [], []
     for run in passes:
         logits, reader_scores = run.answerable()
-        for example, found in zip(run.examples, qa.decode(logits, settings=settings, reader_scores=reader_scores)):
+        answers = qa.decode(logits, settings=settings, reader_scores=reader_scores)
+        for example, found in zip(run.examples, answers, strict=True):
             scores.append(_best_score(example, found))
             texts.append(found[0].text if found else None)
     return scores, texts
@@ -139,10 +145,10 @@ def tune_leading_words(qa: QAModel, passes: list[DevPass],
 
     base_scores, base_texts = answers(())
     base = 100.0 * float(np.mean(base_scores))
-    rows = []
+    rows: list[dict[str, Any]] = []
     for word in candidates:
         scores, texts = answers((word,))
-        rows.append({"word": word, "changed": sum(a != b for a, b in zip(texts, base_texts)),
+        rows.append({"word": word, "changed": sum(a != b for a, b in zip(texts, base_texts, strict=True)),
                      "gain": 100.0 * float(np.mean(scores)) - base})
     kept = tuple(row["word"] for row in rows if row["gain"] > 0 and row["changed"] >= MIN_LEADING_WORD_ANSWERS)
     return {"leading_words": kept, "dev_metric": DEV_METRIC, "score_without": base,
@@ -189,8 +195,12 @@ def dev_answers(qa: QAModel, passes: list[DevPass]) -> DevAnswers:
     raw = {"probability": dataclasses.replace(qa.settings, calibration=None)}
     if qa.settings.decoding == "expected-f1":
         raw["expected-f1"] = dataclasses.replace(qa.settings, calibration=Calibration("none", input="expected-f1"))
-    metric, answerable_margin, negative_margin, features, dev_set = [], [], [], [], []
-    top_score = {read: [] for read in raw}
+    metric: list[float] = []
+    answerable_margin: list[float] = []
+    negative_margin: list[float] = []
+    features: list[np.ndarray] = []
+    dev_set: list[int] = []
+    top_score: dict[str, list[float]] = {read: [] for read in raw}
     for index, run in enumerate(passes):
         n = len(run.examples)
         margins = qa.null_margins(run.logits)
@@ -199,7 +209,7 @@ def dev_answers(qa: QAModel, passes: list[DevPass]) -> DevAnswers:
             tables: list[np.ndarray] = []
             answers = qa.decode(logits, settings=settings, reader_scores=reader_scores,
                                 features=tables if read == "probability" else None)
-            for example, found in zip(run.examples, answers):
+            for example, found in zip(run.examples, answers, strict=True):
                 if read == "probability":  # the same spans under every input: only the score differs
                     metric.append(_best_score(example, found))
                 top_score[read].append(found[0].score if found else 0.0)
