@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import lzma
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -49,7 +50,7 @@ def test_a_written_index_opens_to_the_same_search(built, tmp_path):
     hit = opened.search("البتراء", 1)[0]
     assert (hit.document, hit.title) == ("doc-6", "عنوان 6")
     assert opened.document_text(6)[hit.passage.start:hit.passage.end] == hit.text
-    assert (len(opened), opened.documents, opened.analysis, opened.passage_chars) == (8, 8, "arabertv02-light", 600)
+    assert (len(opened), opened.documents, opened.analysis, opened.passage_chars) == (8, 8, "arabertv02-light10+qwords", 600)
     assert sorted(p.name for p in built.iterdir()) == sorted([*FILES, METADATA_FILE])
     metadata = json.loads((built / METADATA_FILE).read_text())
     assert metadata["library"] == "bm25s" and metadata["format"] == 1 and metadata["bm25"]["k1"] == 1.5
@@ -98,8 +99,8 @@ def _rewrite(directory: Path, name: str, data: bytes, *, record: bool) -> None:
      r"bm25.data.npy: [\d,]+ bytes where the index recorded"),
     (lambda d: (d / "passages.npy").write_bytes((d / "passages.npy").read_bytes()[:-1] + b"\x07"),
      "passages.npy: its SHA-256 is not the one the index recorded"),
-    (lambda d: ((d / "documents.jsonl").unlink(), (d / "documents.jsonl").symlink_to("/dev/zero")),
-     "documents.jsonl: not a regular file .it is a character device"),
+    (lambda d: ((d / "documents.txt").unlink(), (d / "documents.txt").symlink_to("/dev/zero")),
+     "documents.txt: not a regular file .it is a character device"),
 ])
 def test_a_damaged_index_is_refused_naming_the_file(built, damage, message):
     damage(built)
@@ -236,7 +237,7 @@ def test_the_index_verb_reads_corpus_squad_and_json_lines(tmp_path, capsys):
     code, out, err = run_cli(["index", str(corpus), str(squad), str(lines), "-o", str(tmp_path / "ix"),
                               "--no-progress", "--passage-chars", "300"], capsys)
     assert code == 0, err
-    assert out.startswith("indexed 8 documents as 8 passages (arabertv02-light, ≤ 300 characters) in ")
+    assert out.startswith("indexed 8 documents as 8 passages (arabertv02-light10+qwords, ≤ 300 characters) in ")
     assert out.rstrip().endswith("MB)")
     index = Index.open(tmp_path / "ix")
     ids = [index.document_id(i) for i in range(index.documents)]
@@ -247,27 +248,40 @@ def test_the_index_verb_reads_corpus_squad_and_json_lines(tmp_path, capsys):
     assert index.search("الغانج", 1)[0].document == "set.json:الهند#2"
 
 
+def index_error(tmp_path, capsys, name: str, content: bytes) -> str:
+    """The one-line error of `index` on a file `name` holding `content`; nothing is left behind."""
+    (tmp_path / name).write_bytes(content)
+    code, out, err = run_cli(["index", str(tmp_path / name), "-o", str(tmp_path / "ix"), "--no-progress"], capsys)
+    assert code == 2 and err.count("\n") == 1 and err.startswith("arabert-pipeline index: error: "), err
+    assert not (tmp_path / "ix").exists() and not partial_dir(tmp_path / "ix").exists()
+    return err
+
+
+BAD_JSON_LINES = {
+    b'{"text": "x"}\n{"text": \n': r"a.jsonl: line 2: invalid JSON",
+    b'{"id": "x", "text": "x"}\n{"id": "x", "text": "y"}\n': r"a.jsonl line 2: duplicate id 'x' \(also .*a.jsonl line 1\)",
+    b'{"title": "t"}\n': r"a.jsonl: line 1: text: missing",
+    b'{"text": "  "}\n': r"a.jsonl: line 1: text: empty",
+    b'{"text": "x", "id": 1.5}\n': r"a.jsonl: line 1: id: must be a string or an integer",
+    b'[1]\n': r"a.jsonl: line 1: expected a JSON object",
+}
+
+
+@pytest.mark.parametrize("content", BAD_JSON_LINES)
+def test_bad_json_lines_are_one_line_naming_file_and_line(tmp_path, capsys, content):
+    assert re.search(BAD_JSON_LINES[content], index_error(tmp_path, capsys, "a.jsonl", content))
+
+
 @pytest.mark.parametrize("name, content, message", [
     ("a.txt", b"\xff\xfe bad\n", r"a.txt: line 1: invalid UTF-8 at byte 1"),
-    ("a.jsonl", b'{"text": "x"}\n{"text": \n', r"a.jsonl: line 2: invalid JSON"),
-    ("a.jsonl", b'{"id": "x", "text": "x"}\n{"id": "x", "text": "y"}\n',
-     r"a.jsonl line 2: duplicate id 'x' \(also .*a.jsonl line 1\)"),
-    ("a.jsonl", b'{"title": "t"}\n', r"a.jsonl: line 1: text: missing"),
-    ("a.jsonl", b'{"text": "  "}\n', r"a.jsonl: line 1: text: empty"),
-    ("a.jsonl", b'{"text": "x", "id": 1.5}\n', r"a.jsonl: line 1: id: must be a string or an integer"),
-    ("a.jsonl", b'[1]\n', r"a.jsonl: line 1: expected a JSON object"),
+    ("a.txt", b"\n\n  \n", r"a.txt: holds no documents"),
     ("a.json", b'{"data": [{"title": "t", "paragraphs": [{"context": ""}]}]}',
      r"a.json: data\[0\].paragraphs\[0\].context: empty context"),
     ("a.json", b'{"data": [{"title": 3, "paragraphs": []}]}', r"a.json: data\[0\].title: expected a string"),
     ("a.json", b'[]', r"a.json: data: not SQuAD JSON"),
-    ("a.txt", b"\n\n  \n", r"a.txt: holds no documents"),
 ])
-def test_bad_input_is_one_line_naming_file_and_line(tmp_path, capsys, name, content, message):
-    (tmp_path / name).write_bytes(content)
-    code, out, err = run_cli(["index", str(tmp_path / name), "-o", str(tmp_path / "ix"), "--no-progress"], capsys)
-    assert code == 2 and err.count("\n") == 1 and err.startswith("arabert-pipeline index: error: ")
-    assert __import__("re").search(message, err), err
-    assert not (tmp_path / "ix").exists() and not partial_dir(tmp_path / "ix").exists()
+def test_bad_corpus_and_squad_files_are_one_line_naming_file_and_field(tmp_path, capsys, name, content, message):
+    assert re.search(message, index_error(tmp_path, capsys, name, content))
 
 
 def test_the_verb_refuses_bad_settings_and_outputs(tmp_path, capsys):

@@ -60,6 +60,10 @@ class Documents(Protocol):
 
     def title(self, position: int) -> str | None: ...
 
+    def record(self, position: int) -> tuple[str, str | None]:
+        """(id, title)."""
+        ...
+
 
 @dataclasses.dataclass
 class MemoryDocuments:
@@ -78,6 +82,9 @@ class MemoryDocuments:
 
     def title(self, position: int) -> str | None:
         return None if self.titles is None else self.titles[position]
+
+    def record(self, position: int) -> tuple[str, str | None]:
+        return self.id(position), self.title(position)
 
 
 def check_documents(texts: object, ids: object = None, titles: object = None
@@ -286,12 +293,12 @@ class Index:
         return [self._hits(*self._scorer.top(terms, k)) for terms in self._analysis.terms_batch(queries)]
 
     def _hits(self, rows: np.ndarray, scores: np.ndarray) -> list[Hit]:
-        hits = []
-        for row, score in zip(rows.tolist(), scores.tolist()):
-            passage = self.passage(row)
-            text = self._documents.text(passage.document)
-            hits.append(Hit(passage, score, self._documents.id(passage.document),
-                            self._documents.title(passage.document), text[passage.start:passage.end]))
+        hits, seen = [], {}
+        for (document, start, end), score in zip(self._passages[rows].tolist(), scores.tolist()):
+            if document not in seen:
+                seen[document] = (self._documents.text(document), *self._documents.record(document))
+            text, id_, title = seen[document]
+            hits.append(Hit(Passage(document, start, end), score, id_, title, text[start:end]))
         return hits
 
 

@@ -2,8 +2,10 @@
 
     arabert_pipeline.json     kind, format, analysis, library and version, BM25 and passage settings, counts, and
                               the size and SHA-256 of every other file
-    documents.jsonl           a line per document: {"id", "title", "text"}, the text as given (offsets point into it)
-    documents.offsets.npy     int64, the byte offset of each line, and the file's size
+    documents.txt             the documents' texts as given (passage offsets point into them), UTF-8, end to end
+    documents.jsonl           a line per document: [id, title]
+    documents.offsets.npy     int64 (documents + 1, 2): where each document starts in documents.txt and in
+                              documents.jsonl, then the two files' sizes
     passages.npy              int64 (passages, 3): document position, start, end (characters), in document order
     terms.json                the vocabulary: the analysed terms, in id order
     bm25.data.npy, bm25.indices.npy, bm25.indptr.npy
@@ -34,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from ..artifacts import METADATA_FILE, MAX_DATA_FILE_BYTES, atomic_write, file_digest, open_regular_file, \
-    parse_json, read_json_file, read_text_file
+    parse_json, read_json_file, read_metadata, read_text_file
 from ..errors import ConfigError, InputError
 from ..outputs import OutputLock, check_directory_writable
 from .analysis import get_analysis
@@ -43,11 +45,11 @@ from .scorer import ARRAYS, DTYPES, LIBRARY, METHODS, PARAMS, Scorer, library_ve
 
 KIND = "retrieval-index"
 FORMAT = 1
-DOCUMENTS_FILE, OFFSETS_FILE, PASSAGES_FILE, TERMS_FILE = ("documents.jsonl", "documents.offsets.npy",
-                                                           "passages.npy", "terms.json")
+TEXTS_FILE, RECORDS_FILE, OFFSETS_FILE = "documents.txt", "documents.jsonl", "documents.offsets.npy"
+PASSAGES_FILE, TERMS_FILE = "passages.npy", "terms.json"
 SCORER_FILES = {name: f"bm25.{name}.npy" for name in ARRAYS}
-FILES = (DOCUMENTS_FILE, OFFSETS_FILE, PASSAGES_FILE, TERMS_FILE, *SCORER_FILES.values())
-# No file of an index this package writes comes near it (the whole shared corpus: documents.jsonl 0.2 GB); a larger
+FILES = (TEXTS_FILE, RECORDS_FILE, OFFSETS_FILE, PASSAGES_FILE, TERMS_FILE, *SCORER_FILES.values())
+# No file of an index this package writes comes near it (the whole shared corpus: documents.txt 0.2 GB); a larger
 # one is not ours, and checking its checksum would read it all first.
 MAX_INDEX_FILE_BYTES = 2**36
 MANIFEST = "build.json"
@@ -164,14 +166,17 @@ def _save_array(path: Path, array: np.ndarray) -> None:
 
 def write_index_files(directory: Path, texts: list[str], ids: list[str] | None, titles: list[str | None] | None,
                       passages: np.ndarray, scorer: Scorer, settings: dict) -> None:
-    offsets = np.zeros(len(texts) + 1, dtype=np.int64)
-    with atomic_write(directory / DOCUMENTS_FILE, "wb") as f:
+    offsets = np.zeros((len(texts) + 1, 2), dtype=np.int64)
+    with atomic_write(directory / TEXTS_FILE, "wb") as text_file, \
+            atomic_write(directory / RECORDS_FILE, "wb") as record_file:
         for position, text in enumerate(texts):
-            record = {"id": str(position) if ids is None else ids[position],
-                      "title": None if titles is None else titles[position], "text": text}
-            line = json.dumps(record, ensure_ascii=False).encode("utf-8", "surrogatepass") + b"\n"
-            f.write(line)
-            offsets[position + 1] = offsets[position] + len(line)
+            data = text.encode("utf-8", "surrogatepass")
+            record = json.dumps([str(position) if ids is None else ids[position],
+                                 None if titles is None else titles[position]], ensure_ascii=False)
+            line = record.encode("utf-8", "surrogatepass") + b"\n"
+            text_file.write(data)
+            record_file.write(line)
+            offsets[position + 1] = offsets[position] + (len(data), len(line))
     _save_array(directory / OFFSETS_FILE, offsets)
     _save_array(directory / PASSAGES_FILE, passages.astype(np.int64, copy=False))
     with atomic_write(directory / TERMS_FILE) as f:
@@ -191,39 +196,45 @@ def write_index_files(directory: Path, texts: list[str], ids: list[str] | None, 
 # ------------------------------------------------------------------------------------------------------- reading
 
 class DiskDocuments:
-    """The documents of an index directory, read from documents.jsonl (memory-mapped) when a hit needs one."""
+    """The documents of an index directory, read when a hit needs one: documents.txt and documents.jsonl are
+    memory-mapped, so an open index holds only the pages its hits touched."""
 
-    def __init__(self, path: Path, offsets: np.ndarray):
-        self.path, self.offsets = path, offsets
+    def __init__(self, directory: Path, offsets: np.ndarray):
+        self.directory, self.offsets = directory, offsets
+        self._texts = self._map(directory / TEXTS_FILE)
+        self._records = self._map(directory / RECORDS_FILE)
+
+    @staticmethod
+    def _map(path: Path):
         with open_regular_file(path) as f:
-            self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if offsets[-1] else b""
-        self._last: tuple[int, dict] | None = None
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if os.fstat(f.fileno()).st_size else b""
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
 
-    def _record(self, position: int) -> dict[str, Any]:
-        if self._last is not None and self._last[0] == position:
-            return self._last[1]
-        line = self._map[int(self.offsets[position]):int(self.offsets[position + 1])]
+    def text(self, position: int) -> str:
+        start, end = self.offsets[position, 0], self.offsets[position + 1, 0]
         try:
-            record = json.loads(line)
+            return self._texts[start:end].decode("utf-8")
+        except UnicodeDecodeError:
+            raise ConfigError(f"{self.directory / TEXTS_FILE}: document {position} is not UTF-8") from None
+
+    def record(self, position: int) -> tuple[str, str | None]:
+        line = self._records[self.offsets[position, 1]:self.offsets[position + 1, 1]]
+        try:
+            record = json.loads(line.decode("utf-8"))
         except ValueError:
             record = None
-        if not isinstance(record, dict) or not isinstance(record.get("text"), str) or \
-                not isinstance(record.get("id"), str) or not isinstance(record.get("title"), (str, type(None))):
-            raise ConfigError(f"{self.path}: document {position} is not an {{id, title, text}} record")
-        self._last = (position, record)
-        return record
-
-    def text(self, position: int) -> str:
-        return self._record(position)["text"]
+        if not isinstance(record, list) or len(record) != 2 or not isinstance(record[0], str) or \
+                not isinstance(record[1], (str, type(None))):
+            raise ConfigError(f"{self.directory / RECORDS_FILE}: line {position + 1} is not an [id, title] record")
+        return record[0], record[1]
 
     def id(self, position: int) -> str:
-        return self._record(position)["id"]
+        return self.record(position)[0]
 
     def title(self, position: int) -> str | None:
-        return self._record(position)["title"]
+        return self.record(position)[1]
 
 
 def _field(metadata: dict, name: str, kind: type, path: Path) -> Any:
@@ -242,10 +253,7 @@ def read_index_metadata(path: str | os.PathLike) -> dict[str, Any]:
     if not os.path.lexists(meta_path):
         raise ConfigError(f"{path} is not an index directory: it has no {METADATA_FILE} (build one with "
                           "`arabert-pipeline index FILES -o DIR`)")
-    try:
-        metadata = read_json_file(meta_path)
-    except InputError as exc:
-        raise ConfigError(str(exc)) from None
+    metadata = read_metadata(path)
     if metadata.get("kind") != KIND:
         raise ConfigError(f"{meta_path}: not an index (its kind is {metadata.get('kind')!r}, not {KIND!r})")
     if metadata.get("format") != FORMAT:
@@ -310,10 +318,13 @@ def open_index_dir(path: str | os.PathLike, *, verify: bool = True) -> dict[str,
     metadata = read_index_metadata(path)
     files = {name: _check_file(path, name, metadata["files"][name], verify) for name in FILES}
     documents, passages, terms = metadata["documents"], metadata["passages"], metadata["terms"]
-    offsets = np.asarray(_load_array(files[OFFSETS_FILE], (documents + 1,), np.int64))
-    if offsets[0] != 0 or offsets[-1] != metadata["files"][DOCUMENTS_FILE]["bytes"] or np.any(np.diff(offsets) <= 0):
-        raise ConfigError(f"{files[OFFSETS_FILE]}: not the line offsets of {DOCUMENTS_FILE}")
-    table = _load_array(files[PASSAGES_FILE], (passages, 3), np.int64)
+    offsets = np.array(_load_array(files[OFFSETS_FILE], (documents + 1, 2), np.int64))
+    ends = [metadata["files"][name]["bytes"] for name in (TEXTS_FILE, RECORDS_FILE)]
+    if offsets[0].any() or offsets[-1].tolist() != ends or np.any(np.diff(offsets, axis=0) <= 0):
+        raise ConfigError(f"{files[OFFSETS_FILE]}: not the offsets of the documents in {TEXTS_FILE} and "
+                          f"{RECORDS_FILE}")
+    # In memory (24 bytes a passage): a memory-mapped table costs a Python call per row a search reads.
+    table = np.array(_load_array(files[PASSAGES_FILE], (passages, 3), np.int64))
     if passages and (table[:, 0].min() < 0 or table[:, 0].max() >= documents or np.any(table[:, 1] < 0)
                      or np.any(table[:, 2] <= table[:, 1])):
         raise ConfigError(f"{files[PASSAGES_FILE]}: holds passages outside the documents")
@@ -336,5 +347,5 @@ def open_index_dir(path: str | os.PathLike, *, verify: bool = True) -> dict[str,
         raise ConfigError(f"{path / SCORER_FILES['indptr']}: the BM25 arrays do not fit {terms:,} terms over "
                           f"{passages:,} passages")
     scorer = Scorer.from_arrays(arrays, vocabulary, passages, metadata["bm25"])
-    return {"metadata": metadata, "documents": DiskDocuments(files[DOCUMENTS_FILE], offsets), "passages": table,
+    return {"metadata": metadata, "documents": DiskDocuments(path, offsets), "passages": table,
             "scorer": scorer}
