@@ -59,9 +59,9 @@ def test_a_written_index_opens_to_the_same_search(built, tmp_path):
 
 def test_an_index_is_never_written_over(built, tmp_path):
     before = files_of(built)
-    for resume in (False, True):
+    for resume in (False, True):  # other documents, or not resumed
         with pytest.raises(ConfigError, match="holds an index already"):
-            Index.build(TEXTS, path=built, resume=resume)
+            Index.build(TEXTS if resume else TEXTS[::-1], path=built, resume=resume)
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("x")
     with pytest.raises(ConfigError, match="is not empty"):
@@ -297,3 +297,28 @@ def test_the_verb_refuses_bad_settings_and_outputs(tmp_path, capsys):
         code, out, err = run_cli(argv, capsys)
         assert code == 2 and message in err, err
     assert (tmp_path / "a.txt").read_text() == "نص\n"
+
+
+def test_resuming_a_finished_build_opens_it_and_clears_what_a_late_kill_left(built):
+    before = files_of(built)
+    (partial_dir(built) / "chunks").mkdir(parents=True)
+    (partial_dir(built) / "build.json").write_text("{}")
+    index = Index.build(TEXTS, IDS, [f"عنوان {i}" for i in range(len(TEXTS))], built, resume=True)
+    assert index.search("البتراء", 1)[0].document == "doc-6"
+    assert files_of(built) == before and not partial_dir(built).exists()
+
+
+def test_a_build_killed_before_its_manifest_starts_again(tmp_path):
+    (partial_dir(tmp_path / "index") / "chunks").mkdir(parents=True)
+    assert len(Index.build(TEXTS, path=tmp_path / "index")) == 8
+    assert not partial_dir(tmp_path / "index").exists()
+
+
+def test_threads_may_search_one_opened_index_at_once(built):
+    from concurrent.futures import ThreadPoolExecutor
+
+    index = Index.open(built)
+    queries = ["مدينة دمشق", "نهر النيل في القاهرة", "الزيتون", "البحر في بيروت"] * 25
+    alone = [index.search(q, 3) for q in queries]
+    with ThreadPoolExecutor(4) as pool:
+        assert list(pool.map(lambda q: index.search(q, 3), queries)) == alone

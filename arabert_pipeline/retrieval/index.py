@@ -218,8 +218,9 @@ class Index:
         build_settings = {**settings, "chunk_documents": CHUNK_DOCUMENTS}
         with PartialBuild(path, build_settings, fingerprint(texts, ids, titles, build_settings),
                           resume=resume) as build:
-            passages, scorer = _analyse(texts, analyser, passage_chars, progress, build)
-            build.finish(texts, ids, titles, passages, scorer, settings)
+            if not build.complete:
+                passages, scorer = _analyse(texts, analyser, passage_chars, progress, build)
+                build.finish(texts, ids, titles, passages, scorer, settings)
         return cls.open(path)
 
     @classmethod

@@ -87,6 +87,7 @@ class PartialBuild:
         self.manifest = {"format": FORMAT, "inputs_sha256": inputs, **settings}
         self.resume = resume
         self.lock = OutputLock(self.path, "index")
+        self.complete = False  # the output already holds this very build (resumed after its last step)
 
     def __enter__(self) -> "PartialBuild":
         if self.path.exists() and not self.path.is_dir():
@@ -105,9 +106,16 @@ class PartialBuild:
 
     def _claim(self) -> None:
         if self.path.is_dir() and any(self.path.iterdir()):
+            if self.resume and self._built_here():
+                shutil.rmtree(self.partial, ignore_errors=True)  # a run killed after the rename left it
+                self.complete = True
+                return
             what = "holds an index already" if _is_index(self.path) else "is not empty"
             raise ConfigError(f"{self.path} {what}: an index is built into a new (or empty) directory and never "
                               "written over; choose another one")
+        if self.partial.exists() and not os.path.lexists(self.partial / MANIFEST) and \
+                not any(self.chunks.glob("*.npy")):
+            shutil.rmtree(self.partial)  # killed before its manifest was written: nothing of it to keep
         if self.partial.exists():
             if not self.resume:
                 raise ConfigError(f"{self.partial} holds an interrupted build of {self.path}: pass --resume "
@@ -125,6 +133,13 @@ class PartialBuild:
         self.chunks.mkdir(parents=True)
         with atomic_write(self.partial / MANIFEST) as f:
             json.dump(self.manifest, f, indent=2, sort_keys=True)
+
+    def _built_here(self) -> bool:
+        """Whether the output is the finished index of these very documents and settings."""
+        try:
+            return read_json_file(self.path / METADATA_FILE).get("inputs_sha256") == self.manifest["inputs_sha256"]
+        except (InputError, OSError):
+            return False
 
     def _chunk_files(self, number: int) -> tuple[Path, Path]:
         return self.chunks / f"{number:06d}.npy", self.chunks / f"{number:06d}.terms"
@@ -152,7 +167,8 @@ class PartialBuild:
         """Write the index's files and move them to the output."""
         staging = self.partial / "index"
         staging.mkdir()
-        write_index_files(staging, texts, ids, titles, passages, scorer, settings)
+        write_index_files(staging, texts, ids, titles, passages, scorer,
+                          {**settings, "inputs_sha256": self.manifest["inputs_sha256"]})
         if self.path.is_dir():
             self.path.rmdir()  # empty (checked when claimed): the finished index takes its place
         os.replace(staging, self.path)
