@@ -19,8 +19,11 @@ Per size, each step in a process of its own (so that its memory is its own):
 - with --compare-tantivy, the same passages and terms indexed by tantivy too (built after the index, timed alone), and
   both libraries timed for the ranked passages' positions alone.
 
+With --verb, last: `arabert-pipeline index DATA_ROOT/qa/*.json DATA_ROOT/corpus/*.txt.xz -o DIR` itself (reading the
+files included; the QA sets' shared paragraphs indexed once per file, as the verb does), its wall time and peak RSS.
+
 And first, in this process, `rank_passages` on long contexts (--context-chars): each arcd-dev question asked of its
-article followed by the set's other articles, cut to 2,000 / 10,000 / 20,000 / 40,000 characters: ms a call with the
+article followed by the set's other articles and then ARCD-train's, cut to 2,000 / 10,000 / 20,000 / 40,000 characters: ms a call with the
 context's index built (p50, mean, p95), ms with it cached (a second question), passages a context, and recall@1/5 of
 the passage holding the answer.
 
@@ -33,7 +36,6 @@ import argparse
 import json
 import os
 import platform
-import resource
 import statistics
 import subprocess
 import sys
@@ -46,16 +48,32 @@ DEV_SETS = ("arcd-dev", "mlqa-ar-dev")
 K = 20
 
 
-def rss_mb() -> float:
+def _status_mb(field: str) -> float:
     with open("/proc/self/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) / 1024
     return float("nan")
 
 
+def rss_mb() -> float:
+    return _status_mb("VmRSS")
+
+
 def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    # VmHWM, not getrusage's ru_maxrss: Linux keeps ru_maxrss across exec, so a child started by this (large)
+    # process would report the parent's size as its own peak.
+    return _status_mb("VmHWM")
+
+
+# `arabert-pipeline index ...` in this process, then its peak RSS on stderr's last line.
+VERB = """
+import sys
+from arabert_pipeline.cli import main
+code = main(sys.argv[1:])
+print("peak_rss_mb", [l for l in open("/proc/self/status") if l.startswith("VmHWM:")][0].split()[1], file=sys.stderr)
+sys.exit(code)
+"""
 
 
 def collect(data_root: Path) -> tuple[list[dict], list[dict]]:
@@ -186,16 +204,17 @@ def recall(ranks: list[int | None]) -> dict:
 
 def long_contexts(sizes: list[int], passage_chars: int, analysis: str) -> list[dict]:
     """`rank_passages` on one long context a question, as `Pipeline.answer` calls it: each arcd-dev question asked of
-    its article followed by the set's other articles up to `size` characters (paragraphs a line), its index built
-    afresh each time (the cache of recent contexts cleared), then asked again of the same context (cached)."""
+    its article followed by the set's other articles, then ARCD-train's (text beside it, never asked about), up to
+    `size` characters (paragraphs a line), its index built afresh each time (the cache of recent contexts cleared),
+    then asked again of the same context (cached)."""
     import numpy as np
 
     from arabert_pipeline.qa.data import read_squad
     from arabert_pipeline.retrieval import index as index_module
 
     examples = read_squad("arcd-dev", misaligned="keep").examples
-    articles: dict[str, list[str]] = {}
-    for example in examples:
+    articles: dict[str, list[str]] = {}  # arcd-dev's articles, then arcd-train-rest's as more text beside them
+    for example in [*examples, *read_squad("arcd-train-rest", misaligned="keep").examples]:
         paragraphs = articles.setdefault(example["title"], [])
         if example["context"] not in paragraphs:
             paragraphs.append(example["context"])
@@ -237,6 +256,23 @@ def in_child(*args: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def run_verb(data_root: Path, output: Path, analysis: str, passage_chars: int) -> dict:
+    """`arabert-pipeline index` on every QA file and corpus file of the data root, as a user runs it: wall time,
+    peak RSS, what it printed."""
+    inputs = [*sorted((data_root / "qa").glob("*.json")), *sorted((data_root / "corpus").glob("*.txt.xz"))]
+    command = [sys.executable, "-c", VERB, "index", *map(str, inputs), "-o", str(output), "--analysis", analysis,
+               "--passage-chars", str(passage_chars), "--no-progress"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    started = time.perf_counter()
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"arabert-pipeline index failed:\n{done.stderr[-3000:]}")
+    peak = int(done.stderr.strip().splitlines()[-1].split()[1]) / 1024
+    return {"command": "arabert-pipeline index DATA/qa/*.json DATA/corpus/*.txt.xz -o DIR", "inputs": len(inputs),
+            "seconds": round(seconds, 1), "peak_rss_mb": round(peak), "printed": done.stdout.strip().splitlines()[-1]}
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["_child"]:
@@ -259,8 +295,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compare-tantivy", action="store_true",
                         help="also index the same analysed passages with tantivy (scripts/retrieval_dev.py's) and "
                              "time both libraries' ranked positions alone")
-    parser.add_argument("--workdir", type=Path, default=None, help="where the indexes are built (default: a temp dir)")
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--workdir", type=Path, default=None, help="where the indexes are built (default: a temp dir)")
+    parser.add_argument("--verb", action="store_true",
+                        help="also time `arabert-pipeline index` on all of DATA_ROOT/qa/*.json and corpus/*.txt.xz")
     args = parser.parse_args(argv)
     os.environ["ARABERT_PIPELINE_DATA"] = str(args.data_root)
     sys.path.insert(0, str(REPO))
@@ -287,9 +325,12 @@ def main(argv: list[str] | None = None) -> int:
             row.update(in_child("search", str(index_dir), str(questions_file)))
             rows.append(row)
             print(json.dumps(row), flush=True)
+        verb = run_verb(args.data_root, workdir / "verb-index", analysis, passage_chars) if args.verb else None
+        if verb:
+            print(json.dumps(verb, ensure_ascii=False), flush=True)
     report = {"argv": argv, "analysis": analysis, "passage_chars": passage_chars, "documents_available": len(documents),
               "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "load_before": load_before,
-                          "load_after": os.getloadavg()}, "rows": rows, "long_contexts": contexts}
+                          "load_after": os.getloadavg()}, "rows": rows, "long_contexts": contexts, "verb": verb}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1) + "\n")
     print("| passages | documents | build s | peak RSS build MB | index MB | open s | RSS loaded MB | ms p50 / mean / p95 "

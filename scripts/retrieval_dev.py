@@ -12,14 +12,16 @@ ranks the same passages (retrieval/passages.py) analysed the same way (retrieval
 analyses the passages' text with its own Arabic analyzer:
 
 - `bm25s`: the package's Index (bm25s, Lucene's BM25 variant, k1 1.5, b 0.75), built into a directory and opened;
-- `tantivy`: tantivy-py, the analysed terms joined by spaces under its whitespace tokenizer (its BM25: k1 1.2, b 0.75),
-  one writer thread, an on-disk index;
+- `tantivy`: tantivy-py (no dependency of the package: `pip install tantivy==0.27.0` to compare), the analysed terms
+  joined by spaces under its whitespace tokenizer (its BM25: k1 1.2, b 0.75), one writer thread, an on-disk index;
 - `lucene`: Anserini's fat jar (`--anserini-jar`, from the pyserini 0.21 wheel: Lucene 9 on Java 11+) with
   `-language ar` (Lucene's ArabicAnalyzer: normalization, light stemming, stopwords) and `-bm25` (k1 0.9, b 0.4), run
   as its IndexCollection / SearchCollection commands; its ms a query is (all queries − one query) / (queries − 1).
 
 Per question: rank of the gold passage (first 100), so recall@1/5/20 and MRR@100; ×100 means with bootstrap CIs and
-paired bootstrap differences (evaluate/metrics.py) against the first system and analysis given. Times: build (analysis +
+paired bootstrap differences (evaluate/metrics.py) against the first system and analysis given; with several passage
+sizes, also each size against the first at equal characters read (recall@k of the first size against recall at
+k × first / size). Times: build (analysis +
 library indexing, one thread) and ms a query for the 100 best passages' positions (analysis included, one thread), on
 whatever else the machine runs; for bm25s also `Index.search(q, 20)`, which builds each hit with its document's id,
 title and text. Sizes: the library's files (bm25s: its weight arrays and the vocabulary; the whole index directory,
@@ -307,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
         collections.append((f"dev+news{news_lines // 1000}k", texts + news_texts, ids + news_ids, offsets))
     configs = [(system, analysis, chars) for system in args.systems for analysis in args.analyses
                for chars in args.passage_chars if not (system == "lucene" and analysis != args.analyses[0])]
-    results, matrices = [], {}
+    results, matrices, rank_lists = [], {}, {}
     for collection, texts, ids, offsets in collections:
         questions = [(name, q) for name in offsets for q in sets[name]["questions"]]
         for system_name, analysis, chars in configs:
@@ -341,6 +343,8 @@ def main(argv: list[str] | None = None) -> int:
                                          round(measured["api_ms_k20"], 3)}
                 matrix = per_question(all_ranks)
                 matrices[(collection, "pooled", system_name, row["analysis"], chars)] = matrix
+                rank_lists[(collection, "pooled", system_name, row["analysis"], chars)] = all_ranks
+                row["pooled_ranks"] = all_ranks  # each question's gold rank (null: not in the first 100)
                 row["pooled"] = {"questions": len(matrix), **summary(matrix)}
                 results.append(row)
                 print(json.dumps({k: row[k] for k in ("collection", "system", "analysis", "passage_chars",
@@ -358,6 +362,24 @@ def main(argv: list[str] | None = None) -> int:
                                       "high": round(float(diff["high"][i]), 2),
                                       "p": round(float(diff["p_value"][i]), 4)}
                                for i, name in enumerate([f"recall@{k}" for k in KS] + [f"mrr@{DEPTH}"])}})
+    # Passage sizes at equal characters read: the first size's recall@k against another size's at the k that reads
+    # as many characters (k × size), paired.
+    for (collection, part, system_name, analysis, chars), ranks in rank_lists.items():
+        base_chars = args.passage_chars[0]
+        base = rank_lists.get((collection, part, system_name, analysis, base_chars))
+        if base is None or chars == base_chars:
+            continue
+        for k in (5, 10, 20):
+            other_k = max(1, round(k * base_chars / chars))
+            hit = lambda found, depth: np.array([[float(r is not None and r <= depth)] for r in found])  # noqa: E731
+            diff = paired_bootstrap(hit(ranks, other_k), hit(base, k))
+            comparisons.append({"collection": collection, "set": part, "equal_characters": k * base_chars,
+                                "system": f"{system_name}/{analysis}/{chars}@{other_k}",
+                                "against": f"{system_name}/{analysis}/{base_chars}@{k}",
+                                "recall": {"diff": round(float(diff["diff"][0]), 2),
+                                           "low": round(float(diff["low"][0]), 2),
+                                           "high": round(float(diff["high"][0]), 2),
+                                           "p": round(float(diff["p_value"][0]), 4)}})
     args.out.parent.mkdir(parents=True, exist_ok=True)
     machine = {"python": platform.python_version(), "cpus": os.cpu_count(), "load_average": os.getloadavg()}
     import bm25s.version

@@ -37,9 +37,10 @@ from ..preprocess.normalize import LETTER_VARIANTS, normalize
 
 BASES = ("arabertv02", "arabertv02-light", "arabertv02-light10", "arabertv2-light")
 LEVERS = ("qwords", "bigrams")
-# Chosen on dev (docs/experiments/retrieval.md): recall@1 +2.0 [+0.8, +3.4] over arabertv02-light10 alone and +4.0 over
-# arabertv02-light among 49,221 passages of news and dev paragraphs; Farasa's stems (arabertv2-light+qwords) recall
-# more but build 8x slower, past the 10-minute budget for the whole corpus.
+# Chosen on dev (docs/experiments/retrieval.md): recall@1 +2.0 [+0.8, +3.4] over arabertv02-light10 alone among
+# 49,221 passages of news and dev paragraphs. Farasa's stems (arabertv2-light+qwords) recall more at 5 and 20 passages
+# but cost 40-110 ms for each new long context's words where this costs 2-5 ms (rank_passages) and build an index
+# about 6x slower: the option for a collection, not the default.
 DEFAULT_ANALYSIS = "arabertv02-light10+qwords"
 
 # After LETTER_VARIANTS (أين → اين, متى → متي, أية → ايه) and the light stemmer (the forms with و or ال).
