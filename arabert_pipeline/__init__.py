@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-__all__ = ["Preprocessor", "Pipeline", "ArabertPipelineError", "__version__"]
+__all__ = ["Preprocessor", "Pipeline", "Index", "ArabertPipelineError", "__version__"]
 
 from .errors import ArabertPipelineError
 from .version import __version__
@@ -14,6 +14,7 @@ from .version import __version__
 if TYPE_CHECKING:
     from .pipeline import Pipeline
     from .preprocess import Preprocessor
+    from .retrieval import Index
 
 
 def __getattr__(name: str):
@@ -25,4 +26,8 @@ def __getattr__(name: str):
         from .pipeline import Pipeline
 
         return Pipeline
+    if name == "Index":
+        from .retrieval import Index
+
+        return Index
     raise AttributeError(f"module 'arabert_pipeline' has no attribute {name!r}")

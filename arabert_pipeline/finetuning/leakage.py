@@ -13,13 +13,14 @@ import re
 import unicodedata
 from typing import Any, Callable
 
+from ..preprocess.normalize import LETTER_VARIANTS
+
 _MARKS = re.compile("[\u0610-\u061a\u064b-\u065f\u0670\u06d6-\u06ed\u0640]")  # diacritics, Quranic marks, tatweel
-_VARIANTS = str.maketrans({"أ": "ا", "إ": "ا", "آ": "ا", "ٱ": "ا", "ى": "ي", "ة": "ه"})
 _NON_WORD = re.compile(r"[\W_]+")
 
 
 def normalize(text: str) -> str:
-    text = _MARKS.sub("", unicodedata.normalize("NFKC", text)).translate(_VARIANTS).lower()
+    text = _MARKS.sub("", unicodedata.normalize("NFKC", text)).translate(LETTER_VARIANTS).lower()
     return " ".join(_NON_WORD.sub(" ", text).split())
 
 

@@ -35,6 +35,10 @@ PLACEHOLDERS = (URL_PLACEHOLDER, EMAIL_PLACEHOLDER, MENTION_PLACEHOLDER)
 TASHKEEL = "\u064b\u064c\u064d\u064e\u064f\u0650\u0651\u0652"  # tanween x3, fatha, damma, kasra, shadda, sukun
 TATWEEL = "\u0640"
 HINDI_DIGITS = "٠١٢٣٤٥٦٧٨٩"
+# Spelling variants that typed Arabic writes either way: alef forms → ا, alef maqsura → ي, teh marbuta → ه. Not part
+# of AraBERT's normalization (its vocabularies keep them apart); matching text with text forgives them (the leakage
+# guards, DrQA's overlap feature, retrieval's analysis).
+LETTER_VARIANTS = str.maketrans({"أ": "ا", "إ": "ا", "آ": "ا", "ٱ": "ا", "ى": "ي", "ة": "ه"})
 
 # The reference's URL regexes, in its order. It also runs a PHP-style pattern ending in `$@iS` that can never match
 # (nothing can follow the end of the string) but can backtrack exponentially; it is left out: same output.

@@ -21,13 +21,13 @@ import re
 import unicodedata
 from collections.abc import Iterable
 
+from ..preprocess.normalize import LETTER_VARIANTS
 from .metrics import arabic_sentence_spans
 
 _DIACRITICS_RE = re.compile("[\u0610-\u061a\u064b-\u065f\u0670\u06d6-\u06ed\u0640]")  # harakat, dagger alef, tatweel
-_LETTER_VARIANTS = str.maketrans({"أ": "ا", "إ": "ا", "آ": "ا", "ٱ": "ا", "ى": "ي", "ة": "ه"})
 _ARTICLES = ("وال", "فال", "بال", "كال", "ولل", "فلل", "ال", "لل")
 _PROCLITICS = "وفبلك"
-# Longest first; forms after _LETTER_VARIANTS (ة is ه).
+# Longest first; forms after LETTER_VARIANTS (ة is ه).
 _SUFFIXES = ("هما", "كما", "ها", "هم", "هن", "كم", "نا", "ات", "ون", "ين", "ان", "يه", "ه", "ي")
 _PRONOUNS = frozenset({"هما", "كما", "ها", "هم", "هن", "كم", "نا", "ه", "ي"})
 _MIN_STEM = 2
@@ -49,7 +49,7 @@ STOPWORDS = frozenset(
 def normalize_word(word: str) -> str:
     """Diacritics and tatweel removed, alef/yeh/teh-marbuta variants unified, punctuation stripped from the edges."""
     word = unicodedata.normalize("NFKC", word).lower()
-    word = _DIACRITICS_RE.sub("", word).translate(_LETTER_VARIANTS)
+    word = _DIACRITICS_RE.sub("", word).translate(LETTER_VARIANTS)
     # "+" is the segmentation marker of arabertv2 text ("ال+ كتاب +ها"): a marked clitic is its own word there.
     return word.strip(".,;:!?'\"()[]{}«»،؛؟-_/*…+")
 
