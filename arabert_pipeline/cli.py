@@ -17,6 +17,7 @@ STAGE_CLIS = [
     "arabert_pipeline.embeddings.cli",
     "arabert_pipeline.pretrain.cli",
     "arabert_pipeline.finetuning.weightscli",
+    "arabert_pipeline.retrieval.cli",
     "arabert_pipeline.qa.cli",
     "arabert_pipeline.classification.cli",
     "arabert_pipeline.evaluate.cli",

@@ -7,9 +7,12 @@ tokenizer for a language model must not:
 
 - `arabertv02`: the normalized words, Latin letters lower-cased; punctuation is no term.
 - `arabertv02-light`: also the spelling variants folded (alef forms → ا, ى → ي, ة → ه: `LETTER_VARIANTS`) and the
-  article with its proclitics stripped, as a light stemmer (Larkey's light8 prefixes, as Lucene's ArabicStemmer):
-  و/ف then ب/ك/ل then ال (وال، بال، فبال، ...), لل and ولل/فلل (ل + ال), and a lone و before a word of 3 letters
-  or more. A bare ب/ك/ل/ف is never stripped: كتاب, فيلم and بيت start with them.
+  article with its proclitics stripped, as a light stemmer (the prefixes of Larkey et al.'s light stemmers, which
+  Lucene's ArabicStemmer strips too): و/ف then ب/ك/ل then ال (وال، بال، فبال، ...), لل and ولل/فلل (ل + ال), and a
+  lone و before a word of 3 letters or more. A bare ب/ك/ل/ف is never stripped: كتاب, فيلم and بيت start with them.
+- `arabertv02-light10`: `arabertv02-light`, then one suffix stripped where two letters or more remain (Larkey's
+  light10 and Lucene's suffixes, longest first: ها ان ات ون ين يه ية ه ة ي, as they read after folding), so that
+  المدينة / مدينتها / مدن and their plural and pronoun forms meet more often.
 - `arabertv2-light`: Farasa's segments (the `arabertv2` preprocessing); the clitics it marks (`و+`, `ال+`, `+ها`)
   are dropped, the stems folded as above.
 
@@ -32,9 +35,13 @@ from typing import Callable, Iterable
 from ..errors import ConfigError
 from ..preprocess.normalize import LETTER_VARIANTS, normalize
 
-BASES = ("arabertv02", "arabertv02-light", "arabertv2-light")
+BASES = ("arabertv02", "arabertv02-light", "arabertv02-light10", "arabertv2-light")
 LEVERS = ("qwords", "bigrams")
-DEFAULT_ANALYSIS = "arabertv02-light"
+# Chosen on dev (docs/experiments/retrieval.md): recall@1 +2.0 [+0.8, +3.4] over arabertv02-light10 alone among
+# 49,221 passages of news and dev paragraphs. Farasa's stems (arabertv2-light+qwords) recall more at 5 and 20 passages
+# but cost 40-110 ms for each new long context's words where this costs 2-5 ms (rank_passages) and build an index
+# about 6x slower: the option for a collection, not the default.
+DEFAULT_ANALYSIS = "arabertv02-light10+qwords"
 
 # After LETTER_VARIANTS (أين → اين, متى → متي, أية → ايه) and the light stemmer (the forms with و or ال).
 QUESTION_WORDS = frozenset("ما ماذا من متي اين كم كيف لماذا هل اي ايه ايها لم".split())
@@ -65,6 +72,22 @@ def _light(word: str) -> str | None:
     return word
 
 
+# Longest first, as they read after LETTER_VARIANTS (ية is يه, ة is ه).
+_SUFFIXES = ("ها", "ان", "ات", "ون", "ين", "يه", "ه", "ي")
+
+
+@functools.lru_cache(maxsize=_CACHE)
+def _light10(word: str) -> str | None:
+    """`_light`, then one suffix stripped where at least _MIN_STEM letters remain."""
+    stem = _light(word)
+    if stem is None:
+        return None
+    for suffix in _SUFFIXES:
+        if stem.endswith(suffix) and len(stem) - len(suffix) >= _MIN_STEM:
+            return stem[:-len(suffix)]
+    return stem
+
+
 def _words(text: str) -> list[str]:
     return normalize(text).split()
 
@@ -88,6 +111,9 @@ def _folded(stem: str) -> str | None:
     return stem.lower().translate(LETTER_VARIANTS) if _WORD_CHAR.search(stem) else None
 
 
+_WORD_TERMS = {"arabertv02": _plain, "arabertv02-light": _light, "arabertv02-light10": _light10}
+
+
 @dataclasses.dataclass(frozen=True)
 class Analysis:
     """Text → terms under one stable `name` (see the module docstring); `terms_batch` analyses many texts at once
@@ -106,7 +132,7 @@ class Analysis:
         if self.base == "arabertv2-light":
             rows = [[t for t in map(_folded, stems) if t is not None] for stems in _segmented_stems(texts)]
         else:
-            word_term: Callable[[str], str | None] = _plain if self.base == "arabertv02" else _light
+            word_term: Callable[[str], str | None] = _WORD_TERMS[self.base]
             rows = [[t for t in map(word_term, _words(text)) if t is not None] for text in texts]
         if self.question_words:
             rows = [[t for t in row if t not in QUESTION_WORDS] for row in rows]

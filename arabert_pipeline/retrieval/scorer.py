@@ -10,12 +10,17 @@ Ties are broken by passage position, so that the same index and question always 
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
+from ..errors import ConfigError
+
 LIBRARY = "bm25s"
 PARAMS = {"method": "lucene", "k1": 1.5, "b": 0.75}
+# bm25s's term-frequency variants that need no more than the weight matrix (BM25L and BM25+ also need an array of
+# non-occurrence scores).
+METHODS = ("lucene", "robertson", "atire")
 ARRAYS = ("data", "indices", "indptr")
 # The dtypes bm25s builds and scores with: float32 weights, int32 passage rows, int64 column pointers.
 DTYPES = {"data": np.float32, "indices": np.int32, "indptr": np.int64}
@@ -30,32 +35,36 @@ def library_version() -> str:
 class Scorer:
     """BM25 scores of `passages` rows for a query's terms."""
 
-    def __init__(self, model: Any, vocabulary: dict[str, int], passages: int):
-        self.model, self.vocabulary, self.passages = model, vocabulary, passages
+    def __init__(self, model: Any, vocabulary: dict[str, int], passages: int, params: dict):
+        self.model, self.vocabulary, self.passages, self.params = model, vocabulary, passages, params
 
     @classmethod
-    def build(cls, rows: list[list[int]], vocabulary: dict[str, int], params: dict | None = None) -> "Scorer":
+    def build(cls, rows: list[Sequence[int]], vocabulary: dict[str, int], params: dict | None = None) -> "Scorer":
         """Index `rows` (each passage's terms as vocabulary ids)."""
         import bm25s
 
-        model = bm25s.BM25(**(params or PARAMS))
+        params = dict(params or PARAMS)
+        model = bm25s.BM25(**params)
         if vocabulary:
             model.index((rows, vocabulary), create_empty_token=False, show_progress=False)
         else:  # no passage has a term (only punctuation): nothing can match
             model.scores = {"data": np.zeros(0, np.float32), "indices": np.zeros(0, np.int32),
                             "indptr": np.zeros(1, np.int64), "num_docs": len(rows)}
             model.vocab_dict = {}
-        return cls(model, vocabulary, len(rows))
+        return cls(model, vocabulary, len(rows), params)
 
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray], vocabulary: dict[str, int], passages: int,
                     params: dict) -> "Scorer":
         import bm25s
 
+        if params.get("method") not in METHODS:
+            raise ConfigError(f"BM25 method {params.get('method')!r}: an index stores one of {', '.join(METHODS)}")
         model = bm25s.BM25(**params)
         model.scores = {**arrays, "num_docs": passages}
         model.vocab_dict = vocabulary
-        return cls(model, vocabulary, passages)
+        model.nonoccurrence_array = None  # what bm25s's own load sets for these methods
+        return cls(model, vocabulary, passages, params)
 
     def arrays(self) -> dict[str, np.ndarray]:
         return {name: np.asarray(self.model.scores[name], dtype=DTYPES[name]) for name in ARRAYS}
