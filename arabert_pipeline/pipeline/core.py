@@ -41,6 +41,7 @@ from .inputs import (  # noqa: F401 (re-exported: serve and the CLIs import them
 
 if TYPE_CHECKING:
     from ..qa.transformer.decode import Answer
+    from ..retrieval.index import Index
     from ..qa.transformer.model import QAModel
 
 # Examples handed to QAModel.predict at once: large enough for length-sorted batches of windows to pad little,
@@ -151,9 +152,14 @@ class Pipeline:
         int8 = ", quantize=True" if self.quantized else ""
         return f"Pipeline({self.source!r}, preprocessing={self.preprocessing!r}, backend={self.backend!r}{int8})"
 
-    def answer(self, question: str | Sequence[str], context: str | Sequence[str], top_k: int = 1,
-               allow_no_answer: bool = False):
-        """Answer one question (str, str) or many (two lists of the same length).
+    def answer(self, question: str | Sequence[str], context: str | Sequence[str] | None = None, top_k: int = 1,
+               allow_no_answer: bool = False, *, index: Index | None = None):
+        """Answer one question (str, str) or many (two lists of the same length); or, with `index=` instead of a
+        context, ask a collection (`Index.build` / `Index.open`): see `answer_index`.
+
+        A context of any length is answered: one of more than the model's `long_context_windows` windows (two for
+        the shipped model, about 1,500 characters) is split into passages, which are ranked by BM25 against the
+        question, and only the best few are read (qa/transformer/passages.py; docs/answering.md).
 
         Returns an Answer (text == context[start:end] of the given context; score: the probability that it is right
         for a calibrated model, else its softmax probability), or with top_k > 1
@@ -168,6 +174,12 @@ class Pipeline:
         numbers are still extractable.
         """
         top_k = check_top_k(top_k)
+        if index is not None:
+            if context is not None:
+                raise InputError("give a context or an index to ask, not both", field="context")
+            return self.answer_index(question, index, top_k=top_k, allow_no_answer=allow_no_answer)
+        if context is None:
+            raise InputError("a context is needed (or index= to ask a collection)", field="context")
         single = isinstance(question, str) and isinstance(context, str)
         questions, contexts = check_inputs(question, context, self.max_context_chars, self.max_question_chars)
         warn_non_arabic(questions, contexts)
@@ -180,6 +192,41 @@ class Pipeline:
                 results.extend(self._answer_examples(examples, top_k, allow_no_answer))
             except InputError as exc:
                 raise self._named(exc, questions, single) from None
+        if top_k == 1:
+            results = [found[0] if found else None for found in results]
+        return results[0] if single else results
+
+    def answer_index(self, question: str | Sequence[str], index: Index, top_k: int = 1,
+                     allow_no_answer: bool = False):
+        """Answer one question (str) or many (a list) from the collection `index`: its best passages for each question
+        are retrieved, read, and one answer chosen across them (qa/transformer/passages.py).
+
+        Returns an Answer as `answer` does, which also names its document: `.document` (the id given at build, by
+        default the document's position as a string) and `.title`, with `.start` / `.end` offsets into that
+        document's text (`index.document_text(...)[start:end] == text`); with top_k > 1 a list, best first; for a list
+        of questions one such result per question. With `allow_no_answer`, None (or an empty list) where the chosen
+        passage's no-answer score says the collection does not hold the answer (the model's `index_null_threshold`,
+        chosen on dev)."""
+        from ..retrieval.index import Index
+
+        top_k = check_top_k(top_k)
+        if not isinstance(index, Index):
+            raise InputError(f"must be an Index (Index.build or Index.open), got {type(index).__name__}",
+                             field="index")
+        single = isinstance(question, str)
+        if not single and not isinstance(question, (list, tuple)):
+            raise InputError(f"must be a str or a list of str, got {type(question).__name__}", field="question")
+        questions = [check_text(question, "question", self.max_question_chars, "question")] if single else \
+            [check_text(q, f"question[{i}]", self.max_question_chars, "question") for i, q in enumerate(question)]
+        if not questions:
+            raise InputError("empty list: nothing to answer", field="question")
+        warn_analysis_mismatch(index.analysis, self.preprocessing)
+        from ..qa.transformer.passages import answer_from_index
+
+        results = []
+        for i in range(0, len(questions), EXAMPLES_PER_CHUNK):
+            results.extend(answer_from_index(self.qa, index, questions[i : i + EXAMPLES_PER_CHUNK], self.batch_size,
+                                             top_k, allow_no_answer))
         if top_k == 1:
             results = [found[0] if found else None for found in results]
         return results[0] if single else results
@@ -235,6 +282,17 @@ class Pipeline:
     def _answer_examples(self, examples: list[dict[str, Any]], top_k: int,
                          allow_no_answer: bool = False) -> "list[list[Answer]]":
         return self.qa.predict(examples, batch_size=self.batch_size, top_k=top_k, allow_no_answer=allow_no_answer)
+
+
+def warn_analysis_mismatch(analysis: str, preprocessing: str) -> None:
+    """An index whose analysis starts from another preprocessing than the model's (arabertv2's Farasa segments for an
+    arabertv02 model, say) still retrieves, and the reader reads the passages with its own preprocessing; but the two
+    disagree on what a word is, which the user should know."""
+    base = analysis.split("+")[0].split("-")[0]
+    if preprocessing in ("arabertv02", "arabertv2") and base != preprocessing:
+        warnings.warn(f"the index was built with the {analysis!r} analysis ({base} text) and this model reads "
+                      f"{preprocessing} text: passages are retrieved by {base} terms and read as {preprocessing}; "
+                      f"build the index with --analysis {preprocessing}-... to match", stacklevel=3)
 
 
 def _as_dict(answer: "Answer") -> dict[str, Any]:

@@ -304,6 +304,10 @@ class Answer:
     # window is not comparable across the windows of a long context). A model with a `calibration` maps it to the
     # dev rate of right answers at that probability (calibration.py).
     score: float
+    # An answer from an index (Pipeline.answer(question, index=...)): the id and title of the document it was found in
+    # (start and end are offsets into that document's text); None for an answer from a context given.
+    document: str | None = None
+    title: str | None = None
 
 
 def with_probabilities(answers: list[Answer]) -> list[Answer]:

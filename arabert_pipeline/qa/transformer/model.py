@@ -108,7 +108,14 @@ class QAModel:
         examples = list(examples)
         if not examples:
             return []
-        logits = self.logits(examples, batch_size)
+        from .passages import answer_long_contexts
+
+        return answer_long_contexts(self, examples, batch_size, top_k, allow_no_answer)
+
+    def predict_prepared(self, examples: list[dict[str, Any]], prepared, windows: Windows, batch_size: int,
+                         top_k: int, allow_no_answer: bool) -> list[list[Answer]]:
+        """`predict` for examples already through `prepare` and `windows`, each read whole."""
+        logits = self.logits_of(examples, prepared, windows, batch_size)
         answers = self.decode(logits, top_k)
         if allow_no_answer:
             margins = self.null_margins(logits)
@@ -173,7 +180,10 @@ class QAModel:
         InputError)."""
         examples = list(examples)
         prepared = self.prepare(examples)
-        windows = self.windows(prepared)
+        return self.logits_of(examples, prepared, self.windows(prepared), batch_size)
+
+    def logits_of(self, examples: list[dict[str, Any]], prepared, windows: Windows, batch_size: int) -> Logits:
+        """`logits` for examples already through `prepare` and `windows`."""
         has_context = np.zeros(len(examples), dtype=bool)
         has_context[windows.example_index[(windows.offsets[:, :, 0] >= 0).any(axis=1)]] = True
         if not has_context.all():

@@ -20,6 +20,7 @@ DECODINGS = ("max-score", "expected-f1")
 # Bounds of the stored settings: larger values are damaged files, not choices.
 MAX_WINDOW_TOKENS = 8192
 MAX_N_BEST = 1000
+MAX_PASSAGES_READ = 100
 # Logit-scale numbers: a QA model's logits are tens at most, so anything past this bound is a damaged file (an
 # infinite or huge prior turns scores into NaN; a NaN threshold never abstains).
 MAX_LOGIT_SETTING = 1000.0
@@ -30,6 +31,8 @@ DECODING_RANGES = {
     "reader_weight": (0.0, MAX_LOGIT_SETTING),
     "null_score_diff_threshold": (-MAX_LOGIT_SETTING, MAX_LOGIT_SETTING),
     "expected_f1_temperature": (0.01, 100.0),
+    "passage_null_weight": (0.0, 100.0),
+    "index_null_threshold": (-MAX_LOGIT_SETTING, MAX_LOGIT_SETTING),
 }
 # The settings tune-decoding and finetune choose on dev, and the plain decoder's values of them (Hugging Face's).
 DECODING_FIELDS = ("sentence_prior", "within_sentence", "decoding", "expected_f1_temperature", "reader_weight")
@@ -84,6 +87,17 @@ class QASettings:
     # Maps the decoder's probability or expected F1 to the dev rate of right answers (calibration.py); None: the
     # softmax as it is.
     calibration: Calibration | None = None
+    # Long contexts (passages.py): a context of more windows than this is not read whole but split into passages of
+    # at most passage_chars characters, ranked by BM25, and its best passages_read passages read; one answer chosen by
+    # z(BM25) + passage_null_weight × z(-null margin) over them. Chosen on dev with the shipped model
+    # (docs/experiments/documents.md); 2 keeps the answers of one- and two-window contexts as they were.
+    long_context_windows: int = 2
+    passage_chars: int = 600
+    passages_read: int = 3
+    passage_null_weight: float = 1.5
+    # Pipeline.answer(question, index=..., allow_no_answer=True) answers nothing where the chosen passage's null margin
+    # is above this (chosen on dev: questions asked of a collection without their article, passages.py).
+    index_null_threshold: float = 0.0
 
     @classmethod
     def from_metadata(cls, metadata: dict[str, Any], source: object = METADATA_FILE,
@@ -115,7 +129,8 @@ class QASettings:
         """Every field in a range that works; `max_positions` (the model's position embeddings) bounds the window."""
         for name, high in (("max_seq_length", MAX_WINDOW_TOKENS), ("doc_stride", MAX_WINDOW_TOKENS),
                            ("max_question_tokens", MAX_WINDOW_TOKENS), ("max_answer_tokens", MAX_WINDOW_TOKENS),
-                           ("n_best", MAX_N_BEST)):
+                           ("n_best", MAX_N_BEST), ("long_context_windows", MAX_WINDOW_TOKENS),
+                           ("passages_read", MAX_PASSAGES_READ)):
             value = getattr(self, name)
             if not 1 <= value <= high:
                 raise ConfigError(f"{source}: {name} must be between 1 and {high:,}, got {value}")
@@ -126,6 +141,11 @@ class QASettings:
             raise ConfigError(f"{source}: doc_stride ({self.doc_stride}) must be below max_seq_length "
                               f"({self.max_seq_length})")
         for name in ("sentence_prior", "reader_weight", "null_score_diff_threshold", "decoding",
-                     "expected_f1_temperature"):
+                     "expected_f1_temperature", "passage_null_weight", "index_null_threshold"):
             check_decoding_setting(name, getattr(self, name), source)
+        from ...retrieval.passages import MAX_PASSAGE_CHARS, MIN_PASSAGE_CHARS
+
+        if not MIN_PASSAGE_CHARS <= self.passage_chars <= MAX_PASSAGE_CHARS:
+            raise ConfigError(f"{source}: passage_chars must be between {MIN_PASSAGE_CHARS} and "
+                              f"{MAX_PASSAGE_CHARS:,}, got {self.passage_chars}")
         check_decoding_setting("leading_words", self.leading_words, source)
