@@ -23,9 +23,9 @@ With --verb, last: `arabert-pipeline index DATA_ROOT/qa/*.json DATA_ROOT/corpus/
 files included; the QA sets' shared paragraphs indexed once per file, as the verb does), its wall time and peak RSS.
 
 And first, in this process, `rank_passages` on long contexts (--context-chars): each arcd-dev question asked of its
-article followed by the set's other articles and then ARCD-train's, cut to 2,000 / 10,000 / 20,000 / 40,000 characters: ms a call with the
-context's index built (p50, mean, p95), ms with it cached (a second question), passages a context, and recall@1/5 of
-the passage holding the answer.
+article followed by the set's other articles and then ARCD-train's, cut to 2,000 / 10,000 / 20,000 / 40,000
+characters: ms a call with the context's index built (p50, mean, p95), ms with it cached (a second question), passages
+a context, and recall@1/5 of the passage holding the answer.
 
 The machine is whatever runs it: the load average before and after is recorded. Run by hand, alone, not in CI (the
 whole corpus takes minutes); tests/test_bench_retrieval.py runs it at tiny size on the test slices.
@@ -33,6 +33,7 @@ whole corpus takes minutes); tests/test_bench_retrieval.py runs it at tiny size 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
@@ -97,11 +98,11 @@ def collect(data_root: Path) -> tuple[list[dict], list[dict]]:
                               "answer_start": example["answers"]["answer_start"][0]})
     for path in sorted((data_root / "qa").glob("*.json")):
         found = read_documents([path])
-        for text, id_, title in zip(found.texts, found.ids, found.titles):
+        for text, id_, title in zip(found.texts, found.ids, found.titles, strict=True):
             add(text, id_, title)
     for path in sorted((data_root / "corpus").glob("*.txt.xz")):
         found = read_documents([path])
-        for text, id_ in zip(found.texts, found.ids):
+        for text, id_ in zip(found.texts, found.ids, strict=True):
             add(text, id_, None)
     return documents, questions
 
@@ -124,7 +125,8 @@ def child_build(documents_file: str, count: int, output: str, analysis: str, pas
                 compare: bool) -> dict:
     from arabert_pipeline.retrieval import Index
 
-    rows = [json.loads(line) for line, _ in zip(open(documents_file, encoding="utf-8"), range(count))]
+    with open(documents_file, encoding="utf-8") as lines:
+        rows = [json.loads(line) for line in itertools.islice(lines, count)]
     texts, ids, titles = ([row[key] for row in rows] for key in ("text", "id", "title"))
     del rows
     before = rss_mb()
@@ -238,7 +240,8 @@ def long_contexts(sizes: list[int], passage_chars: int, analysis: str) -> list[d
             cached.append(1000 * (time.perf_counter() - started))
             counts.append(len(index_module._context_index(context, analysis, passage_chars)))
             ranks.append(next((r for r, h in enumerate(hits, 1) if h.passage.start <= answer < h.passage.end), None))
-        rows.append({"context_chars": size, "questions": len(examples), "passages_mean": round(float(np.mean(counts)), 1),
+        rows.append({"context_chars": size, "questions": len(examples),
+                     "passages_mean": round(float(np.mean(counts)), 1),
                      "ms_p50": round(statistics.median(times), 2), "ms_mean": round(statistics.fmean(times), 2),
                      "ms_p95": round(float(np.percentile(times, 95)), 2),
                      "cached_ms_p50": round(statistics.median(cached), 3),
@@ -328,13 +331,14 @@ def main(argv: list[str] | None = None) -> int:
         verb = run_verb(args.data_root, workdir / "verb-index", analysis, passage_chars) if args.verb else None
         if verb:
             print(json.dumps(verb, ensure_ascii=False), flush=True)
-    report = {"argv": argv, "analysis": analysis, "passage_chars": passage_chars, "documents_available": len(documents),
+    report = {"argv": argv, "analysis": analysis, "passage_chars": passage_chars,
+              "documents_available": len(documents),
               "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "load_before": load_before,
                           "load_after": os.getloadavg()}, "rows": rows, "long_contexts": contexts, "verb": verb}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=1) + "\n")
-    print("| passages | documents | build s | peak RSS build MB | index MB | open s | RSS loaded MB | ms p50 / mean / p95 "
-          "| recall@1/5/20 |")
+    print("| passages | documents | build s | peak RSS build MB | index MB | open s | RSS loaded MB "
+          "| ms p50 / mean / p95 | recall@1/5/20 |")
     for row in rows:
         print(f"| {row['passages']:,} | {row['documents']:,} | {row['build_seconds']} | {row['build_peak_rss_mb']} | "
               f"{row['index_mb']} | {row['open_seconds']} | {row['rss_loaded_mb']} | {row['ms_p50']} / "

@@ -33,7 +33,6 @@ import argparse
 import json
 import os
 import platform
-import shutil
 import statistics
 import subprocess
 import sys
@@ -44,7 +43,7 @@ from pathlib import Path
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -76,7 +75,7 @@ def news_documents(corpus_dir: Path, paragraphs: int) -> tuple[list[str], list[s
     texts, ids, lines = [], [], 0
     for path in sorted(corpus_dir.glob("*.txt.xz")):
         documents = read_documents([path])
-        for text, id_ in zip(documents.texts, documents.ids):
+        for text, id_ in zip(documents.texts, documents.ids, strict=True):
             if lines >= paragraphs:
                 return texts, ids, lines
             texts.append(text)

@@ -47,7 +47,8 @@ def test_whitespace_only_text_has_no_passages_and_the_limit_is_checked():
 
 
 hypothesis = pytest.importorskip("hypothesis")
-from hypothesis import given, strategies as st  # noqa: E402
+from hypothesis import given  # noqa: E402  after the importorskip above
+from hypothesis import strategies as st  # noqa: E402  after the importorskip above
 
 _PIECES = st.sampled_from(["كلمة", "نص", "a", "bc", "3.5", " ", "  ", "\n", "\r\n", "\n\n", ".", "؟", "؛", "!", "?",
                            "»", "\u2028", "\t", "طويلةجدا" * 4])
@@ -123,7 +124,8 @@ def test_search_names_the_document_and_the_exact_span(index):
     best = hits[0]
     assert (best.document, best.title, best.passage) == ("cairo", None, Passage(1, 0, len(CAIRO)))
     assert best.text == CAIRO == index.document_text(1)[best.passage.start:best.passage.end]
-    assert best.score > 0 and all(a.score >= b.score for a, b in zip(hits, hits[1:]))
+    # Adjacent pairs (hits[1:] is one shorter): the scores never rise.
+    assert best.score > 0 and all(a.score >= b.score for a, b in zip(hits, hits[1:], strict=False))
     assert index.search("كم يبلغ طول نهر النيل", k=1)[0].document == "nile"
     assert (len(index), index.documents, index.analysis) == (3, 3, "arabertv02-light10+qwords")
     assert index.document_id(2) == "7" and index.document_title(0) == "النيل"
@@ -191,3 +193,13 @@ def test_rank_passages_ranks_one_long_context(shared_data):
     assert rank_passages("سؤال", context, k=2) == Index.build([context]).search("سؤال", 2)
     with pytest.raises(InputError, match="text: a context is a string"):
         rank_passages("سؤال", None)
+
+
+def test_rank_passages_checks_its_settings_before_its_cache():
+    assert rank_passages("النيل", NILE, k=1)[0].text == NILE  # the index of NILE at 600 characters is now cached
+    with pytest.raises(ConfigError, match="passage_chars 600.0"):  # equal to the cached 600, still refused
+        rank_passages("النيل", NILE, passage_chars=600.0)
+    with pytest.raises(ConfigError, match="passage_chars True"):
+        rank_passages("النيل", NILE, passage_chars=True)
+    with pytest.raises(ConfigError, match="an analysis name must be a string, not int"):
+        rank_passages("النيل", NILE, analysis=5)

@@ -23,7 +23,6 @@ from arabert_pipeline.errors import ConfigError
 from arabert_pipeline.outputs import OutputLock
 from arabert_pipeline.retrieval import index as index_module
 from arabert_pipeline.retrieval.store import FILES, partial_dir
-
 from conftest import REPO
 
 TEXTS = [f"الفقرة رقم {i} عن مدينة {city}.\nوفيها حديث عن {topic} وأهله." for i, (city, topic) in enumerate(
@@ -50,7 +49,8 @@ def test_a_written_index_opens_to_the_same_search(built, tmp_path):
     hit = opened.search("البتراء", 1)[0]
     assert (hit.document, hit.title) == ("doc-6", "عنوان 6")
     assert opened.document_text(6)[hit.passage.start:hit.passage.end] == hit.text
-    assert (len(opened), opened.documents, opened.analysis, opened.passage_chars) == (8, 8, "arabertv02-light10+qwords", 600)
+    assert (len(opened), opened.documents, opened.analysis, opened.passage_chars) == \
+        (8, 8, "arabertv02-light10+qwords", 600)
     assert sorted(p.name for p in built.iterdir()) == sorted([*FILES, METADATA_FILE])
     metadata = json.loads((built / METADATA_FILE).read_text())
     assert metadata["library"] == "bm25s" and metadata["format"] == 1 and metadata["bm25"]["k1"] == 1.5
@@ -75,9 +75,8 @@ def test_an_index_is_never_written_over(built, tmp_path):
 
 
 def test_a_build_in_progress_holds_the_lock(tmp_path):
-    with OutputLock(tmp_path / "index", "index"):
-        with pytest.raises(ConfigError, match="in use by PID"):
-            Index.build(TEXTS, path=tmp_path / "index")
+    with OutputLock(tmp_path / "index", "index"), pytest.raises(ConfigError, match="in use by PID"):
+        Index.build(TEXTS, path=tmp_path / "index")
 
 
 def _rewrite(directory: Path, name: str, data: bytes, *, record: bool) -> None:
@@ -259,7 +258,8 @@ def index_error(tmp_path, capsys, name: str, content: bytes) -> str:
 
 BAD_JSON_LINES = {
     b'{"text": "x"}\n{"text": \n': r"a.jsonl: line 2: invalid JSON",
-    b'{"id": "x", "text": "x"}\n{"id": "x", "text": "y"}\n': r"a.jsonl line 2: duplicate id 'x' \(also .*a.jsonl line 1\)",
+    b'{"id": "x", "text": "x"}\n{"id": "x", "text": "y"}\n':
+        r"a.jsonl line 2: duplicate id 'x' \(also .*a.jsonl line 1\)",
     b'{"title": "t"}\n': r"a.jsonl: line 1: text: missing",
     b'{"text": "  "}\n': r"a.jsonl: line 1: text: empty",
     b'{"text": "x", "id": 1.5}\n': r"a.jsonl: line 1: id: must be a string or an integer",

@@ -30,7 +30,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import re
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 from ..errors import ConfigError
 from ..preprocess.normalize import LETTER_VARIANTS, normalize
@@ -137,7 +137,8 @@ class Analysis:
         if self.question_words:
             rows = [[t for t in row if t not in QUESTION_WORDS] for row in rows]
         if self.bigrams:
-            rows = [row + [f"{a}_{b}" for a, b in zip(row, row[1:])] for row in rows]
+            # Adjacent pairs: row[1:] is one shorter, so the last term pairs with nothing.
+            rows = [row + [f"{a}_{b}" for a, b in zip(row, row[1:], strict=False)] for row in rows]
         return rows
 
 
@@ -151,7 +152,7 @@ def analysis_names() -> list[str]:
     return names
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def get_analysis(name: str) -> Analysis:
     """The analysis a name stands for, or a ConfigError listing the names."""
     if not isinstance(name, str):

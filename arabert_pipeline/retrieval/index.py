@@ -22,7 +22,8 @@ import dataclasses
 import functools
 import logging
 import os
-from typing import Iterable, Protocol, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Protocol
 
 import numpy as np
 
@@ -202,7 +203,7 @@ class Index:
     def build(cls, texts: Iterable[str], ids: Iterable[str | int] | None = None,
               titles: Iterable[str | None] | None = None, path: str | os.PathLike | None = None, *,
               analysis: str = DEFAULT_ANALYSIS, passage_chars: int = DEFAULT_PASSAGE_CHARS, progress: bool = False,
-              resume: bool = False) -> "Index":
+              resume: bool = False) -> Index:
         """Index `texts` (strings; `ids` and `titles` one per text when given): in memory when `path` is None, else
         written to the directory `path` (which must not exist or be empty) and opened from there. `resume`: continue
         a build of the same documents and settings into `path` that was interrupted."""
@@ -224,7 +225,7 @@ class Index:
         return cls.open(path)
 
     @classmethod
-    def open(cls, path: str | os.PathLike, *, verify: bool = True) -> "Index":
+    def open(cls, path: str | os.PathLike, *, verify: bool = True) -> Index:
         """The index written to the directory `path` by `Index.build(..., path=...)` or `arabert-pipeline index`; a
         directory that is not one, or a damaged one, is a ConfigError naming the file. `verify`: every file's SHA-256
         is checked against the one recorded (False: only their sizes, for a faster start)."""
@@ -271,7 +272,7 @@ class Index:
         document, start, end = (int(v) for v in self._passages[row])
         return Passage(document, start, end)
 
-    def _position(self, position: int) -> int:
+    def _position(self, position: object) -> int:
         if isinstance(position, bool) or not isinstance(position, (int, np.integer)) or \
                 not 0 <= position < self.documents:
             raise IndexError(f"document {position!r} of {self.documents:,}")
@@ -295,7 +296,7 @@ class Index:
 
     def _hits(self, rows: np.ndarray, scores: np.ndarray) -> list[Hit]:
         hits, seen = [], {}
-        for (document, start, end), score in zip(self._passages[rows].tolist(), scores.tolist()):
+        for (document, start, end), score in zip(self._passages[rows].tolist(), scores.tolist(), strict=True):
             if document not in seen:
                 seen[document] = (self._documents.text(document), *self._documents.record(document))
             text, id_, title = seen[document]
@@ -322,7 +323,9 @@ def rank_passages(question: str, text: str, *, analysis: str = DEFAULT_ANALYSIS,
     question about the same text costs a search alone). Hits name the document "0"; their offsets are into `text`."""
     if not isinstance(text, str):
         raise InputError(f"a context is a string, not {type(text).__name__}", field="text")
-    if not isinstance(analysis, str) or type(passage_chars) is not int:
+    # The cached index is found by equality, and 600.0 == 600: a passage_chars that is not an int is refused here, or a
+    # cached build would answer for it unchecked. Any other bad `analysis` is a cache miss that Index.build refuses.
+    if type(passage_chars) is not int:
         get_analysis(analysis)
         check_passage_chars(passage_chars)
     return _context_index(text, analysis, passage_chars).search(question, k)

@@ -17,11 +17,19 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-from ..artifacts import CORPUS_READ_ERRORS, MAX_DATA_FILE_BYTES, check_input_file, decompressed, json_line_id, \
-    parse_json, read_text_file
+from ..artifacts import (
+    CORPUS_READ_ERRORS,
+    MAX_DATA_FILE_BYTES,
+    check_input_file,
+    decompressed,
+    json_line_id,
+    parse_json,
+    read_text_file,
+)
 from ..errors import ConfigError, InputError
 
 FORMATS = {".json": "squad", ".jsonl": "jsonl"}
@@ -122,7 +130,7 @@ def _json_lines(path: Path, documents: Documents) -> None:
             problem = "missing" if "text" not in record else \
                 "empty" if isinstance(text, str) else f"a {type(text).__name__}, not a string"
             raise InputError(problem, path=path, line=number, field="text")
-        id_ = record["id"] if "id" in record else f"{path.name}:{number}"
+        id_ = record.get("id", f"{path.name}:{number}")
         id_ = str(json_line_id(id_, path=path, line=number))
         if id_ == "":
             raise InputError("empty", path=path, line=number, field="id")
@@ -153,6 +161,7 @@ def _squad(path: Path, documents: Documents) -> None:
 
 def _expect(value: Any, kind: type, path: Path, field: str) -> Any:
     if not isinstance(value, kind):
-        wanted = {dict: "an object", list: "a list", str: "a string"}[kind]
+        names: dict[type, str] = {dict: "an object", list: "a list", str: "a string"}
+        wanted = names[kind]
         raise InputError(f"expected {wanted}, found {type(value).__name__}", path=path, field=field)
     return value

@@ -10,7 +10,8 @@ Ties are broken by passage position, so that the same index and question always 
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -39,7 +40,7 @@ class Scorer:
         self.model, self.vocabulary, self.passages, self.params = model, vocabulary, passages, params
 
     @classmethod
-    def build(cls, rows: list[Sequence[int]], vocabulary: dict[str, int], params: dict | None = None) -> "Scorer":
+    def build(cls, rows: Sequence[Sequence[int]], vocabulary: dict[str, int], params: dict | None = None) -> Scorer:
         """Index `rows` (each passage's terms as vocabulary ids)."""
         import bm25s
 
@@ -55,7 +56,7 @@ class Scorer:
 
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray], vocabulary: dict[str, int], passages: int,
-                    params: dict) -> "Scorer":
+                    params: dict) -> Scorer:
         import bm25s
 
         if params.get("method") not in METHODS:

@@ -35,8 +35,17 @@ from typing import Any
 
 import numpy as np
 
-from ..artifacts import METADATA_FILE, MAX_DATA_FILE_BYTES, atomic_write, file_digest, open_regular_file, \
-    parse_json, read_json_file, read_metadata, read_text_file
+from ..artifacts import (
+    MAX_DATA_FILE_BYTES,
+    METADATA_FILE,
+    atomic_write,
+    file_digest,
+    open_regular_file,
+    parse_json,
+    read_json_file,
+    read_metadata,
+    read_text_file,
+)
 from ..errors import ConfigError, InputError
 from ..outputs import OutputLock, check_directory_writable
 from .analysis import get_analysis
@@ -89,7 +98,7 @@ class PartialBuild:
         self.lock = OutputLock(self.path, "index")
         self.complete = False  # the output already holds this very build (resumed after its last step)
 
-    def __enter__(self) -> "PartialBuild":
+    def __enter__(self) -> PartialBuild:
         if self.path.exists() and not self.path.is_dir():
             raise ConfigError(f"{self.path} exists and is not a directory; choose a new directory for the index")
         check_directory_writable(self.path.parent)
@@ -264,7 +273,8 @@ def read_index_metadata(path: str | os.PathLike) -> dict[str, Any]:
     """The metadata of the index directory `path`, checked: kind, format and the fields opening it needs."""
     path = Path(path)
     if not path.is_dir():
-        raise ConfigError(f"{path} is not an index directory ({'no such directory' if not path.exists() else 'a file'})")
+        found = "no such directory" if not path.exists() else "a file"
+        raise ConfigError(f"{path} is not an index directory ({found})")
     meta_path = path / METADATA_FILE
     if not os.path.lexists(meta_path):
         raise ConfigError(f"{path} is not an index directory: it has no {METADATA_FILE} (build one with "
@@ -322,7 +332,7 @@ def _load_array(path: Path, shape: tuple, dtype: Any) -> np.ndarray:
 
     found_shape, found_dtype = npy_header(path)
     if found_dtype != np.dtype(dtype) or len(found_shape) != len(shape) or \
-            any(want is not None and got != want for got, want in zip(found_shape, shape)):
+            any(want is not None and got != want for got, want in zip(found_shape, shape, strict=True)):
         want = "(" + ", ".join("N" if w is None else str(w) for w in shape) + f") {np.dtype(dtype)}"
         raise ConfigError(f"{path}: expected {want}, found {found_shape} {found_dtype}")
     return np.load(path, mmap_mode="r", allow_pickle=False)
