@@ -203,3 +203,12 @@ def test_rank_passages_checks_its_settings_before_its_cache():
         rank_passages("النيل", NILE, passage_chars=True)
     with pytest.raises(ConfigError, match="an analysis name must be a string, not int"):
         rank_passages("النيل", NILE, analysis=5)
+
+
+def test_an_analysis_that_is_no_string_is_a_config_error_not_a_traceback():
+    from arabert_pipeline.retrieval.index import rank_passages
+
+    with pytest.raises(ConfigError, match="must be a string"):
+        rank_passages("سؤال", "نص طويل", analysis=["x"])
+    with pytest.raises(ConfigError, match="unknown analysis 'x'.*arabertv02-light10[+]qwords, "):
+        rank_passages("سؤال", "نص طويل", analysis="x")

@@ -152,13 +152,18 @@ def analysis_names() -> list[str]:
     return names
 
 
-@functools.cache
 def get_analysis(name: str) -> Analysis:
     """The analysis a name stands for, or a ConfigError listing the names."""
-    if not isinstance(name, str):
+    if not isinstance(name, str):  # before the cache, which would hash it
         raise ConfigError(f"an analysis name must be a string, not {type(name).__name__}")
+    return _analysis(name)
+
+
+@functools.cache
+def _analysis(name: str) -> Analysis:
     base, *levers = name.split("+")
     if base not in BASES or levers != [lever for lever in LEVERS if lever in levers]:
         raise ConfigError(f"unknown analysis {name!r}: use one of {', '.join(BASES)}, optionally followed by "
-                          f"+qwords and +bigrams in that order (e.g. {DEFAULT_ANALYSIS}+qwords)")
+                          f"+qwords and +bigrams in that order (e.g. {DEFAULT_ANALYSIS}, "
+                          "arabertv2-light+qwords+bigrams)")
     return Analysis(name, base, "qwords" in levers, "bigrams" in levers)

@@ -323,10 +323,11 @@ def rank_passages(question: str, text: str, *, analysis: str = DEFAULT_ANALYSIS,
     question about the same text costs a search alone). Hits name the document "0"; their offsets are into `text`."""
     if not isinstance(text, str):
         raise InputError(f"a context is a string, not {type(text).__name__}", field="text")
-    # The cached index is found by equality, and 600.0 == 600: a passage_chars that is not an int is refused here, or a
-    # cached build would answer for it unchecked. Any other bad `analysis` is a cache miss that Index.build refuses.
-    if type(passage_chars) is not int:
+    # The cached index is found by equality (600.0 == 600) and by hash (a list cannot be one): both settings are
+    # checked before the cache is asked, or a cached build would answer for a bad one, or hashing would raise first.
+    if type(analysis) is not str:
         get_analysis(analysis)
+    if type(passage_chars) is not int:
         check_passage_chars(passage_chars)
     return _context_index(text, analysis, passage_chars).search(question, k)
 
