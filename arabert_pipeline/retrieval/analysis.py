@@ -152,7 +152,7 @@ def analysis_names() -> list[str]:
     return names
 
 
-def get_analysis(name: str) -> Analysis:
+def get_analysis(name: object) -> Analysis:
     """The analysis a name stands for, or a ConfigError listing the names."""
     if not isinstance(name, str):  # before the cache, which would hash it
         raise ConfigError(f"an analysis name must be a string, not {type(name).__name__}")
