@@ -21,10 +21,12 @@ import shutil
 import stat
 import tempfile
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from .errors import ArabertPipelineError, ConfigError, DataNotFoundError, InputError
+
 # One digest and one bounded reader for every file the package checks; the layers above read them here.
 from .weights import MAX_JSON_FILE_BYTES, _file_kind, file_digest, open_regular_file, read_text_file  # noqa: F401
 
@@ -464,7 +466,8 @@ def load_pretrained_model(auto_class, source: str | os.PathLike, **kwargs) -> tu
         if keys:
             more = f" and {len(keys) - 1} more" if len(keys) > 1 else ""
             raise ConfigError(f"{source}: the weights do not fit config.json: encoder tensors {where} the model it "
-                              f"describes ({keys[0]}{more}); check num_hidden_layers and the other sizes in config.json")
+                              f"describes ({keys[0]}{more}); check num_hidden_layers and the other sizes in "
+                              "config.json")
     return model, info
 
 

@@ -569,7 +569,8 @@ def check_fits_config(model_class, config, path: str | os.PathLike, header: Safe
         found = stored.get(name.removeprefix(prefix))
         if found is None or found == shape:
             continue
-        differing = [want for want, have in zip(shape, found, strict=True) if want != have] if len(shape) == len(found) else []
+        same_rank = len(shape) == len(found)
+        differing = [want for want, have in zip(shape, found, strict=True) if want != have] if same_rank else []
         fields = sorted(key for key, value in config.to_dict().items()
                         if type(value) is int and differing and value == differing[0])
         what = " or ".join(f"{field} {differing[0]}" for field in fields) + " does" if fields else "its sizes do"

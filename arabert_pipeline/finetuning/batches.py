@@ -11,7 +11,7 @@ classification and NER tasks share both, so the two backends batch and pad alike
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

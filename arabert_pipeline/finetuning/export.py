@@ -156,7 +156,7 @@ def _trace(model, inputs: list[str], output_names: tuple[str, ...], path: Path, 
             self.model = model
 
         def forward(self, *tensors):
-            out = self.model(**dict(zip(inputs, tensors)))
+            out = self.model(**dict(zip(inputs, tensors, strict=True)))
             return tuple(getattr(out, name) for name in output_names)
 
     # A padded second row, so that the attention mask's computation is part of the trace.
@@ -452,7 +452,7 @@ def _check_against_torch(path: Path, model, inputs: list[str], output_names: tup
         got = session.run(list(output_names), feeds)
         with torch.no_grad():
             out = model(**{name: torch.from_numpy(v) for name, v in feeds.items()})
-        for name, onnx_values in zip(output_names, got):
+        for name, onnx_values in zip(output_names, got, strict=True):
             gap = np.abs(onnx_values - getattr(out, name).numpy())
             gap = float((gap[mask.astype(bool)] if per_token else gap).max())
             if not gap <= TOLERANCE:

@@ -11,7 +11,8 @@ import collections
 import dataclasses
 import re
 import unicodedata
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 _MARKS = re.compile("[\u0610-\u061a\u064b-\u065f\u0670\u06d6-\u06ed\u0640]")  # diacritics, Quranic marks, tatweel
 _VARIANTS = str.maketrans({"أ": "ا", "إ": "ا", "آ": "ا", "ٱ": "ا", "ى": "ي", "ة": "ه"})

@@ -401,7 +401,7 @@ def open_task_model(directory: Path, vocab_size: object, *, quantize: bool = Fal
     return session, tokenizer, 1 if quantize or session_is_int8(session) else None
 
 
-def run_task_session(session, batch: dict, output_names) -> "object":
+def run_task_session(session, batch: dict, output_names) -> object:
     """The logits of a task model's session on a batch of ids and masks (token types zero where the graph has them)."""
     import numpy as np
 

@@ -13,8 +13,9 @@ supplies `has_dev` and `dev_score` besides what `Engine` asks for.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 

@@ -14,7 +14,8 @@ Its leakage finder takes [(set name, examples)] for training and for the guarded
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..errors import ConfigError
 

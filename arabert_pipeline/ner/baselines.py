@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter, defaultdict
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import regex
 
@@ -81,7 +82,7 @@ def fit_baseline(name: str, train: Sequence[dict], dev: Sequence[dict] = (), *, 
     if name == "most-frequent-tag":
         counts: dict[str, Counter] = defaultdict(Counter)
         for e in train:
-            for w, t in zip(e["words"], e["tags"]):
+            for w, t in zip(e["words"], e["tags"], strict=True):
                 counts[w][t] += 1
         return Tagger(name, table={w: max(c, key=lambda t: (c[t], t == "O", t)) for w, c in counts.items()})
     if name == "bilstm":

@@ -14,16 +14,21 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
 from ..artifacts import model_config
 from ..errors import ConfigError
 from ..finetuning.batches import pad, prediction_batches
-from ..finetuning.modeldir import (check_head_size, head_labels, model_metadata, recorded_preprocessing,
-                                   task_max_seq_length)
+from ..finetuning.modeldir import (
+    check_head_size,
+    head_labels,
+    model_metadata,
+    recorded_preprocessing,
+    task_max_seq_length,
+)
 from ..finetuning.runtime import head_outputs, open_task_model, run_task_session
 from ..finetuning.taskexport import OUTPUT_NAMES, TOKEN_CLASSIFICATION
 from .align import EncodedSentence, WordEncoder, joined, word_spans
@@ -77,7 +82,7 @@ class TokenTagger:
 
     @classmethod
     def load(cls, directory: str | os.PathLike, *, preprocessing: str | None = None,
-             device: str = "cpu") -> "TokenTagger":
+             device: str = "cpu") -> TokenTagger:
         from transformers import AutoModelForTokenClassification
 
         from ..artifacts import check_vocabulary_size, load_pretrained_model, torch_device
@@ -128,7 +133,7 @@ class TokenTagger:
             tags, scores = ["O"] * sentence.word_count, [1.0] * sentence.word_count
             for piece in sentence.pieces:
                 probabilities = _softmax(next(logits)[piece.positions]) if piece.positions else np.zeros((0, 1))
-                for word, row in zip(piece.words, probabilities):
+                for word, row in zip(piece.words, probabilities, strict=True):
                     best = int(row.argmax())
                     tags[word], scores[word] = self.labels[best], float(row[best])
             results.append((tags, scores))
@@ -137,7 +142,7 @@ class TokenTagger:
     def tag_words(self, sentences: Sequence[Sequence[str]], batch_size: int = 32
                   ) -> list[tuple[list[str], list[float]]]:
         """Tags and their probabilities for sentences given as words."""
-        texts, spans = zip(*(joined(words) for words in sentences)) if sentences else ((), ())
+        texts, spans = zip(*(joined(words) for words in sentences), strict=True) if sentences else ((), ())
         return self.tag_encoded(self.encoder.encode(texts, spans), batch_size)
 
     def entities(self, texts: str | Sequence[str], batch_size: int = 32) -> list[list[Entity]]:
@@ -145,8 +150,8 @@ class TokenTagger:
         texts = [texts] if isinstance(texts, str) else list(texts)
         spans = [word_spans(t) for t in texts]
         found = []
-        for text, word_spans_, (tags, scores) in zip(texts, spans,
-                                                     self.tag_encoded(self.encoder.encode(texts, spans), batch_size)):
+        tagged = self.tag_encoded(self.encoder.encode(texts, spans), batch_size)
+        for text, word_spans_, (tags, scores) in zip(texts, spans, tagged, strict=True):
             items = []
             for kind, first, last in sorted(tag_entities(tags), key=lambda e: e[1]):
                 start, end = word_spans_[first][0], word_spans_[last - 1][1]
@@ -160,7 +165,7 @@ class OnnxTokenTagger(TokenTagger):
 
     @classmethod
     def load(cls, directory: str | os.PathLike, *, preprocessing: str | None = None,
-             quantize: bool = False) -> "OnnxTokenTagger":
+             quantize: bool = False) -> OnnxTokenTagger:
         directory = Path(directory)
         metadata, config = _read(directory)
         preprocessing = recorded_preprocessing(directory, metadata, preprocessing)

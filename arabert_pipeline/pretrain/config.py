@@ -145,8 +145,8 @@ class PretrainConfig:
         if self.model_size is None and self.init_from is None:
             raise ConfigError("--model-size is required unless --init-from gives the architecture")
         if self.init_embeddings is not None and self.init_from is not None:
-            raise ConfigError("--init-embeddings starts new token embeddings from static vectors; --init-from continues "
-                              "trained ones: give one of them")
+            raise ConfigError("--init-embeddings starts new token embeddings from static vectors; --init-from "
+                              "continues trained ones: give one of them")
         if self.model_size is not None:
             model_dims(self.model_size)
         if self.objective not in OBJECTIVES:

@@ -69,8 +69,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import ConfigError
-from ..weights import from_pretrained
 from ..tokenizer.export import save_pretrained_tokenizer
+from ..weights import from_pretrained
 from .config import bert_config_kwargs
 from .data import IGNORE, Example, SpecialIds
 from .mlm import MLMCollator, make_collator, masked_accuracy, masked_logits, mlm_hidden_states
@@ -294,7 +294,8 @@ def model_classes(architecture: str) -> tuple[type, type, dict]:
 
 
 def load_pair(config, tokenizer):
-    """(generator, discriminator) from `--init-from` (an electra export or checkpoint), the generator rebuilt if absent."""
+    """(generator, discriminator) from `--init-from` (an electra export or checkpoint), the generator rebuilt if
+    absent."""
     from transformers import AutoConfig
 
     from .config import ARCHITECTURES

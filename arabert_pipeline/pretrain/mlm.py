@@ -40,8 +40,16 @@ from torch import nn
 from ..errors import ConfigError
 from ..weights import from_pretrained
 from .config import bert_config_kwargs
-from .data import (IGNORE, POSITIONS_MULTIPLE, BatchShape, Example, SpecialIds, needs_attention_mask, padded_shape,
-                   row_lengths)
+from .data import (
+    IGNORE,
+    POSITIONS_MULTIPLE,
+    BatchShape,
+    Example,
+    SpecialIds,
+    needs_attention_mask,
+    padded_shape,
+    row_lengths,
+)
 from .objectives import check_init_from, init_model_dir
 
 STATIC_MASKS = 10  # RoBERTa's duplication factor for static masking
@@ -91,7 +99,8 @@ class MLMCollator:
         randomised = (action >= 0.8) & (action < 0.9)
         masked[positions[randomised]] = random_ids[randomised] if random_ids is not None else \
             rng.integers(0, self.vocab_size, int(randomised.sum()))
-        if self.shape is not None:  # few distinct prediction-head shapes too (see BatchShape); the extra rows are ignored
+        # Few distinct prediction-head shapes too (see BatchShape); the extra rows are ignored.
+        if self.shape is not None:
             extra = -len(positions) % POSITIONS_MULTIPLE
             positions = np.append(positions, np.zeros(extra, dtype=np.int64))
             labels = np.append(labels, np.full(extra, IGNORE, dtype=np.int64))
@@ -123,7 +132,7 @@ class MLMCollator:
         the run's seed, the sequence's tokens and which of its STATIC_MASKS copies `rng` picks."""
         positions, action, random_ids = [], [], []
         copies = rng.integers(0, STATIC_MASKS, len(examples))
-        for row, (example, copy) in enumerate(zip(examples, copies)):
+        for row, (example, copy) in enumerate(zip(examples, copies, strict=True)):
             n = len(example.input_ids)
             digest = hashlib.blake2b(example.input_ids.tobytes(), digest_size=8).digest()
             own = np.random.default_rng([self.seed, int(copy), int.from_bytes(digest, "little")])

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def build_objective(config: "PretrainConfig", tokenizer, preprocessing: str | None = None) -> "torch.nn.Module":
+def build_objective(config: PretrainConfig, tokenizer, preprocessing: str | None = None) -> torch.nn.Module:
     module = importlib.import_module(OBJECTIVES[config.objective])
     objective = module.build(config, tokenizer)
     if config.deberta_attention == "sdpa":  # for every objective's DeBERTa(s), --init-from's included
@@ -61,7 +61,7 @@ def build_objective(config: "PretrainConfig", tokenizer, preprocessing: str | No
     return objective
 
 
-def static_vector_rows(tokenizer, embeddings) -> dict[int, "np.ndarray"]:
+def static_vector_rows(tokenizer, embeddings) -> dict[int, np.ndarray]:
     """Token id → the static vector of the word it is: whole-word tokens ("▁word" in SentencePiece, "word" but not
     "##piece" in WordPiece) found among the vectors' words; with fastText, every token's text gets a vector from its
     character n-grams (pieces inside words included, as fastText embeds any string). Special tokens get none."""
@@ -156,7 +156,7 @@ def check_vocabulary(model_dir: Path, model_vocab_size: int, tokenizer) -> None:
             )
 
 
-def check_init_from(config: "PretrainConfig", stored, directory: Path, tokenizer) -> None:
+def check_init_from(config: PretrainConfig, stored, directory: Path, tokenizer) -> None:
     """The `--init-from` model (its config `stored`) fits this run: the --architecture, the vocabulary, enough
     positions, and the --model-size if one is given."""
     from .config import ARCHITECTURES, size_kwargs

@@ -48,7 +48,8 @@ epoch and batch index), which is what makes a resumed run repeat the uninterrupt
 contiguous token spans blind to word boundaries and special tokens, and needs even sequence lengths.
 
 Export: the plain `XLNetLMHeadModel` (`AutoModelForCausalLM` loads it, `AutoModelForQuestionAnswering` gives the
-`XLNetForQuestionAnsweringSimple` that `arabert-pipeline finetune` trains; qa/transformer/architectures.py has the QA side).
+`XLNetForQuestionAnsweringSimple` that `arabert-pipeline finetune` trains; qa/transformer/architectures.py has the QA
+side).
 """
 from __future__ import annotations
 

@@ -20,8 +20,15 @@ from __future__ import annotations
 
 from .budget import REPLAN_CHECK_EVERY, BudgetPlanner
 from .checkpoints import (
-    CHECKPOINT_MODEL, CHECKPOINTS, LOG_FILE, STATE_FILE, TRAINER_STATE_FILE, check_tensor_state, checkpoint_name,
-    list_checkpoints, read_trainer_state,
+    CHECKPOINT_MODEL,
+    CHECKPOINTS,
+    LOG_FILE,
+    STATE_FILE,
+    TRAINER_STATE_FILE,
+    check_tensor_state,
+    checkpoint_name,
+    list_checkpoints,
+    read_trainer_state,
 )
 from .engine import Engine, quiet_transformers
 from .optim import lr_factor, make_optimizer, parameter_groups, use_bf16, warmup_steps

@@ -10,8 +10,9 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 import torch
@@ -44,7 +45,7 @@ class Engine(Checkpointing, OutputRules, RunLog, BudgetSteps):
     output_kind: OutputKind
     description = "training"
 
-    def __init__(self, loop: LoopSettings, on_step: Callable[["Engine"], None] | None = None):
+    def __init__(self, loop: LoopSettings, on_step: Callable[[Engine], None] | None = None):
         from accelerate import Accelerator, PartialState
 
         self.loop, self.on_step = loop, on_step

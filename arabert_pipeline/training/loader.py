@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import os
 import signal
-from typing import Callable, Iterator, NamedTuple
+from collections.abc import Callable, Iterator
+from typing import NamedTuple
 
 import numpy as np
 import torch

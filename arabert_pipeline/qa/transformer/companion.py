@@ -33,8 +33,9 @@ import os
 import re
 import shutil
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -128,8 +129,9 @@ def _check_against_torch(graph, path: Path, dim: int) -> None:
                   torch.randn(1, question_words, dim, generator=generator))
         with torch.no_grad():
             expected = [t.numpy() for t in graph(*inputs)]
-        found = session.run(None, dict(zip(("context", "features", "question"), (t.numpy() for t in inputs))))
-        if any(not np.allclose(a, b, atol=1e-3, rtol=1e-3) for a, b in zip(expected, found)):
+        feeds = dict(zip(("context", "features", "question"), (t.numpy() for t in inputs), strict=True))
+        found = session.run(None, feeds)
+        if any(not np.allclose(a, b, atol=1e-3, rtol=1e-3) for a, b in zip(expected, found, strict=True)):
             raise ConfigError(f"{path}: the exported reader does not reproduce torch's logits (ONNX Runtime "
                               f"{onnxruntime.__version__}, torch {torch.__version__})")
 
@@ -196,7 +198,7 @@ def compact_companion(directory: str | os.PathLike, *, min_elements: int | None 
 
 
 def load_companion(model_dir: str | os.PathLike, preprocessing: str, *, required: bool,
-                   session: Callable[[Path, Any], Any] | None = None) -> "Companion | None":
+                   session: Callable[[Path, Any], Any] | None = None) -> Companion | None:
     """The reader of a local model dir when its settings weigh one (`required`), else None; `session` as in
     Companion.load."""
     if not required:
@@ -222,7 +224,7 @@ class Companion:
 
     @classmethod
     def load(cls, model_dir: str | os.PathLike, preprocessing: str, *,
-             session: Callable[[Path, Any], Any] | None = None) -> "Companion":
+             session: Callable[[Path, Any], Any] | None = None) -> Companion:
         """The reader in MODEL_DIR/reader/, checked against the QA model's `preprocessing`; `session`, given the checked
         reader.onnx and the session options, returns the ONNX Runtime session to run instead (the ONNX backend's int8
         copy; its errors name what they load)."""
@@ -285,7 +287,8 @@ class Companion:
         spans, start, end = self.word_log_probs(question, text)
         by_char_start = np.full(len(text) + 1, LOG_PROB_FLOOR, dtype=np.float32)
         by_char_end = by_char_start.copy()
-        for (a, b), s, e in zip(spans.tolist(), np.maximum(start, LOG_PROB_FLOOR), np.maximum(end, LOG_PROB_FLOOR)):
+        for (a, b), s, e in zip(spans.tolist(), np.maximum(start, LOG_PROB_FLOOR), np.maximum(end, LOG_PROB_FLOOR),
+                             strict=True):
             by_char_start[a:b], by_char_end[a:b] = s, e
         return by_char_start, by_char_end
 
