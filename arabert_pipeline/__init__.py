@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from .preprocess import Preprocessor
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> type[Preprocessor] | type[Pipeline]:
     if name == "Preprocessor":
         from .preprocess import Preprocessor
 

@@ -26,14 +26,23 @@ Whether a model keeps its answers in this form is measured on dev before it ship
 """
 from __future__ import annotations
 
+import io
 import json
 import os
 import stat
 import struct
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .errors import ConfigError, InputError
+
+if TYPE_CHECKING:  # numpy, torch and the rest load when a function needs them: `import arabert_pipeline` stays fast
+    import numpy as np
+    import torch
+    from numpy.typing import ArrayLike, NDArray
+    from onnx import ModelProto
+    from safetensors import safe_open
+    from transformers import PretrainedConfig, PreTrainedModel
 
 STORAGE_KEY = "arabert_pipeline.storage"
 INT8_ROWS = "int8-rows"
@@ -50,13 +59,13 @@ MAX_HEADER_BYTES = 100_000_000
 
 
 class SafetensorsHeader(NamedTuple):
-    tensors: dict  # name → {"dtype", "shape", "data_offsets"}, __metadata__ left out
-    metadata: dict  # __metadata__ ({} when there is none)
+    tensors: dict[str, Any]  # name → {"dtype", "shape", "data_offsets"}, __metadata__ left out
+    metadata: dict[str, Any]  # __metadata__ ({} when there is none)
     data_start: int  # offset of the data section in the file
     raw: bytes  # the header's bytes as stored (finetuning/export.py fingerprints them)
 
 
-def read_safetensors_header(path: str | os.PathLike) -> SafetensorsHeader:
+def read_safetensors_header(path: str | os.PathLike[str]) -> SafetensorsHeader:
     """The header of a safetensors file, read without its tensors; a file that is not one (not a regular file,
     unreadable, truncated, a header length over MAX_HEADER_BYTES, JSON nested past the recursion limit, not a JSON
     object) is a one-line ConfigError naming it."""
@@ -84,9 +93,10 @@ def read_safetensors_header(path: str | os.PathLike) -> SafetensorsHeader:
     return SafetensorsHeader(header, metadata, 8 + size, raw)
 
 
-def storage_of(path: str | os.PathLike) -> str | None:
+def storage_of(path: str | os.PathLike[str]) -> str | None:
     """The storage a safetensors file's metadata records (INT8_ROWS), or None for a plain checkpoint."""
-    return read_safetensors_header(path).metadata.get(STORAGE_KEY)
+    storage: str | None = read_safetensors_header(path).metadata.get(STORAGE_KEY)
+    return storage
 
 
 # A reader's word table (qa/transformer/companion.py writes it, ner/bilstm.py reads it too): float16 rows, or int8 rows
@@ -100,7 +110,7 @@ class Int4TailTable:
     """int8 rows, then 4-bit rows packed two values a byte (low nibble first): indexed as the int8 table of all the
     rows would be (`table[ids]`, int8 values), the 4-bit rows unpacked as they are looked up."""
 
-    def __init__(self, head, tail, dim: int):
+    def __init__(self, head: NDArray[np.int8], tail: NDArray[np.uint8], dim: int) -> None:
         self.head, self.tail, self.dim = head, tail, dim
         self.shape = (len(head) + len(tail), dim)
         self.dtype = head.dtype
@@ -108,7 +118,7 @@ class Int4TailTable:
     def __len__(self) -> int:
         return self.shape[0]
 
-    def __getitem__(self, ids):
+    def __getitem__(self, ids: ArrayLike) -> NDArray[np.int8]:
         import numpy as np
 
         ids = np.asarray(ids, dtype=np.intp)
@@ -123,16 +133,16 @@ class Int4TailTable:
         return out.reshape(*ids.shape, self.dim)
 
 
-def pack_int4(values):
+def pack_int4(values: ArrayLike) -> NDArray[np.uint8]:
     """Signed 4-bit values (int8 in [-8, 7], rows of an even length) packed two a byte, the first in the low nibble:
     uint8 rows of half the length (ONNX's INT4 layout too)."""
     import numpy as np
 
     nibbles = (np.asarray(values, dtype=np.int8) & 0x0F).astype(np.uint8)
-    return nibbles[..., 0::2] | (nibbles[..., 1::2] << 4)
+    return nibbles[..., 0::2] | (nibbles[..., 1::2] << 4)  # type: ignore[return-value]  # uint8, typed signed
 
 
-def unpack_int4(packed, dim: int):
+def unpack_int4(packed: ArrayLike, dim: int) -> NDArray[np.int8]:
     """pack_int4's inverse: int8 rows of `dim` values."""
     import numpy as np
 
@@ -143,7 +153,7 @@ def unpack_int4(packed, dim: int):
     return np.where(out > 7, out - 16, out).astype(np.int8)
 
 
-def file_digest(path: str | os.PathLike) -> str:
+def file_digest(path: str | os.PathLike[str]) -> str:
     """SHA-256 of a file's bytes, read in blocks (corpus shards and model files are large); artifacts.file_digest."""
     import hashlib
 
@@ -162,7 +172,7 @@ def file_digest(path: str | os.PathLike) -> str:
 MAX_JSON_FILE_BYTES = 64 * 2**20
 
 
-def open_regular_file(path: str | os.PathLike, *, max_bytes: int | None = None) -> Any:
+def open_regular_file(path: str | os.PathLike[str], *, max_bytes: int | None = None) -> io.BufferedReader:
     """A binary file object on `path`, a regular file (or a link to one) of at most `max_bytes`; anything else is an
     InputError naming the file and what it is, raised before a byte is read."""
     path = Path(path)
@@ -190,7 +200,7 @@ def open_regular_file(path: str | os.PathLike, *, max_bytes: int | None = None) 
     return f
 
 
-def read_text_file(path: str | os.PathLike, *, max_bytes: int = MAX_JSON_FILE_BYTES, bom: bool = False) -> str:
+def read_text_file(path: str | os.PathLike[str], *, max_bytes: int = MAX_JSON_FILE_BYTES, bom: bool = False) -> str:
     """A small UTF-8 text file (metadata, configs): only a regular file of at most `max_bytes` is read. `bom`: a
     leading byte-order mark is dropped (SQuAD files saved by Windows tools have one)."""
     path = Path(path)
@@ -218,7 +228,8 @@ def _file_kind(mode: int) -> str | None:
     return None if stat.S_ISREG(mode) else "not a regular file"
 
 
-def read_table(directory: str | os.PathLike, config: dict, rows: int):
+def read_table(directory: str | os.PathLike[str], config: dict[str, Any],
+               rows: int) -> tuple[NDArray[Any] | Int4TailTable, NDArray[np.float32] | None]:
     """(table, row scales or None) of a reader/ whose reader.json `config` was read and checked (its table_sha256
     against READER_TABLE included): the table memory-mapped, float16 of (rows, config["dim"]), or int8 rows with their
     float32 scales (checked against scales_sha256), the last config["int4_rows"] of them 4-bit in READER_INT4 (checked
@@ -238,6 +249,7 @@ def read_table(directory: str | os.PathLike, config: dict, rows: int):
         raise ConfigError(f"{directory / READER_TABLE}: expected {expected}, found {table.shape} {table.dtype}")
     if table.dtype == np.float16:
         return table, None
+    rows_table: NDArray[Any] | Int4TailTable = table
     if int4_rows:
         packed_path = directory / READER_INT4
         if not packed_path.is_file() or file_digest(packed_path) != config.get("int4_sha256"):
@@ -247,7 +259,7 @@ def read_table(directory: str | os.PathLike, config: dict, rows: int):
         if packed.dtype != np.uint8 or packed.shape != (int4_rows, -(-config["dim"] // 2)) or config["dim"] % 2:
             raise ConfigError(f"{packed_path}: expected ({int4_rows}, {config['dim'] // 2}) uint8 (an even dim), "
                               f"found {packed.shape} {packed.dtype}")
-        table = Int4TailTable(table, packed, config["dim"])
+        rows_table = Int4TailTable(table, packed, config["dim"])
     scales_path = directory / READER_SCALES
     if not scales_path.is_file() or file_digest(scales_path) != config.get("scales_sha256"):
         raise ConfigError(f"{scales_path} is missing or not the file reader.json records: an int8 table needs its "
@@ -259,10 +271,10 @@ def read_table(directory: str | os.PathLike, config: dict, rows: int):
     if not np.isfinite(scales).all():  # a NaN row would silently change answers, or leave none
         raise ConfigError(f"{scales_path}: {int((~np.isfinite(scales)).sum())} row scale(s) are NaN or infinite: "
                           "the file is damaged; restore it")
-    return table, scales
+    return rows_table, scales
 
 
-def _load_array(path: Path):
+def _load_array(path: Path) -> NDArray[Any]:
     """A reader/ table memory-mapped (a header claiming more than the file holds is refused, not allocated), anything
     but a .npy array that fits its file a ConfigError naming it."""
     import numpy as np
@@ -277,7 +289,8 @@ def _load_array(path: Path):
     return array
 
 
-def quantize_rows(values, block: int | None = None, bits: int = 8):
+def quantize_rows(values: ArrayLike, block: int | None = None,
+                  bits: int = 8) -> tuple[NDArray[np.int8], NDArray[np.float32]]:
     """(int8 values, float32 scales rows × blocks) of a 2-D array: symmetric, one scale per `block` consecutive values
     of a row (None: per row, scales rows × 1); values in ±127, or ±7 with `bits` = 4 (pack_int4 stores those)."""
     import numpy as np
@@ -295,7 +308,7 @@ def quantize_rows(values, block: int | None = None, bits: int = 8):
     return quantized.reshape(rows, columns), scale.reshape(rows, columns // block)
 
 
-def dequantize_rows(quantized, scale):
+def dequantize_rows(quantized: NDArray[Any], scale: NDArray[Any]) -> NDArray[np.float32]:
     """The fp32 values int8 rows stand for: each value times its block's scale (what the ONNX graph's Cast + Mul
     compute); `scale` is rows × blocks (rows × 1: one per row)."""
     import numpy as np
@@ -306,7 +319,8 @@ def dequantize_rows(quantized, scale):
     return (widened * scale.astype(np.float32).reshape(rows, blocks, 1)).reshape(rows, columns)
 
 
-def dequantize_table(quantized, scale, exact=None, index=None):
+def dequantize_table(quantized: NDArray[Any], scale: NDArray[Any], exact: NDArray[Any] | None = None,
+                     index: ArrayLike | None = None) -> NDArray[np.float32]:
     """dequantize_rows, with the rows kept exactly (`exact`, placed by `index` as the module docstring says) put back
     in their places: the fp32 table both backends compute with."""
     import numpy as np
@@ -322,7 +336,8 @@ def dequantize_table(quantized, scale, exact=None, index=None):
     return table
 
 
-def table_rows(table, scales, ids):
+def table_rows(table: NDArray[Any] | Int4TailTable, scales: NDArray[np.float32] | None,
+               ids: NDArray[np.integer[Any]]) -> NDArray[np.float32]:
     """The float32 rows `ids` of a lookup table stored in float16, or in int8 (or Int4TailTable) rows with float32
     `scales` (one per row): the reader's word table (qa/transformer/companion.py, ner/bilstm.py)."""
     import numpy as np
@@ -331,7 +346,7 @@ def table_rows(table, scales, ids):
     return rows if scales is None else rows * scales[ids][..., None]
 
 
-def compact(source: str | os.PathLike, target: str | os.PathLike, *, min_elements: int = MIN_ELEMENTS,
+def compact(source: str | os.PathLike[str], target: str | os.PathLike[str], *, min_elements: int = MIN_ELEMENTS,
             blocks: dict[str, int | None] | None = None, only: tuple[str, ...] | None = None,
             exact_rows: dict[str, object] | None = None) -> dict[str, int]:
     """Write SOURCE (a safetensors file) to TARGET in int8 rows (2-D tensors of ≥ `min_elements` values, or only those
@@ -368,7 +383,7 @@ def compact(source: str | os.PathLike, target: str | os.PathLike, *, min_element
     return {"quantized": quantized, "kept": len(tensors) - quantized}
 
 
-def _row_index(rows: int, keep, what: str):
+def _row_index(rows: int, keep: object, what: str) -> NDArray[np.int32]:
     """The INDEX_SUFFIX array of a table of `rows` rows keeping the row numbers `keep` exactly: kept rows numbered in
     table order from 0, the others -1, -2, ... in table order."""
     import numpy as np
@@ -387,7 +402,7 @@ def _row_index(rows: int, keep, what: str):
     return index
 
 
-def compact_graph(graph, min_elements: int = MIN_ELEMENTS) -> int:
+def compact_graph(graph: ModelProto, min_elements: int = MIN_ELEMENTS) -> int:
     """Store, in place, each fp32 initializer of an ONNX graph with ≥ `min_elements` values and ≥ 2 axes as int8 rows
     (along its last axis) and their float32 scales, a Cast and a Mul in front giving the original name: ONNX Runtime
     folds them into the fp32 constant at session creation. Returns how many initializers were stored so."""
@@ -413,7 +428,7 @@ def compact_graph(graph, min_elements: int = MIN_ELEMENTS) -> int:
     return len(nodes) // 2
 
 
-def open_safetensors(path: str | os.PathLike):
+def open_safetensors(path: str | os.PathLike[str]) -> safe_open:
     """safetensors' safe_open on PATH (numpy), as a context manager; a header that library refuses (offsets that
     overlap or leave bytes uncovered, an unknown dtype, a shape its bytes do not hold) is a ConfigError naming PATH."""
     from safetensors import SafetensorError, safe_open
@@ -425,11 +440,11 @@ def open_safetensors(path: str | os.PathLike):
         raise ConfigError(f"{path}: not a readable safetensors file ({message})") from None
 
 
-def check_storage(path: str | os.PathLike, header: SafetensorsHeader) -> str | None:
+def check_storage(path: str | os.PathLike[str], header: SafetensorsHeader) -> str | None:
     """The storage PATH's metadata records (None: a plain checkpoint), refused when the tensors say otherwise: int8 rows
     whose metadata was dropped (a tool that rewrote the file), or an int8 tensor in a plain checkpoint; either would
     load as raw int8 values, or be refused later with advice about other things."""
-    storage = header.metadata.get(STORAGE_KEY)
+    storage: str | None = header.metadata.get(STORAGE_KEY)
     if storage is not None and storage not in (INT8_ROWS, INT8_ROWS_EXACT):
         raise ConfigError(f"{path}: unknown weight storage {storage!r} (a newer arabert-pipeline wrote it?)")
     if storage is not None:
@@ -445,7 +460,7 @@ def check_storage(path: str | os.PathLike, header: SafetensorsHeader) -> str | N
     return None
 
 
-def dequantized_arrays(path: str | os.PathLike) -> dict:
+def dequantized_arrays(path: str | os.PathLike[str]) -> dict[str, NDArray[Any]]:
     """{name: numpy array} of a safetensors file, int8 rows widened to fp32 and their scales dropped."""
     import numpy as np
 
@@ -464,19 +479,21 @@ def dequantized_arrays(path: str | os.PathLike) -> dict:
             continue
         exact, index = tensors.get(name + EXACT_SUFFIX), tensors.get(name + INDEX_SUFFIX)
         check_int8_table(path, name, values, scale, exact, index)
+        assert scale is not None  # check_int8_table refuses a table without its scales
         out[name] = dequantize_table(values, scale, exact, index)
     return out
 
 
-def check_int8_table(path, name: str, quantized, scale, exact=None, index=None) -> None:
+def check_int8_table(path: object, name: str, quantized: NDArray[Any], scale: NDArray[Any] | None,
+                     exact: NDArray[Any] | None = None, index: NDArray[Any] | None = None) -> None:
     """A ConfigError naming PATH unless a stored int8 table is whole: int8 rows with a finite float32 scale per row or
     per block, and any exact rows (float16 or float32, as wide as the int8 rows) placed with the int8 rows by a row
     index that names each exactly once. A damaged file's table would otherwise load scrambled, as its raw int8 values,
     or (a NaN scale) as rows that silently change answers."""
     import numpy as np
 
-    def fits() -> bool:
-        if quantized.dtype != np.int8 or quantized.ndim != 2 or scale is None or scale.dtype != np.float32:
+    def fits(scale: NDArray[Any]) -> bool:
+        if quantized.dtype != np.int8 or quantized.ndim != 2 or scale.dtype != np.float32:
             return False
         if scale.ndim != 2 or scale.shape[0] != quantized.shape[0] or not 0 < scale.shape[1] <= quantized.shape[1] \
                 or quantized.shape[1] % scale.shape[1]:
@@ -490,7 +507,7 @@ def check_int8_table(path, name: str, quantized, scale, exact=None, index=None) 
         return (np.array_equal(np.sort(kept), np.arange(len(exact)))
                 and np.array_equal(np.sort(others), np.arange(len(quantized))))
 
-    if not fits():
+    if scale is None or not fits(scale):
         raise ConfigError(f"{path}: {name} is not a whole int8 table (its int8 rows, row scales, exact rows and row "
                           "index do not fit together): the file is damaged; restore it")
     if not np.isfinite(scale).all():
@@ -498,7 +515,7 @@ def check_int8_table(path, name: str, quantized, scale, exact=None, index=None) 
                           "NaN or infinite: the file is damaged; restore it")
 
 
-def check_int8_tables(path: str | os.PathLike) -> None:
+def check_int8_tables(path: str | os.PathLike[str]) -> None:
     """check_int8_table for every int8 table of a weights file, from its header, its row indexes and its row scales
     alone (a few hundred KB, not the tables): the ONNX graph reads the tables as they lie, so a damaged one is refused
     by name before a session runs on it. In any file, a header the safetensors library refuses is refused here too, and
@@ -509,11 +526,9 @@ def check_int8_tables(path: str | os.PathLike) -> None:
     storage = check_storage(path, header)
     types = {"I8": np.int8, "I32": np.int32, "F16": np.float16, "F32": np.float32}
 
-    def shaped(name: str):
-        """An array of the stored tensor's dtype and shape that holds no values (all strides 0), or None."""
-        entry = header.tensors.get(name)
-        if entry is None:
-            return None
+    def shaped(name: str) -> NDArray[Any]:
+        """An array of the stored tensor's dtype and shape that holds no values (all strides 0)."""
+        entry = header.tensors[name]
         shape = tuple(entry["shape"])
         return np.lib.stride_tricks.as_strided(np.zeros(1, types.get(entry["dtype"], np.uint16)), shape=shape,
                                                strides=(0,) * len(shape))
@@ -529,10 +544,12 @@ def check_int8_tables(path: str | os.PathLike) -> None:
                 continue
             index = stored.get_tensor(name + INDEX_SUFFIX) if name + INDEX_SUFFIX in header.tensors else None
             scale = stored.get_tensor(name + SCALE_SUFFIX) if name + SCALE_SUFFIX in header.tensors else None
-            check_int8_table(path, name, shaped(name), scale, shaped(name + EXACT_SUFFIX), index)
+            exact = shaped(name + EXACT_SUFFIX) if name + EXACT_SUFFIX in header.tensors else None
+            check_int8_table(path, name, shaped(name), scale, exact, index)
 
 
-def check_fits_config(model_class, config, path: str | os.PathLike, header: SafetensorsHeader) -> None:
+def check_fits_config(model_class: type[PreTrainedModel], config: PretrainedConfig, path: str | os.PathLike[str],
+                      header: SafetensorsHeader) -> None:
     """Before the model is built: the sizes in `config` (config.json with the caller's settings) against the shapes in
     the header of the weights file PATH, a ConfigError naming the field that differs. Built first, the model of a
     config.json saying 200 layers (the weights hold 4) took 1.8 GB before the mismatch could be seen, and a
@@ -545,15 +562,15 @@ def check_fits_config(model_class, config, path: str | os.PathLike, header: Safe
     import torch
 
     source = Path(path).parent / "config.json"
-    stored = {}  # name → shape as loaded (int8 rows with exact rows: the whole table's)
+    stored: dict[str, tuple[int, ...]] = {}  # name → shape as loaded (int8 rows with exact rows: the whole table's)
     for name, entry in header.tensors.items():
         if not name.endswith((SCALE_SUFFIX, EXACT_SUFFIX, INDEX_SUFFIX)):
             index = header.tensors.get(name + INDEX_SUFFIX)
-            shape = list(entry["shape"])
-            stored[name] = tuple(index["shape"][:1] + shape[1:] if index is not None else shape)
+            dims = list(entry["shape"])
+            stored[name] = tuple(index["shape"][:1] + dims[1:] if index is not None else dims)
     # An encoder's layers, as BERT, ELECTRA, DeBERTa (encoder.layer.N.) and XLNet (transformer.layer.N.) name them
-    layers = {int(found.group(1)) for name in stored
-              if (found := re.search(r"(?:^|\.)(?:encoder|transformer)\.layers?\.(\d+)\.", name))}
+    layers = {int(match.group(1)) for name in stored
+              if (match := re.search(r"(?:^|\.)(?:encoder|transformer)\.layers?\.(\d+)\.", name))}
     declared = getattr(config, "num_hidden_layers", None)
     if not layers or type(declared) is not int:  # another architecture: building even on meta is not bounded
         return
@@ -578,14 +595,14 @@ def check_fits_config(model_class, config, path: str | os.PathLike, header: Safe
                           "config.json")
 
 
-def dequantized_state_dict(path: str | os.PathLike) -> dict:
+def dequantized_state_dict(path: str | os.PathLike[str]) -> dict[str, torch.Tensor]:
     """dequantized_arrays as torch tensors: the state dict a transformers model loads."""
     import torch
 
     return {name: torch.from_numpy(values.copy()) for name, values in dequantized_arrays(path).items()}
 
 
-def from_pretrained(model_class, directory: str | os.PathLike, **kwargs):
+def from_pretrained(model_class: Any, directory: str | os.PathLike[str], **kwargs: Any) -> Any:
     """`model_class.from_pretrained(directory, **kwargs)` (an Auto class or a concrete one), a model.safetensors in int8
     rows read widened to fp32: transformers cannot read that file itself (it refuses it, or with an int8 linear weight
     of the right shape would load the int8 values as they are). The file's header is checked first (check_storage,
@@ -629,7 +646,7 @@ PLAIN_FILES = ("config.json", "tokenizer.json", "tokenizer_config.json", "specia
                "sentencepiece.model")
 
 
-def write_plain(model_dir: str | os.PathLike, output: str | os.PathLike) -> Path:
+def write_plain(model_dir: str | os.PathLike[str], output: str | os.PathLike[str]) -> Path:
     """OUTPUT: a plain transformers checkpoint of MODEL_DIR (fp32 model.safetensors, config and tokenizer files), for
     `AutoModel...from_pretrained(OUTPUT)` without this package. OUTPUT must be new or empty (the `weights` verb,
     finetuning/weightscli.py, gives it a directory it renames into place once complete)."""
@@ -657,7 +674,7 @@ def write_plain(model_dir: str | os.PathLike, output: str | os.PathLike) -> Path
 SHARED_TOKENIZER_FILE = "tokenizer.shared.json"
 
 
-def read_tokenizer_json(directory: str | os.PathLike) -> tuple[str, Path]:
+def read_tokenizer_json(directory: str | os.PathLike[str]) -> tuple[str, Path]:
     """(text, path) of a model dir's tokenizer.json, which must be the file any sibling model's tokenizer.shared.json
     records for it; or of the sibling model's that its own tokenizer.shared.json names, found beside DIRECTORY (as
     given) or beside the directory it links to, and which must be the file whose digest the reference records. Each
@@ -678,17 +695,17 @@ def read_tokenizer_json(directory: str | os.PathLike) -> tuple[str, Path]:
     # Beside the directory as given (a copy of the models folder), else beside the one a link to it leads to.
     places = dict.fromkeys(base.parent / sibling / "tokenizer.json"
                            for base in (Path(os.path.abspath(directory)), directory.resolve()))
-    path = next((place for place in places if os.path.lexists(place)), None)
-    if path is None:
+    found = next((place for place in places if os.path.lexists(place)), None)
+    if found is None:
         raise ConfigError(
             f"{shared} names ../{sibling}/tokenizer.json, which is not beside {directory}: this model dir shares "
             f"{sibling}'s tokenizer and was copied without it. `arabert-pipeline export-onnx MODEL --standalone DIR` "
             "writes a copy that holds its own tokenizer (MODEL: the model dir it was copied from, or a shipped "
             "model's name: arabert-sentiment, arabert-ner)")
-    text = _read_tokenizer_text(path, named_by=shared)
+    text = _read_tokenizer_text(found, named_by=shared)
     if hashlib.sha256(text.encode("utf-8")).hexdigest() != digest:
-        raise ConfigError(f"{path} is not the tokenizer {shared} records (its digest differs)")
-    return text, path
+        raise ConfigError(f"{found} is not the tokenizer {shared} records (its digest differs)")
+    return text, found
 
 
 def _read_tokenizer_text(path: Path, named_by: Path | None = None) -> str:
@@ -709,7 +726,7 @@ def _referenced_sibling(shared: Path, name: object) -> str:
     return parts[1]
 
 
-def check_shared_copies(directory: str | os.PathLike, digest: str) -> None:
+def check_shared_copies(directory: str | os.PathLike[str], digest: str) -> None:
     """DIRECTORY's own tokenizer.json (SHA-256 `digest`) against what every sibling model dir's tokenizer.shared.json
     records for it: the siblings read it as theirs, so a changed file (two vocabulary pieces swapped) is refused by
     name instead of silently changing the answers of all of them. A sibling's unreadable reference is its own to
@@ -729,7 +746,7 @@ def check_shared_copies(directory: str | os.PathLike, digest: str) -> None:
                               "digest differs): the file was changed; restore it")
 
 
-def share_tokenizer(directory: str | os.PathLike, source: str | os.PathLike) -> None:
+def share_tokenizer(directory: str | os.PathLike[str], source: str | os.PathLike[str]) -> None:
     """Replace DIRECTORY/tokenizer.json by a tokenizer.shared.json naming SOURCE/tokenizer.json (a sibling model dir
     holding the identical file)."""
     import hashlib
@@ -745,7 +762,7 @@ def share_tokenizer(directory: str | os.PathLike, source: str | os.PathLike) -> 
     (directory / "tokenizer.json").unlink()
 
 
-def _read_reference(path: Path) -> dict:
+def _read_reference(path: Path) -> dict[str, Any]:
     # A few bytes of JSON; artifacts.read_json_file lies a layer above this module.
     try:
         ref = json.loads(read_text_file(path, max_bytes=1 << 16))
@@ -758,7 +775,7 @@ def _read_reference(path: Path) -> dict:
     return ref
 
 
-def copy_tokenizer_json(model_dir: str | os.PathLike, target: str | os.PathLike) -> bool:
+def copy_tokenizer_json(model_dir: str | os.PathLike[str], target: str | os.PathLike[str]) -> bool:
     """Write TARGET/tokenizer.json from MODEL_DIR's own, or from the sibling model's that its tokenizer.shared.json
     names (digest-checked): a copy of a model dir stands alone, where a reference to ../OTHER would name nothing.
     False when MODEL_DIR has neither."""

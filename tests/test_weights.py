@@ -155,7 +155,7 @@ def test_a_table_with_exact_rows_widens_whole_in_the_graph_to_the_loaders_values
     linked = [_external("t", TensorProto.INT8, parts.shape, offset, length),
               _external("t/scale", TensorProto.FLOAT, *parts.scale),
               _external("t/exact", TensorProto.FLOAT16, *parts.exact[1:]),
-              _external("t/index", TensorProto.INT32, *parts.index)]
+              _external("t/index", TensorProto.INT32, *parts.row_index)]
     nodes, constants = _widen_int8("t", parts, len(values), "out")
     graph = helper.make_graph(nodes, "widen", [], [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)],
                               initializer=[*linked, *constants])

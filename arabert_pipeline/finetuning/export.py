@@ -197,7 +197,7 @@ def _stored_tensors(weights: Path) -> dict:
         values = np.frombuffer(data[data_start + begin : data_start + end], dtype=dtype).reshape(entry["shape"])
         return values, (entry["shape"], data_start + begin, end - begin)
 
-    stored = {}
+    stored: dict[str, tuple[np.ndarray, str, int, int, Int8Parts | None]] = {}
     for name, entry in header.items():
         begin, end = entry["data_offsets"]
         raw = data[data_start + begin : data_start + end]
@@ -207,11 +207,13 @@ def _stored_tensors(weights: Path) -> dict:
             exact_type = exact_entry and {"F16": "FLOAT16", "F32": "FLOAT"}.get(exact_entry.get("dtype"))
             if (exact_entry is None) != (index is None) or (exact_entry is not None and exact_type is None):
                 raise ConfigError(f"{weights}: {name}'s exact rows must be float16 or float32, with a row index")
-            exact = exact_type and part(exact_entry, "<f2" if exact_type == "FLOAT16" else "<f4")
+            exact = part(exact_entry, "<f2" if exact_type == "FLOAT16" else "<f4") if exact_type else None
             quantized = np.frombuffer(raw, dtype=np.int8).reshape(entry["shape"])
-            check_int8_table(weights, name, quantized, scale[0], exact and exact[0], index and index[0])
-            values = dequantize_table(quantized, scale[0], exact and exact[0], index and index[0])
-            parts = Int8Parts(entry["shape"], scale[1], exact and (exact_type, *exact[1]), index and index[1])
+            exact_rows, row_index = (exact[0] if exact else None), (index[0] if index else None)
+            check_int8_table(weights, name, quantized, scale[0], exact_rows, row_index)
+            values = dequantize_table(quantized, scale[0], exact_rows, row_index)
+            parts = Int8Parts(entry["shape"], scale[1], (exact_type, *exact[1]) if exact else None,
+                              index[1] if index else None)
             stored[name] = (values, "INT8", data_start + begin, end - begin, parts)
             continue
         if entry["dtype"] not in _SAFETENSORS_TYPES or (compact and name.endswith((SCALE_SUFFIX, EXACT_SUFFIX))):
@@ -232,7 +234,7 @@ class Int8Parts(NamedTuple):
     shape: list
     scale: tuple
     exact: tuple | None
-    index: tuple | None
+    row_index: tuple | None  # not `index`, which would hide tuple.index
 
 
 def _external(name: str, data_type: int, dims, offset: int, length: int):
@@ -299,7 +301,7 @@ def _link_weights(graph, weights: Path) -> None:
             if parts is not None and parts.exact is not None:
                 exact_type, *exact = parts.exact
                 linked[key + "/exact"] = _external(f"weights/{key}/exact", getattr(TensorProto, exact_type), *exact)
-                linked[key + "/index"] = _external(f"weights/{key}/index", TensorProto.INT32, *parts.index)
+                linked[key + "/index"] = _external(f"weights/{key}/index", TensorProto.INT32, *parts.row_index)
         if parts is not None and not transposed and only_gathered(initializer.name):
             gathered[initializer.name] = (f"weights/{key}", parts)
             continue

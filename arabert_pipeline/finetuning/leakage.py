@@ -82,7 +82,7 @@ def text_leakage_finder(text_of: Callable[[dict[str, Any]], str]):
                     index[key].append(str(example["id"]))
             for eval_name, evaluation in guarded:
                 hits: dict[str, list[str]] = collections.defaultdict(list)
-                texts = {}
+                texts: dict[str, str] = {}
                 for example in evaluation:
                     key = normalize(text_of(example))
                     if key in index:

@@ -19,10 +19,14 @@ import logging
 import os
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
 from ..weights import check_int8_tables, pack_int4, quantize_rows, storage_of
 from .export import FINGERPRINT_KEY, ONNX_FILE, WEIGHTS_FILE, config_digest, weights_fingerprint
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # model.onnx metadata_props of a standalone graph (write_standalone): it holds its own (quantized) weights, so it is
 # checked against config.json alone; INT8_KEY marks the int8 form, whose activations are quantized per batch.
@@ -401,7 +405,7 @@ def open_task_model(directory: Path, vocab_size: object, *, quantize: bool = Fal
     return session, tokenizer, 1 if quantize or session_is_int8(session) else None
 
 
-def run_task_session(session, batch: dict, output_names) -> object:
+def run_task_session(session, batch: dict, output_names) -> np.ndarray:
     """The logits of a task model's session on a batch of ids and masks (token types zero where the graph has them)."""
     import numpy as np
 

@@ -243,7 +243,7 @@ class TaskTrainer(FinetuneEngine):
         return entry
 
     def export_checkpoint(self, directory: Path) -> None:
-        self.unwrapped().save_pretrained(directory)
+        self.unwrapped().save_pretrained(directory)  # type: ignore[operator]  # a PreTrainedModel, typed Module
         save_pretrained_tokenizer(self.tokenizer, directory)
 
     def export(self, directory: Path) -> None:

@@ -60,10 +60,11 @@ class TokenizerAdapter:
             raise ConfigError(f"{path}: not a tokenizers file ({exc})") from exc
         config_path = directory / "tokenizer_config.json"
         config = read_json_file(config_path) if config_path.is_file() else {}
-        names = {key: value for key in ("cls_token", "pad_token", "sep_token")
-                 if isinstance(value := config.get(key), str)}
-        inputs = config.get("model_input_names")
-        return cls(backend, **names, **({"model_input_names": tuple(inputs)} if isinstance(inputs, list) else {}))
+        settings: dict[str, Any] = {key: value for key in ("cls_token", "pad_token", "sep_token")
+                                    if isinstance(value := config.get(key), str)}
+        if isinstance(inputs := config.get("model_input_names"), list):
+            settings["model_input_names"] = tuple(inputs)
+        return cls(backend, **settings)
 
     def __len__(self) -> int:
         return self.backend.get_vocab_size(with_added_tokens=True)

@@ -34,7 +34,7 @@ _SHAPES = (("A", regex.compile(r"\p{Arabic}")), ("L", regex.compile(r"[A-Za-z]")
 
 def shape(word: str) -> str:
     """Runs of Arabic letters (A), Latin letters (L), digits (d) and anything else (p), each run written once."""
-    out = []
+    out: list[str] = []
     for ch in word:
         kind = next((k for k, pattern in _SHAPES if pattern.match(ch)), "p")
         if not out or out[-1] != kind:
@@ -109,6 +109,7 @@ def fit_baseline(name: str, train: Sequence[dict], dev: Sequence[dict] = (), *, 
                                           tagger.predict([e["words"] for e in dev]))["micro_f1"]
         if best is None or (dev and scores[(c1, c2)] > scores[best[0]]):
             best = ((c1, c2), tagger)
+    assert best is not None  # C_GRID is never empty
     best[1].chosen = {"c1": best[0][0], "c2": best[0][1], "dev_metric": "micro_f1",
                       "dev_scores": {f"{a},{b}": s for (a, b), s in scores.items()}}
     return best[1]

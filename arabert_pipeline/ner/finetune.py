@@ -34,6 +34,7 @@ class NERConfig(TaskConfig):
 
 class NERTrainer(TaskTrainer):
     task = TASK
+    config: NERConfig
 
     @property
     def dev_metric(self) -> str:

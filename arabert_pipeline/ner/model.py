@@ -88,7 +88,7 @@ class TokenTagger:
         from ..artifacts import check_vocabulary_size, load_pretrained_model, torch_device
         from ..tokenizer.load import load_pretrained_tokenizer
 
-        device = torch_device(device)
+        target = torch_device(device)
         metadata, config = _read(directory)
         preprocessing = recorded_preprocessing(directory, metadata, preprocessing)
         labels = read_tags(metadata, config, directory)
@@ -97,7 +97,7 @@ class TokenTagger:
         check_head_size(labels, model.config.num_labels, config, directory, "tag")
         tokenizer = load_pretrained_tokenizer(directory)
         check_vocabulary_size(model, tokenizer, directory)
-        model.to(device).float().eval()
+        model.to(target).float().eval()
         return cls(model, tokenizer, preprocessing, labels, max_seq_length)
 
     def preprocess(self, texts: Sequence[str]) -> list[str]:
@@ -115,12 +115,12 @@ class TokenTagger:
         return result.logits.float().cpu().numpy()
 
     def piece_logits(self, rows: Sequence[Sequence[int]], batch_size: int = 32) -> list[np.ndarray]:
-        out: list[np.ndarray | None] = [None] * len(rows)
+        found: dict[int, np.ndarray] = {}
         for indices in prediction_batches([len(r) for r in rows], self.rows_per_run or batch_size, TOKENS_PER_RUN):
             logits = self.forward(pad(rows, indices, self.tokenizer.pad_token_id or 0))
             for j, i in enumerate(indices):
-                out[i] = logits[j, : len(rows[i])]
-        return out
+                found[i] = logits[j, : len(rows[i])]
+        return [found[i] for i in range(len(rows))]
 
     # -------------------------------------------------------------------------------------------------- tagging
 
@@ -164,7 +164,7 @@ class OnnxTokenTagger(TokenTagger):
     backend = "onnx"
 
     @classmethod
-    def load(cls, directory: str | os.PathLike, *, preprocessing: str | None = None,
+    def load(cls, directory: str | os.PathLike, *, preprocessing: str | None = None,  # type: ignore[override]  # own options
              quantize: bool = False) -> OnnxTokenTagger:
         directory = Path(directory)
         metadata, config = _read(directory)

@@ -305,14 +305,18 @@ def pack_whole_lines(store: TokenStore, content: int) -> Chunks:
             while end - begin > 0:
                 piece = min(end - begin, content)
                 if run_start is not None and run_length + piece > content:
-                    starts.append(run_start), lengths.append(run_length), docs.append(doc)
+                    starts.append(run_start)
+                    lengths.append(run_length)
+                    docs.append(doc)
                     run_start, run_length = None, 0
                 if run_start is None:
                     run_start = begin
                 run_length += piece
                 begin += piece
         if run_start is not None:
-            starts.append(run_start), lengths.append(run_length), docs.append(doc)
+            starts.append(run_start)
+            lengths.append(run_length)
+            docs.append(doc)
     return Chunks(np.array(starts, dtype=np.int64), np.array(lengths, dtype=np.int64), np.array(docs, dtype=np.int64))
 
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -48,7 +49,7 @@ from .config import bert_config_kwargs
 EMD_STEPS = 2  # applications of the shared last layer (DeBERTa's n = 2)
 POSITIONS_KEY = "deberta.embeddings.position_embeddings.weight"
 # DeBERTaV3's relative-attention settings; everything else follows the BERT presets.
-DEBERTA_V3_SETTINGS = {
+DEBERTA_V3_SETTINGS: dict[str, Any] = {
     "relative_attention": True,
     "pos_att_type": ["p2c", "c2p"],
     "position_buckets": 256,

@@ -118,11 +118,13 @@ class MLMCollator:
             batch["attention_mask"] = torch.from_numpy((np.arange(width) < lengths[:, None]).astype(np.int64))
         if examples[0].token_type_ids is not None:
             types = np.zeros((rows, width), dtype=np.int64)
-            for row, example in enumerate(examples):
-                types[row, : len(example.token_type_ids)] = example.token_type_ids
-            batch["token_type_ids"] = torch.from_numpy(types)
             nsp_labels = np.full(rows, IGNORE, dtype=np.int64)  # padding rows are not scored
-            nsp_labels[: len(examples)] = [e.next_sentence_label for e in examples]
+            for row, example in enumerate(examples):
+                # Sentence pairs (data.py's pair_example): every example of the batch has both.
+                assert example.token_type_ids is not None and example.next_sentence_label is not None
+                types[row, : len(example.token_type_ids)] = example.token_type_ids
+                nsp_labels[row] = example.next_sentence_label
+            batch["token_type_ids"] = torch.from_numpy(types)
             batch["next_sentence_label"] = torch.from_numpy(nsp_labels)
         return batch
 

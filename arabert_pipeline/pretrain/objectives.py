@@ -32,7 +32,7 @@ from __future__ import annotations
 import importlib
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from ..errors import ConfigError
 from .config import OBJECTIVES, PretrainConfig
@@ -111,7 +111,8 @@ def init_token_embeddings(objective, tokenizer, directory: str, preprocessing: s
     ids = np.fromiter(rows, dtype=np.int64)
     static = np.stack([rows[i] for i in ids]).astype(np.float64)
     for table, model_config in tables.values():
-        hidden = table.weight.shape[1]
+        weight = cast(torch.Tensor, table.weight)  # an nn.Embedding's; get_input_embeddings() is typed Module
+        hidden = weight.shape[1]
         rng = np.random.default_rng(seed)
         if static.shape[1] <= hidden:
             projection, _ = np.linalg.qr(rng.standard_normal((hidden, static.shape[1])))  # orthonormal columns
@@ -122,7 +123,7 @@ def init_token_embeddings(objective, tokenizer, directory: str, preprocessing: s
         std = float(getattr(model_config, "initializer_range", 0.02))
         projected *= std / max(float(projected.std()), 1e-12)
         with torch.no_grad():
-            table.weight[torch.from_numpy(ids)] = torch.from_numpy(projected).to(table.weight.dtype)
+            weight[torch.from_numpy(ids)] = torch.from_numpy(projected).to(weight.dtype)
     vocabulary = len(tokenizer.get_vocab())
     return {"tokens": len(rows), "vocabulary": vocabulary, "share": len(rows) / vocabulary}
 

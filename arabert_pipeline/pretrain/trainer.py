@@ -263,8 +263,8 @@ class Trainer(Engine):
         for module in objective.modules():
             if isinstance(module, PreTrainedModel) and module.base_model is module:  # each encoder once
                 config = module.config
-                layers = getattr(config, "num_hidden_layers", None) or getattr(config, "n_layer", 0)
-                hidden = getattr(config, "hidden_size", None) or getattr(config, "d_model", 0)
+                layers = getattr(config, "num_hidden_layers", 0) or getattr(config, "n_layer", 0)
+                hidden = getattr(config, "hidden_size", 0) or getattr(config, "d_model", 0)
                 attention += transformer_flops_per_token(0, layers, hidden, self.config.max_seq_length)
         return 6.0 * parameters + attention
 
@@ -321,7 +321,7 @@ class Trainer(Engine):
 
     def export(self, directory: Path) -> None:
         """A complete Hugging Face model directory: weights, config, tokenizer files, arabert_pipeline.json."""
-        self.unwrapped().export(directory)
+        self.unwrapped().export(directory)  # type: ignore[operator]  # an objectives.py module, typed Module
         save_pretrained_tokenizer(self.tokenizer, directory)
         write_metadata(
             directory,

@@ -193,7 +193,7 @@ class PermutationLanguageModel(nn.Module):
 def xlnet_config(vocab_size: int, specials: SpecialIds, model_size: str):
     from transformers import XLNetConfig
 
-    return XLNetConfig(
+    return XLNetConfig(  # type: ignore[call-arg]  # untie_r: transformers 5 takes it undeclared (kept in config.json)
         vocab_size=vocab_size, **xlnet_config_kwargs(model_size), ff_activation="gelu", untie_r=True,
         attn_type="bi", bi_data=False, clamp_len=-1, mem_len=None, reuse_len=None, use_mems_eval=False,
         use_mems_train=False, pad_token_id=specials.pad, bos_token_id=specials.cls, eos_token_id=specials.sep,

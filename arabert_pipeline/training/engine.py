@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -26,6 +26,9 @@ from .logs import RunLog, model_flops_utilization, peak_memory
 from .optim import lr_factor, use_bf16
 from .output import OutputRules
 from .state import LoopSettings, TrainerState
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing's from Python 3.11
 
 log = logging.getLogger("arabert_pipeline.training")
 __all__ = ["Engine", "peak_memory", "quiet_transformers"]
@@ -42,13 +45,18 @@ class Engine(Checkpointing, OutputRules, RunLog, BudgetSteps):
     `export_checkpoint`, `extra_state` / `restore_extra_state`.
     """
 
-    output_kind: OutputKind
     description = "training"
 
-    def __init__(self, loop: LoopSettings, on_step: Callable[[Engine], None] | None = None):
+    @property
+    def output_kind(self) -> OutputKind:
+        """What OUT holds and how it is claimed; a subclass sets it (a class attribute or a property)."""
+        raise NotImplementedError
+
+    def __init__(self, loop: LoopSettings, on_step: Callable[[Self], None] | None = None):
         from accelerate import Accelerator, PartialState
 
-        self.loop, self.on_step = loop, on_step
+        self.loop = loop
+        self.on_step: Callable[[Any], None] | None = on_step  # called with this engine: Self, as __init__ says
         self.output = Path(loop.output)
         # Under torchrun without GPUs, accelerate only goes multi-process (gloo) when told the run is on CPU.
         cpu = int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.cuda.is_available()
@@ -173,7 +181,7 @@ class Engine(Checkpointing, OutputRules, RunLog, BudgetSteps):
             # dynamic from the first trace, so that they share one graph. With the default (static first, dynamic
             # after the first new shape) a run compiles twice or more, and a base-size DeBERTa took minutes of its
             # first steps on an H200 doing it (docs/performance.md).
-            self.model = torch.compile(self.model, dynamic=True)
+            self.model = torch.compile(self.model, dynamic=True)  # type: ignore[assignment]  # a Module, typed callable
 
     # ------------------------------------------------------------------------------------------- the loop
 
@@ -181,7 +189,7 @@ class Engine(Checkpointing, OutputRules, RunLog, BudgetSteps):
         """Finish the current step, save a checkpoint and return from train() (what Ctrl-C does)."""
         self.stop_signal = self.stop_signal or signal.SIGINT
 
-    def autocast(self):
+    def autocast(self) -> torch.autocast:
         return torch.autocast(self.accelerator.device.type, dtype=torch.bfloat16, enabled=self.bf16)
 
     def to_device(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -295,7 +303,7 @@ class Engine(Checkpointing, OutputRules, RunLog, BudgetSteps):
 
         if not self.compiled or not hasattr(shape_config, "use_duck_shape"):  # a torch without the setting
             return contextlib.nullcontext()
-        return shape_config.patch(use_duck_shape=False)
+        return shape_config.patch(use_duck_shape=False)  # type: ignore[attr-defined]  # installed at import
 
     def run(self) -> bool:
         from tqdm.auto import tqdm

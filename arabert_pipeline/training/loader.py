@@ -13,10 +13,10 @@ it runs.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 from collections.abc import Callable, Iterator
-from typing import NamedTuple
 
 import numpy as np
 import torch
@@ -32,7 +32,8 @@ class ScheduleDrift(Exception):
     """The loader's batch is not the one the step expects: a bug, never to be papered over with another batch."""
 
 
-class MicroBatch(NamedTuple):
+@dataclasses.dataclass(frozen=True)
+class MicroBatch:
     epoch: int
     index: int  # position in the epoch's plan: the batch's random draws are a function of (seed, epoch, index)
     rows: np.ndarray
@@ -78,7 +79,7 @@ class Prefetcher:
             generator=torch.Generator().manual_seed(0),
             worker_init_fn=_start_worker,
         )
-        self.batches = iter(self.loader)
+        self.batches: Iterator[tuple[int, int, dict]] = iter(self.loader)
 
     def next(self, epoch: int, index: int) -> dict:
         got_epoch, got_index, batch = next(self.batches)

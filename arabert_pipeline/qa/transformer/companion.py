@@ -41,7 +41,7 @@ import numpy as np
 
 from ...artifacts import file_digest, read_json_file, read_metadata
 from ...errors import ConfigError
-from ...weights import READER_INT4, READER_SCALES, READER_TABLE, read_table, table_rows
+from ...weights import READER_INT4, READER_SCALES, READER_TABLE, Int4TailTable, read_table, table_rows
 
 COMPANION_DIR = "reader"
 GRAPH_FILE, TABLE_FILE, WORDS_FILE, CONFIG_FILE = "reader.onnx", READER_TABLE, "words.txt", "reader.json"
@@ -102,7 +102,8 @@ def export_companion(reader_dir: str | os.PathLike, output: str | os.PathLike, *
     # The embeddings' own words.txt (word<TAB>count, the format embeddings/vectors.py reads). StaticReader.load checked
     # the one it read against the checksum train-reader recorded; the copy must be that file too (the embeddings
     # directory may have changed since), and Companion.load checks it against words_sha256.
-    source = Path(embeddings if embeddings is not None else reader.embeddings)
+    source = reader.embeddings  # where StaticReader.load read the vectors: `embeddings` when given
+    assert source is not None  # load() always records it
     shutil.copyfile(source / WORDS_FILE, output / WORDS_FILE)
     if file_digest(output / WORDS_FILE) != reader.embeddings_words_sha256:
         raise ConfigError(f"{source / WORDS_FILE} changed while the reader was exported: run tune-decoding again")
@@ -216,7 +217,8 @@ class Companion:
     """The reader of a model dir's reader/: per context character, the log-probability that the answer starts or ends
     in its word."""
 
-    def __init__(self, session, table: tuple[np.ndarray, np.ndarray | None], words: list[str], preprocessing: str):
+    def __init__(self, session, table: tuple[np.ndarray | Int4TailTable, np.ndarray | None], words: list[str],
+                 preprocessing: str):
         from ..static.features import Vocabulary
 
         (self.table, self.scales), self.session, self.vocabulary = table, session, Vocabulary(words)

@@ -44,8 +44,8 @@ class OnnxQAModel(QAModel):
     backend = "onnx"
 
     @classmethod
-    def load(cls, directory: str | os.PathLike, *, preprocessing: str | None = None, whole_words: bool = True,
-             quantize: bool = False) -> OnnxQAModel:
+    def load(cls, directory: str | os.PathLike, *, preprocessing: str | None = None,  # type: ignore[override]  # own options
+             whole_words: bool = True, quantize: bool = False) -> OnnxQAModel:
         """A QA model dir with model.onnx; the same checks as QAModel.load, without importing torch."""
         directory = Path(directory)
         if not (directory / ONNX_FILE).is_file():
