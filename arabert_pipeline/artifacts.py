@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, cast
 from .errors import ArabertPipelineError, ConfigError, DataNotFoundError, InputError
 
 # One digest and one bounded reader for every file the package checks; the layers above read them here.
-from .weights import MAX_JSON_FILE_BYTES, _file_kind, file_digest, open_regular_file, read_text_file  # noqa: F401
+from .weights.files import MAX_JSON_FILE_BYTES, _file_kind, file_digest, open_regular_file, read_text_file  # noqa: F401
 
 if TYPE_CHECKING:
     import torch
@@ -445,11 +445,11 @@ def load_pretrained_model(auto_class: Any, source: str | os.PathLike[str], **kwa
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # its load report would print the mismatches raised below as a table first
     try:
-        from .weights import from_pretrained  # int8 rows (issue 53) widened to fp32 there
+        from .weights.loading import from_pretrained  # int8 rows (issue 53) widened to fp32 there
 
         model, info = from_pretrained(auto_class, source, output_loading_info=True, ignore_mismatched_sizes=True,
                                       **kwargs)
-    except ArabertPipelineError:  # weights.py's checks of the weights file name the file and field themselves
+    except ArabertPipelineError:  # weights/'s checks of the weights file name the file and field themselves
         raise
     except Exception as exc:  # safetensors, JSON, shape and I/O errors all mean "cannot load this"
         raise ConfigError(f"cannot load the model in {source} ({describe_exception(exc)})") from exc

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..errors import ConfigError
-from ..weights import STORAGE_KEY, read_safetensors_header
+from ..weights.header import read_safetensors_header
+from ..weights.rows import STORAGE_KEY
 
 ONNX_FILE = "model.onnx"
 WEIGHTS_FILE = "model.safetensors"
@@ -182,7 +183,7 @@ def _stored_tensors(weights: Path) -> dict:
     """{name: (values as float32, ONNX type name, absolute offset, length in bytes)} of a safetensors file."""
     import numpy as np
 
-    from ..weights import EXACT_SUFFIX, INDEX_SUFFIX, SCALE_SUFFIX, check_int8_table, dequantize_table
+    from ..weights.rows import EXACT_SUFFIX, INDEX_SUFFIX, SCALE_SUFFIX, check_int8_table, dequantize_table
 
     read = read_safetensors_header(weights)
     header, data_start = read.tensors, read.data_start
@@ -374,7 +375,7 @@ def _gathered_rows(table: str, parts: Int8Parts, ids: str, out: str) -> tuple[li
     """(nodes, constants) in place of a Gather of rows `ids` from an int8-row table into `out`: the int8 rows and
     their scales gathered, then Cast and Mul — the same products as widening the whole table first, without an fp32
     copy of it in memory or its widening at each session start. With exact rows, the row index says for each id
-    whether its row is one of those (widened from their stored dtype) or which int8 row it is (weights.py)."""
+    whether its row is one of those (widened from their stored dtype) or which int8 row it is (weights/rows.py)."""
     import numpy as np
     from onnx import TensorProto, helper, numpy_helper
 

@@ -15,9 +15,7 @@ from typing import Any
 
 from ..artifacts import read_json_file
 from ..errors import ConfigError
-
-# The shared-tokenizer reader lives in weights.py, the lowest layer, so that every copy of a model dir can resolve it.
-from ..weights import SHARED_TOKENIZER_FILE, read_tokenizer_json, share_tokenizer  # noqa: F401
+from ..weights.shared_tokenizer import read_tokenizer_json
 
 # transformers 5's generic fast tokenizer returns these when tokenizer_config.json lists none (4.x's added
 # token_type_ids); our tokenizer writers always list them (tokenizer/export.py save_pretrained_tokenizer).

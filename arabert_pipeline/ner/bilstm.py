@@ -32,7 +32,7 @@ import numpy as np
 from ..artifacts import file_digest, portable_path, read_json_file, read_metadata
 from ..embeddings.vectors import Embeddings, read_words_and_digest
 from ..errors import ConfigError, InputError
-from ..weights import READER_TABLE, read_table, table_rows
+from ..weights.tables import READER_TABLE, read_table, table_rows
 from .metrics import ner_report
 
 log = logging.getLogger(__name__)

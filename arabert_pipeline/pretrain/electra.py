@@ -71,7 +71,7 @@ from torch import nn
 
 from ..errors import ConfigError
 from ..tokenizer.export import save_pretrained_tokenizer
-from ..weights import from_pretrained
+from ..weights.loading import from_pretrained
 from .config import bert_config_kwargs
 from .data import IGNORE, Example, SpecialIds
 from .mlm import MLMCollator, make_collator, masked_accuracy, masked_logits, mlm_hidden_states

@@ -38,7 +38,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import ConfigError
-from ..weights import from_pretrained
+from ..weights.loading import from_pretrained
 from .config import bert_config_kwargs
 from .data import (
     IGNORE,

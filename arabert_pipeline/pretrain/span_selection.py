@@ -39,7 +39,7 @@ import torch
 from torch import nn
 
 from ..errors import ConfigError
-from ..weights import from_pretrained
+from ..weights.loading import from_pretrained
 from .config import bert_config_kwargs
 from .data import BatchShape, Example, SpecialIds, padded_shape, row_lengths
 from .objectives import check_init_from, init_model_dir

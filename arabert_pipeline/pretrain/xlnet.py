@@ -58,7 +58,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..weights import from_pretrained
+from ..weights.loading import from_pretrained
 from .config import xlnet_config_kwargs
 from .data import IGNORE, BatchShape, Example, SpecialIds, needs_attention_mask, padded_shape, row_lengths
 from .mlm import masked_accuracy

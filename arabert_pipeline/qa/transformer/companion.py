@@ -41,12 +41,12 @@ import numpy as np
 
 from ...artifacts import file_digest, read_json_file, read_metadata
 from ...errors import ConfigError
-from ...weights import READER_INT4, READER_SCALES, READER_TABLE, Int4TailTable, read_table, table_rows
+from ...weights.tables import READER_INT4, READER_SCALES, READER_TABLE, Int4TailTable, read_table, table_rows
 
 COMPANION_DIR = "reader"
 GRAPH_FILE, TABLE_FILE, WORDS_FILE, CONFIG_FILE = "reader.onnx", READER_TABLE, "words.txt", "reader.json"
 # An int8 table's row scales and its 4-bit rows (compact_companion), checked against reader.json's scales_sha256 and
-# int4_sha256 (weights.read_table).
+# int4_sha256 (weights.tables.read_table).
 SCALES_FILE, INT4_FILE = READER_SCALES, READER_INT4
 COMPANION_FILES = (GRAPH_FILE, TABLE_FILE, WORDS_FILE, CONFIG_FILE)
 # reader.json's checksum of each file it vouches for.
@@ -148,7 +148,7 @@ def copy_companion(source: Path, target: Path) -> None:
 def compact_companion(directory: str | os.PathLike, *, min_elements: int | None = None,
                       int8_words: int | None = None) -> None:
     """Rewrite MODEL_DIR/reader/ in its compact form (issue 53): the table as int8 rows with float32 row scales
-    (SCALES_FILE), reader.onnx's fp32 weights as int8 rows widened in the graph (weights.compact_graph),
+    (SCALES_FILE), reader.onnx's fp32 weights as int8 rows widened in the graph (weights.rows.compact_graph),
     and reader.json's checksums to match (`min_elements`: the smallest graph weight stored so, weights.MIN_ELEMENTS by
     default). With `int8_words`, the rows of the words past the first `int8_words` of words.txt (the rarer ones)
     are 4-bit instead, from the values their stored rows stand for (weights.READER_INT4). Whether answers survive is
@@ -156,7 +156,7 @@ def compact_companion(directory: str | os.PathLike, *, min_elements: int | None 
     import onnx
 
     from ...artifacts import atomic_directory
-    from ...weights import MIN_ELEMENTS, compact_graph, dequantize_rows, pack_int4, quantize_rows
+    from ...weights.rows import MIN_ELEMENTS, compact_graph, dequantize_rows, pack_int4, quantize_rows
 
     directory = Path(directory) / COMPANION_DIR
     config = read_json_file(directory / CONFIG_FILE)
