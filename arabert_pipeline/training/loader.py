@@ -7,7 +7,7 @@ does not block. What a batch holds does not change: the maker is the function th
 batch is a function of (seed, epoch, batch index), so a run with workers trains exactly as a run without them, and
 resumes exactly.
 
-The schedule of upcoming micro-batches is the engine's own (`Engine.step_micro_batches`), walked ahead from the
+The schedule of upcoming micro-batches is the engine's own (schedule.py `step_micro_batches`), walked ahead from the
 current position; each batch comes back tagged with its (epoch, index), which the engine checks against the step
 it runs.
 """
