@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from .retrieval import Index
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> type[Preprocessor] | type[Pipeline] | type[Index]:
     if name == "Preprocessor":
         from .preprocess import Preprocessor
 

@@ -21,12 +21,17 @@ import shutil
 import stat
 import tempfile
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 from .errors import ArabertPipelineError, ConfigError, DataNotFoundError, InputError
+
 # One digest and one bounded reader for every file the package checks; the layers above read them here.
-from .weights import MAX_JSON_FILE_BYTES, _file_kind, file_digest, open_regular_file, read_text_file  # noqa: F401
+from .weights.files import MAX_JSON_FILE_BYTES, _file_kind, file_digest, open_regular_file, read_text_file  # noqa: F401
+
+if TYPE_CHECKING:
+    import torch
 
 METADATA_FILE = "arabert_pipeline.json"
 # A corpus file's metadata lives beside it: corpus.txt.xz → corpus.txt.xz.arabert_pipeline.json (written by preprocess,
@@ -41,7 +46,7 @@ SHIPPED_MODELS = {"arabert": "arabert-mini", "arabert-mini": "arabert-mini", "ar
                   "arabert-ner": "arabert-ner"}
 
 
-def shipped_model_dir(name: str | os.PathLike) -> Path | None:
+def shipped_model_dir(name: str | os.PathLike[str]) -> Path | None:
     """The folder in the package of the shipped model `name` names (arabert, arabert-mini, arabert-sentiment,
     arabert-ner), as Pipeline resolves it; None for any other name, or where a local path of that name exists."""
     name = os.fspath(name)
@@ -65,7 +70,7 @@ def data_root() -> Path:
     return Path(cache) / "arabert_pipeline" / "data"
 
 
-def portable_path(path: str | os.PathLike) -> str:
+def portable_path(path: str | os.PathLike[str]) -> str:
     """A path as recorded in artifacts that leave this machine: under the data root, `$ARABERT_PIPELINE_DATA/...`
     (also when given relative, as with ARABERT_PIPELINE_DATA=../shared/data); under the working directory, relative to
     it; another absolute path, its last component; another relative path, a hub id or a name, unchanged."""
@@ -90,11 +95,11 @@ def data_file(relative: str) -> Path:
     return path
 
 
-def sidecar_path(corpus: str | os.PathLike) -> Path:
+def sidecar_path(corpus: str | os.PathLike[str]) -> Path:
     return Path(f"{corpus}{SIDECAR_SUFFIX}")
 
 
-def sidecar_preprocessing(corpus: str | os.PathLike) -> str | None:
+def sidecar_preprocessing(corpus: str | os.PathLike[str]) -> str | None:
     """The preprocessing recorded in a corpus file's sidecar, or None if it has none."""
     sidecar = sidecar_path(corpus)
     if not sidecar.exists():
@@ -105,17 +110,17 @@ def sidecar_preprocessing(corpus: str | os.PathLike) -> str | None:
     return name
 
 
-def decompressed(path: str | os.PathLike, raw) -> Any:
+def decompressed(path: str | os.PathLike[str], raw: BinaryIO) -> BinaryIO:
     """A binary stream of the corpus file's text over its open `raw` file: .gz and .xz decompressed, else `raw`."""
     name = str(path).lower()
     if name.endswith(".gz"):
-        return gzip.GzipFile(fileobj=raw, mode="rb")
+        return cast(BinaryIO, gzip.GzipFile(fileobj=raw, mode="rb"))  # one: typeshed does not declare it so
     if name.endswith(".xz"):
-        return lzma.LZMAFile(raw, "rb")
+        return cast(BinaryIO, lzma.LZMAFile(raw, "rb"))
     return raw
 
 
-def write_metadata(directory: str | os.PathLike, **fields: Any) -> None:
+def write_metadata(directory: str | os.PathLike[str], **fields: Any) -> None:
     """Merge `fields` into the directory's metadata file (created if missing)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -126,7 +131,7 @@ def write_metadata(directory: str | os.PathLike, **fields: Any) -> None:
         f.write("\n")
 
 
-def read_metadata(directory: str | os.PathLike, *, missing_ok: bool = False) -> dict[str, Any]:
+def read_metadata(directory: str | os.PathLike[str], *, missing_ok: bool = False) -> dict[str, Any]:
     path = Path(directory) / METADATA_FILE
     if not os.path.lexists(path):
         if missing_ok:
@@ -149,7 +154,7 @@ _RUST_OS_ERROR = re.compile(r"\(os error (\d+)\)")
 _NUMPY_SHORT_WRITE = re.compile(r"\d+ requested and \d+ written")
 
 
-def _short_write_errno(path: str | os.PathLike) -> int | None:
+def _short_write_errno(path: str | os.PathLike[str]) -> int | None:
     """The likely errno of a write that stopped short without saying why: a full file system (the blocks this process
     may use are gone), else a file-size limit (RLIMIT_FSIZE); None when neither explains it."""
     import errno
@@ -169,7 +174,7 @@ def _short_write_errno(path: str | os.PathLike) -> int | None:
     return None
 
 
-def _named_os_error(exc: OSError, path: str | os.PathLike) -> OSError | None:
+def _named_os_error(exc: OSError, path: str | os.PathLike[str]) -> OSError | None:
     """`exc` as an OSError naming `path`, when it names no file; None when it already names one."""
     if exc.filename is not None:
         return None
@@ -186,7 +191,7 @@ def _named_os_error(exc: OSError, path: str | os.PathLike) -> OSError | None:
 
 
 @contextlib.contextmanager
-def naming_io_errors(path: str | os.PathLike) -> Iterator[None]:
+def naming_io_errors(path: str | os.PathLike[str]) -> Iterator[None]:
     """Inside the block, a failed write that names no file (a full disk seen by write(), fsync(), numpy or a library's
     own writer) is re-raised as an OSError naming `path`: "No space left on device" alone does not say which output."""
     try:
@@ -205,7 +210,7 @@ def naming_io_errors(path: str | os.PathLike) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[Any]:
+def atomic_write(path: str | os.PathLike[str], mode: str = "w", encoding: str | None = "utf-8") -> Iterator[Any]:
     """Write to a temporary file beside `path` and rename it into place only if the block succeeds.
 
     Only a regular file (or nothing) at `path` is replaced: the rename would turn a symlink, a device or a FIFO into a
@@ -233,7 +238,7 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None 
 
 
 @contextlib.contextmanager
-def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
+def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Build a directory under a temporary name and move it into place only if the block succeeds.
 
     An existing directory at `path` is replaced only once the new one is complete.
@@ -264,7 +269,7 @@ def atomic_directory(path: str | os.PathLike) -> Iterator[Path]:
         raise
 
 
-def follow_umask(path: str | os.PathLike) -> None:
+def follow_umask(path: str | os.PathLike[str]) -> None:
     """Give the private files at or under `path` (mode 0600: safetensors' writer and mkstemp make them so) the mode
     any file written here gets: weights are no more secret than the config beside them."""
     mode = 0o666 & ~_umask()
@@ -276,7 +281,7 @@ def follow_umask(path: str | os.PathLike) -> None:
             os.chmod(name, mode)
 
 
-def load_tensor_state(path: str | os.PathLike) -> Any:
+def load_tensor_state(path: str | os.PathLike[str]) -> Any:
     """A training state saved with torch.save, read without unpickling arbitrary objects.
 
     Checkpoints are user paths: a pickle can run code on load, so only tensors and plain containers are accepted.
@@ -336,7 +341,7 @@ def json_line_id(value: Any, *, path: object = None, line: int | None = None) ->
 MAX_DATA_FILE_BYTES = 2**30
 
 
-def check_input_file(path: str | os.PathLike, what: str = "file") -> Path:
+def check_input_file(path: str | os.PathLike[str], what: str = "file") -> Path:
     """`path` if it is (or links to) a regular file; else an InputError saying what is there instead: "no such
     file" for a FIFO or /dev/zero would send the user looking for a file that exists, and reading one hangs or never
     ends."""
@@ -353,7 +358,7 @@ def check_input_file(path: str | os.PathLike, what: str = "file") -> Path:
     return path
 
 
-def read_json_file(path: str | os.PathLike, *, max_bytes: int = MAX_JSON_FILE_BYTES,
+def read_json_file(path: str | os.PathLike[str], *, max_bytes: int = MAX_JSON_FILE_BYTES,
                    bom: bool = False) -> dict[str, Any]:
     """A JSON file that must hold an object; any problem is an InputError naming the file."""
     value = parse_json(read_text_file(path, max_bytes=max_bytes, bom=bom), path=path)
@@ -364,7 +369,7 @@ def read_json_file(path: str | os.PathLike, *, max_bytes: int = MAX_JSON_FILE_BY
 
 # Outputs (the rules of what a verb may write are in outputs.py) ----------------------------------------------------
 
-def check_replaceable(path: str | os.PathLike, flag: str | None = None) -> None:
+def check_replaceable(path: str | os.PathLike[str], flag: str | None = None) -> None:
     """Refuse to replace anything at `path` but a regular file: outputs are renamed into place, and a rename
     replaces a symlink, a device node or a FIFO itself (as root, even /dev/stdout) instead of writing through it."""
     try:
@@ -391,7 +396,7 @@ def looks_like_local_path(name: str) -> bool:
     return bool(sep) and Path(owner).is_dir()
 
 
-def check_local_source(source: str | os.PathLike, what: str = "model") -> None:
+def check_local_source(source: str | os.PathLike[str], what: str = "model") -> None:
     """A `source` that looks like a local path must exist: fail at once instead of asking the hub for it."""
     name = os.fspath(source)
     if not Path(name).expanduser().exists() and looks_like_local_path(name):
@@ -411,7 +416,7 @@ SIZE_FIELDS = ("vocab_size", "hidden_size", "num_hidden_layers", "num_attention_
                "max_position_embeddings", "type_vocab_size")
 
 
-def model_config(directory: str | os.PathLike) -> dict[str, Any]:
+def model_config(directory: str | os.PathLike[str]) -> dict[str, Any]:
     """A model directory's config.json, with the fields that size the model checked."""
     path = Path(directory) / "config.json"
     if not os.path.lexists(path):
@@ -429,7 +434,7 @@ def model_config(directory: str | os.PathLike) -> dict[str, Any]:
     return config
 
 
-def load_pretrained_model(auto_class, source: str | os.PathLike, **kwargs) -> tuple[Any, dict]:
+def load_pretrained_model(auto_class: Any, source: str | os.PathLike[str], **kwargs: Any) -> tuple[Any, dict[str, Any]]:
     """(model, loading info) from `auto_class.from_pretrained`, with each way a model directory can be broken (no or
     invalid config.json, truncated weights, weights of another shape than the config says) a ConfigError naming it."""
     path = Path(source)
@@ -440,11 +445,11 @@ def load_pretrained_model(auto_class, source: str | os.PathLike, **kwargs) -> tu
     verbosity = hf_logging.get_verbosity()
     hf_logging.set_verbosity_error()  # its load report would print the mismatches raised below as a table first
     try:
-        from .weights import from_pretrained  # int8 rows (issue 53) widened to fp32 there
+        from .weights.loading import from_pretrained  # int8 rows (issue 53) widened to fp32 there
 
         model, info = from_pretrained(auto_class, source, output_loading_info=True, ignore_mismatched_sizes=True,
                                       **kwargs)
-    except ArabertPipelineError:  # weights.py's checks of the weights file name the file and field themselves
+    except ArabertPipelineError:  # weights/'s checks of the weights file name the file and field themselves
         raise
     except Exception as exc:  # safetensors, JSON, shape and I/O errors all mean "cannot load this"
         raise ConfigError(f"cannot load the model in {source} ({describe_exception(exc)})") from exc
@@ -464,11 +469,12 @@ def load_pretrained_model(auto_class, source: str | os.PathLike, **kwargs) -> tu
         if keys:
             more = f" and {len(keys) - 1} more" if len(keys) > 1 else ""
             raise ConfigError(f"{source}: the weights do not fit config.json: encoder tensors {where} the model it "
-                              f"describes ({keys[0]}{more}); check num_hidden_layers and the other sizes in config.json")
+                              f"describes ({keys[0]}{more}); check num_hidden_layers and the other sizes in "
+                              "config.json")
     return model, info
 
 
-def check_vocabulary_size(model, tokenizer, source: object) -> None:
+def check_vocabulary_size(model: Any, tokenizer: Any, source: object) -> None:
     """The tokenizer's ids index the model's embedding rows one to one: another size means another tokenizer."""
     rows = model.get_input_embeddings().num_embeddings
     if len(tokenizer) != rows:
@@ -478,18 +484,18 @@ def check_vocabulary_size(model, tokenizer, source: object) -> None:
         )
 
 
-def torch_device(name: object):
+def torch_device(name: object) -> torch.device:
     """A torch.device for `name` that exists on this machine, or a ConfigError saying what is available."""
     import torch
 
     try:
-        device = torch.device(name)
+        device: torch.device = torch.device(name)  # type: ignore[call-overload]  # anything: its TypeError is the check
     except (RuntimeError, TypeError) as exc:
         raise ConfigError(f"device {name!r} is not a torch device (cpu, cuda, cuda:1, mps, ...)") from exc
-    available = {"cpu": True, "cuda": torch.cuda.is_available(),
-                 "mps": getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available()}
+    available = {"cpu": True, "cuda": torch.cuda.is_available(), "mps": torch.backends.mps.is_available()}
     if not available.get(device.type, False):
         raise ConfigError(f"device {name!r} is not available on this machine (torch {torch.__version__}); use cpu")
-    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+    # torch types index as an int; it is None for "cuda" without a number
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():  # type: ignore[redundant-expr]
         raise ConfigError(f"device {name!r}: this machine has {torch.cuda.device_count()} CUDA device(s)")
     return device

@@ -46,7 +46,7 @@ def add_export_tasks(export: argparse.ArgumentParser) -> None:
     """`export-onnx` of a classification or NER model dir too (its arabert_pipeline.json says which task), with
     --standalone, the form task models are shipped in (finetuning/taskexport.py). Here, above every task's layer,
     as `finetune --task` is."""
-    export.description += (
+    export.description = (export.description or "") + (
         " A classification or NER model dir (made by `finetune --task classification|ner`) is exported the same way, "
         "its logits out; with --standalone DIR, DIR also receives the shippable copy: config, tokenizer, "
         "metadata and a model.onnx holding quantized weights, no model.safetensors (ONNX Runtime only).")

@@ -1,8 +1,9 @@
 """Writes notebooks/evaluation.ipynb; the cells below are the notebook's source of truth.
 
     python notebooks/make_evaluation_notebook.py            # the notebook without outputs
-    python notebooks/make_evaluation_notebook.py --execute  # run it on $ARABERT_PIPELINE_EVAL_DIR or notebooks/results/table6/test
-                                                            # and store the outputs (what is committed)
+    python notebooks/make_evaluation_notebook.py --execute  # run it on $ARABERT_PIPELINE_EVAL_DIR or
+                                                            # notebooks/results/table6/test and store the outputs
+                                                            # (what is committed)
 """
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ The committed results live in `notebooks/results/`, one folder per experiment, e
 in its section: `table6/` (`scripts/reproduce_table6.sh`), `default-model/` (`scripts/train_default_model.sh`),
 `qa-levers/` (`scripts/qa_levers.sh`), `objectives/` (`scripts/compare_objectives.sh`), `architectures/`
 (`scripts/compare_architectures.sh`). The first sections read
-`table6/test/` (the test report of the Table 6 comparison; its dev report is in `table6/dev/`); set `ARABERT_PIPELINE_EVAL_DIR` to read another run there instead. To refresh the notebook after a
+`table6/test/` (the test report of the Table 6 comparison; its dev report is in `table6/dev/`); set
+`ARABERT_PIPELINE_EVAL_DIR` to read another run there instead. To refresh the notebook after a
 script has rewritten its folder:
 
 ```
@@ -119,8 +121,11 @@ The questions of the reference system where SOQAL EM and Arabic EM differ: usual
 Arabic punctuation at the edge of a span, or "ال" inside a word that SOQAL deletes. Sentence-Match also differs where
 a "؟" or a newline separates prediction and answer (same sentence for SOQAL, not for the Arabic variant)."""),
     ("code", """\
+def cell(text):
+    return (text or "∅")[:60].replace("|", "/").replace("\\n", " ")
+
+
 reference = results["reference"]
-cell = lambda text: (text or "∅")[:60].replace("|", "/").replace("\\n", " ")
 for dataset in DATASETS:
     rows = load.load_per_question(RUN, dataset, reference)
     em = [r for r in rows if r["soqal_em"] != r["arabic_em"]]
@@ -128,7 +133,8 @@ for dataset in DATASETS:
     lines = [f"### {dataset} ({reference})", "", f"EM differs on {len(em)} of {len(rows)} questions, SM on {len(sm)}."]
     examples = (em[:5] + sm)[:8]
     if examples:
-        lines += ["", "| prediction | gold | EM SOQAL | EM Arabic | SM SOQAL | SM Arabic |", "|---|---|---|---|---|---|"]
+        lines += ["", "| prediction | gold | EM SOQAL | EM Arabic | SM SOQAL | SM Arabic |",
+                  "|---|---|---|---|---|---|"]
     for r in examples:
         lines.append(f"| {cell(r['prediction'])} | {cell(r['gold'][0])} | {r['soqal_em']:.0f} | {r['arabic_em']:.0f} "
                      f"| {r['soqal_sm']:.0f} | {r['arabic_sm']:.0f} |")
@@ -173,7 +179,8 @@ scale, not whether the absolute numbers match."""),
     ("code", """\
 paper = results["paper_table6"]
 lines = ["| model | EM | F1 | SM | source |", "|---|---|---|---|---|"]
-lines += [f"| {name} | {r['em']} | {r['f1']} | {r['sm']} | AraBERT paper, Table 6 |" for name, r in paper["rows"].items()]
+lines += [f"| {name} | {r['em']} | {r['f1']} | {r['sm']} | AraBERT paper, Table 6 |"
+          for name, r in paper["rows"].items()]
 if "arcd-test" in results["datasets"]:
     for label, summary in results["datasets"]["arcd-test"]["systems"].items():
         s = summary["scores"]
@@ -242,8 +249,9 @@ questions only, synthetic then real alone and with the reader, each with its dec
 `answer-types.md` holds the question-word × answer-type table before and after the synthetic stage. The reader trained
 on synthetic questions before the real ones, beside the shipped transformer (`notebooks/results/reader-synthetic-dev/`):
 no gain on dev, not shipped. The same transformer with a reader on 300-d fastText vectors
-(`notebooks/results/reader-ft300-dev/`): level on dev, not shipped. Seeds of the last QA stage from the shipped weights, souped on dev on a lent GPU
-(`notebooks/results/soup-dev/soup.json`): every seed fell below its start, and the soup kept the shipped weights."""),
+(`notebooks/results/reader-ft300-dev/`): level on dev, not shipped. Seeds of the last QA stage from the shipped
+weights, souped on dev on a lent GPU (`notebooks/results/soup-dev/soup.json`): every seed fell below its start, and
+the soup kept the shipped weights."""),
     ("code", """\
 show_run(RESULTS / "default-model-dev", plotted="arcd-dev")
 show_run(RESULTS / "synthetic-qa-dev", plotted="arcd-dev")

@@ -16,8 +16,8 @@ parent commit); TARGET_MODELS must not exist. What it does:
 - arabert-mini's transformer, with --transformer-int8: its linear weights and relative-position table as int8 rows
   (one scale per output row), its word-embedding table as int8 rows but for the K tokens most frequent in
   PREPROCESSED.txt (text as `arabert-pipeline preprocess` writes it, tokenized with the model's tokenizer, [CLS] and
-  [SEP] counted once a line), which keep their fp16 rows (weights.py's exact rows); model.onnx re-exported.
-- arabert-sentiment/model.onnx: its fp32 relative-position tables as int8 rows (weights.compact_graph); with
+  [SEP] counted once a line), which keep their fp16 rows (weights/rows.py's exact rows); model.onnx re-exported.
+- arabert-sentiment/model.onnx: its fp32 relative-position tables as int8 rows (weights.rows.compact_graph); with
   --sentiment-rare-rows, its uint8 word-embedding table split: the K tokens most frequent in the training texts
   (the named set, preprocessed as the model preprocesses) keep their uint8 rows, the others in 4-bit blocks
   (finetuning/runtime.py `int4_rare_rows`).
@@ -57,9 +57,10 @@ def main() -> int:
     import onnx
 
     from arabert_pipeline.finetuning.runtime import int4_rare_rows
-    from arabert_pipeline.finetuning.tokenizer_adapter import share_tokenizer
     from arabert_pipeline.qa.transformer.companion import compact_companion
-    from arabert_pipeline.weights import compact, compact_graph, storage_of
+    from arabert_pipeline.weights.header import storage_of
+    from arabert_pipeline.weights.rows import compact, compact_graph
+    from arabert_pipeline.weights.shared_tokenizer import share_tokenizer
 
     shutil.copytree(args.source, args.target)
     mini = args.target / "arabert-mini"
@@ -120,7 +121,7 @@ def most_frequent_tokens(model_dir: Path, lines: list[str], count: int):
     import numpy as np
     from tokenizers import Tokenizer
 
-    from arabert_pipeline.weights import read_tokenizer_json
+    from arabert_pipeline.weights.shared_tokenizer import read_tokenizer_json
 
     tokenizer = Tokenizer.from_str(read_tokenizer_json(model_dir)[0])
     tokenizer.no_truncation()

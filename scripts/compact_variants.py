@@ -29,7 +29,7 @@ DEV = ["arcd-dev", "mlqa-ar-dev"]
 
 
 def widened(values: np.ndarray, storage: str, frequent: np.ndarray | None) -> np.ndarray:
-    from arabert_pipeline.weights import dequantize_rows, quantize_rows
+    from arabert_pipeline.weights.rows import dequantize_rows, quantize_rows
 
     if storage.startswith("top"):
         out = dequantize_rows(*quantize_rows(values))

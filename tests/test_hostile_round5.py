@@ -28,13 +28,9 @@ import pytest
 
 from arabert_pipeline.artifacts import PACKAGED_MODELS_DIR, load_pretrained_model
 from arabert_pipeline.errors import ConfigError
-from arabert_pipeline.weights import (
-    SCALE_SUFFIX,
-    SHARED_TOKENIZER_FILE,
-    STORAGE_KEY,
-    read_safetensors_header,
-    read_tokenizer_json,
-)
+from arabert_pipeline.weights.header import read_safetensors_header
+from arabert_pipeline.weights.rows import SCALE_SUFFIX, STORAGE_KEY
+from arabert_pipeline.weights.shared_tokenizer import SHARED_TOKENIZER_FILE, read_tokenizer_json
 from test_hostile_outputs import one_line_error
 from test_hostile_round3 import in_child
 
@@ -61,7 +57,7 @@ def sibling_sharing(tmp_path: Path) -> tuple[Path, Path]:
 
 READ_TOKENIZER = """
 from arabert_pipeline.errors import ArabertPipelineError
-from arabert_pipeline.weights import read_tokenizer_json
+from arabert_pipeline.weights.shared_tokenizer import read_tokenizer_json
 try:
     read_tokenizer_json({model!r})
 except ArabertPipelineError as exc:

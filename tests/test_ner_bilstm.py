@@ -70,14 +70,14 @@ def test_the_shipped_reader_table_reads_as_embeddings():
 
 
 def test_a_reader_table_in_int8_rows_needs_its_recorded_float32_scales(tmp_path):
-    """The reader's table is read by weights.read_table, as the QA reader reads it: int8 rows without their scales file,
-    or with scales of another dtype, are a ConfigError naming the file."""
+    """The reader's table is read by weights.tables.read_table, as the QA reader reads it: int8 rows without their
+    scales file, or with scales of another dtype, are a ConfigError naming the file."""
     import hashlib
     import json
 
     from arabert_pipeline.artifacts import file_digest
     from arabert_pipeline.errors import ConfigError
-    from arabert_pipeline.weights import quantize_rows
+    from arabert_pipeline.weights.rows import quantize_rows
 
     reader = tmp_path / "reader"
     reader.mkdir()

@@ -157,11 +157,11 @@ def _assert_int8_answers_as_fp32(exact, int8) -> None:
 
 def _int8_rows_by_hand(original: dict, stored: dict) -> dict:
     """{name: fp32 table} of the tables a file of int8 rows (`stored`: its raw tensors) stands for, rebuilt here from
-    the module docstring of weights.py rather than through it, after checking each against the weights it was made from
-    (`original`): every scale is its block's largest |value| / 127 and every int8 value within half a step of the value
-    it stands for. Scales stored 0.5% off would still leave the weights within 1% of the originals and both backends
-    agreeing with each other."""
-    from arabert_pipeline.weights import EXACT_SUFFIX, INDEX_SUFFIX, SCALE_SUFFIX
+    the module docstring of weights/rows.py rather than through it, after checking each against the weights it was made
+    from (`original`): every scale is its block's largest |value| / 127 and every int8 value within half a step of the
+    value it stands for. Scales stored 0.5% off would still leave the weights within 1% of the originals and both
+    backends agreeing with each other."""
+    from arabert_pipeline.weights.rows import EXACT_SUFFIX, INDEX_SUFFIX, SCALE_SUFFIX
 
     rebuilt = {}
     for name, quantized in stored.items():
@@ -226,7 +226,9 @@ def test_int8_row_storage_runs_the_same_fp32_weights_on_both_backends(tiny_onnx,
 
     from arabert_pipeline import Pipeline
     from arabert_pipeline.qa.transformer.export import export_onnx
-    from arabert_pipeline.weights import compact, dequantized_arrays, storage_of, write_plain
+    from arabert_pipeline.weights.header import storage_of
+    from arabert_pipeline.weights.loading import dequantized_arrays, write_plain
+    from arabert_pipeline.weights.rows import compact
 
     directory = tmp_path / "int8"
     shutil.copytree(tiny_onnx, directory)
@@ -278,7 +280,8 @@ def test_int8_row_storage_runs_the_same_fp32_weights_on_both_backends(tiny_onnx,
     with pytest.raises(ConfigError, match="int8 rows, which the 4-bit quantizer does not read"):
         write_standalone(directory, tmp_path / "int4", weight_bits=4)
     if exact:  # a damaged row index is refused by name before the graph runs on it (the fingerprint is the layout's)
-        from arabert_pipeline.weights import INDEX_SUFFIX, read_safetensors_header
+        from arabert_pipeline.weights.header import read_safetensors_header
+        from arabert_pipeline.weights.rows import INDEX_SUFFIX
 
         damaged = tmp_path / "damaged"
         shutil.copytree(directory, damaged)

@@ -371,7 +371,8 @@ def test_cli_lists_the_architecture_flags(capsys):
 def test_init_from_reads_a_model_dir_stored_in_int8_rows(setup, tmp_path):
     """The shipped QA model is stored in int8 rows (issue 53), which transformers refuses: --init-from reads it
     widened, the same weights as its plain fp32 copy."""
-    from arabert_pipeline.weights import compact, dequantized_arrays, write_plain
+    from arabert_pipeline.weights.loading import dequantized_arrays, write_plain
+    from arabert_pipeline.weights.rows import compact
 
     mlm, _ = build(setup)
     mlm.export(tmp_path / "fp32")

@@ -258,7 +258,7 @@ def test_the_compact_reader_reads_its_int8_rows_and_refuses_other_scales(tuned, 
 
     from arabert_pipeline import Pipeline
     from arabert_pipeline.qa.transformer.companion import Companion, compact_companion
-    from arabert_pipeline.weights import dequantize_rows
+    from arabert_pipeline.weights.rows import dequantize_rows
 
     _, out, _, _ = tuned
     compact = tmp_path / "compact"
@@ -292,7 +292,7 @@ def test_the_rarer_words_rows_in_4bit_are_read_as_stored_and_the_rest_unchanged(
 
     from arabert_pipeline import Pipeline
     from arabert_pipeline.qa.transformer.companion import Companion, compact_companion
-    from arabert_pipeline.weights import dequantize_rows, unpack_int4
+    from arabert_pipeline.weights.rows import dequantize_rows, unpack_int4
 
     _, out, _, _ = tuned
     int8, mixed = tmp_path / "int8", tmp_path / "mixed"

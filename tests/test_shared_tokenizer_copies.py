@@ -1,6 +1,6 @@
 """A model dir whose tokenizer is a sibling's (tokenizer.shared.json, as the shipped arabert-sentiment and arabert-ner
-hold) is copied with a real tokenizer.json: `export-onnx --standalone` and `weights.write_plain` write the shared file
-out, so the copy loads where no sibling is beside it."""
+hold) is copied with a real tokenizer.json: `export-onnx --standalone` and `weights.loading.write_plain` write the
+shared file out, so the copy loads where no sibling is beside it."""
 from __future__ import annotations
 
 import shutil
@@ -13,7 +13,8 @@ import task_toys as toys
 torch = pytest.importorskip("torch")
 
 from arabert_pipeline.cli import main  # noqa: E402  after the importorskip above
-from arabert_pipeline.weights import SHARED_TOKENIZER_FILE, share_tokenizer, write_plain  # noqa: E402  after the importorskip above
+from arabert_pipeline.weights.loading import write_plain  # noqa: E402  after the importorskip above
+from arabert_pipeline.weights.shared_tokenizer import SHARED_TOKENIZER_FILE, share_tokenizer  # noqa: E402  likewise
 
 
 def shared_with_sibling(model_dir, root):

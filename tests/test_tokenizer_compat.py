@@ -103,7 +103,7 @@ def test_transformers_4_loads_the_shipped_model_and_fresh_tokenizers_as_5_does(t
         python = env.transformers4_python()
     except (subprocess.CalledProcessError, OSError) as exc:
         pytest.skip(f"no transformers 4.x venv: creating it needs pip access to PyPI once ({exc})")
-    from arabert_pipeline.weights import write_plain
+    from arabert_pipeline.weights.loading import write_plain
 
     # The shipped weights are int8 rows (issue 53), which transformers does not read: its plain fp32 copy is what a
     # transformers user loads (`arabert-pipeline weights DIR --plain OUT`).

@@ -1,4 +1,4 @@
-"""weights.py's readers: the safetensors header (bounded before anything is allocated for it) and a reader's word
+"""weights/'s readers: the safetensors header (bounded before anything is allocated for it) and a reader's word
 table (float16, or int8 rows with their checked float32 scales)."""
 from __future__ import annotations
 
@@ -9,16 +9,10 @@ import numpy as np
 import pytest
 
 from arabert_pipeline.errors import ConfigError
-from arabert_pipeline.weights import (
-    INT8_ROWS,
-    MAX_HEADER_BYTES,
-    STORAGE_KEY,
-    file_digest,
-    quantize_rows,
-    read_safetensors_header,
-    read_table,
-    storage_of,
-)
+from arabert_pipeline.weights.files import file_digest
+from arabert_pipeline.weights.header import MAX_HEADER_BYTES, read_safetensors_header, storage_of
+from arabert_pipeline.weights.rows import INT8_ROWS, STORAGE_KEY, quantize_rows
+from arabert_pipeline.weights.tables import read_table
 
 
 def test_the_header_reader_returns_entries_metadata_offset_and_raw_bytes(tmp_path):
@@ -100,7 +94,8 @@ def test_exact_rows_round_trip_and_a_damaged_row_index_is_refused_by_name(tmp_pa
     does not place every row once (a damaged file) is a one-line ConfigError, not a silently scrambled table."""
     from safetensors.numpy import load_file, save_file
 
-    from arabert_pipeline.weights import INDEX_SUFFIX, INT8_ROWS_EXACT, compact, dequantize_rows, dequantized_arrays
+    from arabert_pipeline.weights.loading import dequantized_arrays
+    from arabert_pipeline.weights.rows import INDEX_SUFFIX, INT8_ROWS_EXACT, compact, dequantize_rows
 
     rng = np.random.default_rng(0)
     table = rng.normal(size=(300, 256)).astype(np.float16)
@@ -145,7 +140,8 @@ def test_a_table_with_exact_rows_widens_whole_in_the_graph_to_the_loaders_values
     from safetensors.numpy import save_file
 
     from arabert_pipeline.finetuning.export import WEIGHTS_FILE, _external, _stored_tensors, _widen_int8
-    from arabert_pipeline.weights import compact, dequantized_arrays
+    from arabert_pipeline.weights.loading import dequantized_arrays
+    from arabert_pipeline.weights.rows import compact
 
     table = np.random.default_rng(1).normal(size=(40, 32)).astype(np.float16)
     source, weights = tmp_path / "fp16.safetensors", tmp_path / WEIGHTS_FILE
@@ -155,7 +151,7 @@ def test_a_table_with_exact_rows_widens_whole_in_the_graph_to_the_loaders_values
     linked = [_external("t", TensorProto.INT8, parts.shape, offset, length),
               _external("t/scale", TensorProto.FLOAT, *parts.scale),
               _external("t/exact", TensorProto.FLOAT16, *parts.exact[1:]),
-              _external("t/index", TensorProto.INT32, *parts.index)]
+              _external("t/index", TensorProto.INT32, *parts.row_index)]
     nodes, constants = _widen_int8("t", parts, len(values), "out")
     graph = helper.make_graph(nodes, "widen", [], [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)],
                               initializer=[*linked, *constants])
@@ -171,7 +167,7 @@ def test_int4_values_are_packed_low_nibble_first():
     """ONNX's INT4 layout (and vectors_int4.npy's): the first value of a pair in the low nibble, two's complement."""
     import numpy as np
 
-    from arabert_pipeline.weights import pack_int4, unpack_int4
+    from arabert_pipeline.weights.rows import pack_int4, unpack_int4
 
     assert pack_int4([[1, -2, 7, -8]]).tolist() == [[0xE1, 0x87]]
     values = np.arange(-8, 8, dtype=np.int8).reshape(2, 8)
@@ -183,7 +179,8 @@ def test_an_int4_tail_table_is_indexed_as_one_table_of_all_its_rows():
     table, an empty id list gives no rows, and an id out of range is an IndexError naming the bounds."""
     import numpy as np
 
-    from arabert_pipeline.weights import Int4TailTable, pack_int4
+    from arabert_pipeline.weights.rows import pack_int4
+    from arabert_pipeline.weights.tables import Int4TailTable
 
     head = np.arange(12, dtype=np.int8).reshape(3, 4)
     tail = np.array([[1, -2, 3, -4], [7, -8, 0, 5]], dtype=np.int8)

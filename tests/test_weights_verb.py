@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import runpy
 import shutil
 import subprocess
 import sys
@@ -14,7 +15,9 @@ import pytest
 
 from arabert_pipeline.cli import main
 from arabert_pipeline.outputs import OutputLock
-from arabert_pipeline.weights import INT8_ROWS, SHARED_TOKENIZER_FILE, storage_of
+from arabert_pipeline.weights.header import storage_of
+from arabert_pipeline.weights.rows import INT8_ROWS
+from arabert_pipeline.weights.shared_tokenizer import SHARED_TOKENIZER_FILE
 from conftest import REPO, build_tiny_bert
 
 torch = pytest.importorskip("torch")
@@ -185,3 +188,6 @@ def test_the_former_module_command_says_where_the_verb_is():
                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120)
     assert done.returncode == 1 and "arabert-pipeline weights MODEL_DIR --plain OUT" in done.stderr
     assert "Traceback" not in done.stderr
+    # The module that says it (weights/__main__.py), run in this process too.
+    with pytest.raises(SystemExit, match="arabert-pipeline weights MODEL_DIR --plain OUT"):
+        runpy.run_module("arabert_pipeline.weights.__main__", run_name="__main__")

@@ -12,7 +12,7 @@ def run_finetune(args: argparse.Namespace) -> int:
                          label_column=args.label_column or "label", labels=args.labels, format=args.format,
                          class_weights=args.class_weights, dev_metric=args.dev_metric or "macro_f1")
     # task_config returns an instance of the class it is given, typed as the base class (issue 61's phase 2).
-    result = run_classification(config)  # type: ignore[arg-type]  # a ClassificationConfig, typed TaskConfig
+    result = run_classification(config)
     return 0 if result.completed else 130
 
 

@@ -45,7 +45,7 @@ class ClassificationTrainer(TaskTrainer):
     config: ClassificationConfig
 
     @property
-    def dev_metric(self) -> str:  # type: ignore[override]  # FinetuneEngine declares an attribute; all only read it
+    def dev_metric(self) -> str:
         return self.config.dev_metric
 
     def auto_class(self):

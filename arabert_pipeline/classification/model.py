@@ -73,7 +73,7 @@ class TextClassifier:
         from ..artifacts import check_vocabulary_size, load_pretrained_model, torch_device
         from ..tokenizer.load import load_pretrained_tokenizer
 
-        device = torch_device(device)
+        target = torch_device(device)
         metadata, config = _read(directory)
         preprocessing = recorded_preprocessing(directory, metadata, preprocessing)
         labels = read_labels(metadata, config, directory)
@@ -82,7 +82,7 @@ class TextClassifier:
         check_head_size(labels, model.config.num_labels, config, directory)
         tokenizer = load_pretrained_tokenizer(directory)
         check_vocabulary_size(model, tokenizer, directory)
-        model.to(device).float().eval()
+        model.to(target).float().eval()
         classifier = cls(model, tokenizer, preprocessing, labels, max_seq_length)
         classifier.attach_lexical(Path(directory), metadata)
         return classifier
@@ -102,7 +102,7 @@ class TextClassifier:
     def logits(self, rows: Sequence[Sequence[int]], batch_size: int = 32) -> np.ndarray:
         out = np.zeros((len(rows), len(self.labels)), dtype=np.float32)
         for indices in prediction_batches([len(r) for r in rows], self.rows_per_run or batch_size, TOKENS_PER_RUN):
-            batch = pad(rows, indices, self.tokenizer.pad_token_id or 0)  # type: ignore[arg-type]  # takes arrays too
+            batch = pad(rows, indices, self.tokenizer.pad_token_id or 0)
             out[indices] = self.forward(batch)
         return out
 
@@ -159,7 +159,7 @@ class OnnxTextClassifier(TextClassifier):
         return model
 
     def forward(self, batch: dict[str, np.ndarray]) -> np.ndarray:
-        return run_task_session(self.model, batch, OUTPUT_NAMES)  # type: ignore[return-value]  # typed object
+        return run_task_session(self.model, batch, OUTPUT_NAMES)
 
 
 def _read(directory) -> tuple[dict, dict]:

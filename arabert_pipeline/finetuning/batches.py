@@ -11,7 +11,7 @@ classification and NER tasks share both, so the two backends batch and pad alike
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -19,7 +19,7 @@ LENGTH_POOL = 50  # batches per pool of rows sorted by length (epoch_batches)
 WIDTH_MULTIPLE = 8  # training batches are padded to a multiple of this: few shapes
 
 
-def epoch_batches(lengths: Sequence[int], batch_size: int, seed: int, epoch: int) -> list[np.ndarray]:
+def epoch_batches(lengths: Sequence[int] | np.ndarray, batch_size: int, seed: int, epoch: int) -> list[np.ndarray]:
     rng = np.random.default_rng([seed, epoch])
     lengths = np.asarray(lengths)
     order = rng.permutation(len(lengths))
@@ -32,7 +32,8 @@ def epoch_batches(lengths: Sequence[int], batch_size: int, seed: int, epoch: int
     return [batches[i] for i in rng.permutation(len(batches))]
 
 
-def prediction_batches(lengths: Sequence[int], batch_size: int, max_tokens: int | None = None) -> list[np.ndarray]:
+def prediction_batches(lengths: Sequence[int] | np.ndarray, batch_size: int,
+                       max_tokens: int | None = None) -> list[np.ndarray]:
     """Row indices in batches of similar length (ascending): ≤ batch_size rows and, when given, ≤ max_tokens padded
     tokens (always one row at least)."""
     lengths = np.asarray(lengths)
@@ -48,7 +49,7 @@ def prediction_batches(lengths: Sequence[int], batch_size: int, max_tokens: int 
     return batches
 
 
-def pad(rows: Sequence[Sequence[int]], indices: Sequence[int], pad_id: int, multiple: int = 1,
+def pad(rows: Sequence[Sequence[int]], indices: Sequence[int] | np.ndarray, pad_id: int, multiple: int = 1,
         labels: Sequence[Sequence[int]] | None = None) -> dict[str, np.ndarray]:
     """input_ids and attention_mask (int64) of rows[indices], right-padded to the longest (rounded up to `multiple`);
     with `labels` (one per token), "labels" padded with -100 (ignored by the loss)."""

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from ..errors import ConfigError
-from ..weights import STORAGE_KEY, read_safetensors_header
+from ..weights.header import read_safetensors_header
+from ..weights.rows import STORAGE_KEY
 
 ONNX_FILE = "model.onnx"
 WEIGHTS_FILE = "model.safetensors"
@@ -156,7 +157,7 @@ def _trace(model, inputs: list[str], output_names: tuple[str, ...], path: Path, 
             self.model = model
 
         def forward(self, *tensors):
-            out = self.model(**dict(zip(inputs, tensors)))
+            out = self.model(**dict(zip(inputs, tensors, strict=True)))
             return tuple(getattr(out, name) for name in output_names)
 
     # A padded second row, so that the attention mask's computation is part of the trace.
@@ -182,7 +183,7 @@ def _stored_tensors(weights: Path) -> dict:
     """{name: (values as float32, ONNX type name, absolute offset, length in bytes)} of a safetensors file."""
     import numpy as np
 
-    from ..weights import EXACT_SUFFIX, INDEX_SUFFIX, SCALE_SUFFIX, check_int8_table, dequantize_table
+    from ..weights.rows import EXACT_SUFFIX, INDEX_SUFFIX, SCALE_SUFFIX, check_int8_table, dequantize_table
 
     read = read_safetensors_header(weights)
     header, data_start = read.tensors, read.data_start
@@ -197,7 +198,7 @@ def _stored_tensors(weights: Path) -> dict:
         values = np.frombuffer(data[data_start + begin : data_start + end], dtype=dtype).reshape(entry["shape"])
         return values, (entry["shape"], data_start + begin, end - begin)
 
-    stored = {}
+    stored: dict[str, tuple[np.ndarray, str, int, int, Int8Parts | None]] = {}
     for name, entry in header.items():
         begin, end = entry["data_offsets"]
         raw = data[data_start + begin : data_start + end]
@@ -207,11 +208,13 @@ def _stored_tensors(weights: Path) -> dict:
             exact_type = exact_entry and {"F16": "FLOAT16", "F32": "FLOAT"}.get(exact_entry.get("dtype"))
             if (exact_entry is None) != (index is None) or (exact_entry is not None and exact_type is None):
                 raise ConfigError(f"{weights}: {name}'s exact rows must be float16 or float32, with a row index")
-            exact = exact_type and part(exact_entry, "<f2" if exact_type == "FLOAT16" else "<f4")
+            exact = part(exact_entry, "<f2" if exact_type == "FLOAT16" else "<f4") if exact_type else None
             quantized = np.frombuffer(raw, dtype=np.int8).reshape(entry["shape"])
-            check_int8_table(weights, name, quantized, scale[0], exact and exact[0], index and index[0])
-            values = dequantize_table(quantized, scale[0], exact and exact[0], index and index[0])
-            parts = Int8Parts(entry["shape"], scale[1], exact and (exact_type, *exact[1]), index and index[1])
+            exact_rows, row_index = (exact[0] if exact else None), (index[0] if index else None)
+            check_int8_table(weights, name, quantized, scale[0], exact_rows, row_index)
+            values = dequantize_table(quantized, scale[0], exact_rows, row_index)
+            parts = Int8Parts(entry["shape"], scale[1], (exact_type, *exact[1]) if exact else None,
+                              index[1] if index else None)
             stored[name] = (values, "INT8", data_start + begin, end - begin, parts)
             continue
         if entry["dtype"] not in _SAFETENSORS_TYPES or (compact and name.endswith((SCALE_SUFFIX, EXACT_SUFFIX))):
@@ -232,7 +235,7 @@ class Int8Parts(NamedTuple):
     shape: list
     scale: tuple
     exact: tuple | None
-    index: tuple | None
+    row_index: tuple | None  # not `index`, which would hide tuple.index
 
 
 def _external(name: str, data_type: int, dims, offset: int, length: int):
@@ -299,7 +302,7 @@ def _link_weights(graph, weights: Path) -> None:
             if parts is not None and parts.exact is not None:
                 exact_type, *exact = parts.exact
                 linked[key + "/exact"] = _external(f"weights/{key}/exact", getattr(TensorProto, exact_type), *exact)
-                linked[key + "/index"] = _external(f"weights/{key}/index", TensorProto.INT32, *parts.index)
+                linked[key + "/index"] = _external(f"weights/{key}/index", TensorProto.INT32, *parts.row_index)
         if parts is not None and not transposed and only_gathered(initializer.name):
             gathered[initializer.name] = (f"weights/{key}", parts)
             continue
@@ -372,7 +375,7 @@ def _gathered_rows(table: str, parts: Int8Parts, ids: str, out: str) -> tuple[li
     """(nodes, constants) in place of a Gather of rows `ids` from an int8-row table into `out`: the int8 rows and
     their scales gathered, then Cast and Mul — the same products as widening the whole table first, without an fp32
     copy of it in memory or its widening at each session start. With exact rows, the row index says for each id
-    whether its row is one of those (widened from their stored dtype) or which int8 row it is (weights.py)."""
+    whether its row is one of those (widened from their stored dtype) or which int8 row it is (weights/rows.py)."""
     import numpy as np
     from onnx import TensorProto, helper, numpy_helper
 
@@ -452,7 +455,7 @@ def _check_against_torch(path: Path, model, inputs: list[str], output_names: tup
         got = session.run(list(output_names), feeds)
         with torch.no_grad():
             out = model(**{name: torch.from_numpy(v) for name, v in feeds.items()})
-        for name, onnx_values in zip(output_names, got):
+        for name, onnx_values in zip(output_names, got, strict=True):
             gap = np.abs(onnx_values - getattr(out, name).numpy())
             gap = float((gap[mask.astype(bool)] if per_token else gap).max())
             if not gap <= TOLERANCE:

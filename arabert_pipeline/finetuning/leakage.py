@@ -11,7 +11,8 @@ import collections
 import dataclasses
 import re
 import unicodedata
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from ..preprocess.normalize import LETTER_VARIANTS
 
@@ -82,7 +83,7 @@ def text_leakage_finder(text_of: Callable[[dict[str, Any]], str]):
                     index[key].append(str(example["id"]))
             for eval_name, evaluation in guarded:
                 hits: dict[str, list[str]] = collections.defaultdict(list)
-                texts = {}
+                texts: dict[str, str] = {}
                 for example in evaluation:
                     key = normalize(text_of(example))
                     if key in index:

@@ -50,8 +50,8 @@ class AlignedText:
         if self._monotone:  # then a span's sources start at its first character's and end at its last's
             first, last = self.starts[starts], self.ends[ends - 1]
         else:
-            first = np.asarray([self.starts[a:b].min() for a, b in zip(starts, ends)], dtype=np.int64)
-            last = np.asarray([self.ends[a:b].max() for a, b in zip(starts, ends)], dtype=np.int64)
+            first = np.asarray([self.starts[a:b].min() for a, b in zip(starts, ends, strict=True)], dtype=np.int64)
+            last = np.asarray([self.ends[a:b].max() for a, b in zip(starts, ends, strict=True)], dtype=np.int64)
         next_text, text_end = self._space_tables
         trimmed = np.minimum(next_text[first], last)
         return np.where(first < last, trimmed, first), np.where(first < last, np.maximum(text_end[last], trimmed), last)

@@ -19,10 +19,15 @@ import logging
 import os
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import ConfigError
-from ..weights import check_int8_tables, pack_int4, quantize_rows, storage_of
+from ..weights.header import check_int8_tables, storage_of
+from ..weights.rows import pack_int4, quantize_rows
 from .export import FINGERPRINT_KEY, ONNX_FILE, WEIGHTS_FILE, config_digest, weights_fingerprint
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # model.onnx metadata_props of a standalone graph (write_standalone): it holds its own (quantized) weights, so it is
 # checked against config.json alone; INT8_KEY marks the int8 form, whose activations are quantized per batch.
@@ -206,7 +211,7 @@ def int8_model(path: Path) -> bytes:
         folded, quantized = Path(tmp) / "folded.onnx", Path(tmp) / "int8.onnx"
         graph = _folded_graph(path, folded)
         onnx.save(graph, str(folded))
-        # An int8 table (weights.py) is looked up as stored: its rows, their scales, its fp16 exact rows and its
+        # An int8 table (weights/rows.py) is looked up as stored: its rows, their scales, its fp16 exact rows and its
         # row index are no weights to quantize (an fp16 table's Gather would get an fp16 scale DequantizeLinear
         # refuses; its scales, quantized, would round the table twice). export.py names those Gathers.
         stored = {t.name for t in graph.graph.initializer if t.data_type != onnx.TensorProto.FLOAT
@@ -308,7 +313,7 @@ def int4_rare_rows(graph, keep) -> str:
     """Store, in place, the token-embedding table of an int8 graph (int8_model: a Gather of uint8 rows, then a
     DequantizeLinear with one scale and zero point) in two parts: the rows of the token ids `keep` (the frequent
     ones) as they were, and the others in 4-bit, blocks of INT4_BLOCK (symmetric, of the values their uint8 rows stand
-    for; ONNX Runtime's GatherBlockQuantized), placed by an int32 row index as weights.py places exact rows (≥ 0: a
+    for; ONNX Runtime's GatherBlockQuantized), placed by an int32 row index as weights/rows.py places exact rows (≥ 0: a
     kept row; -1 - r: 4-bit row r). The frequent tokens, most of what a text reads, keep their values exactly; the
     rest take half the bytes. Returns the table's name."""
     import numpy as np
@@ -401,7 +406,7 @@ def open_task_model(directory: Path, vocab_size: object, *, quantize: bool = Fal
     return session, tokenizer, 1 if quantize or session_is_int8(session) else None
 
 
-def run_task_session(session, batch: dict, output_names) -> "object":
+def run_task_session(session, batch: dict, output_names) -> np.ndarray:
     """The logits of a task model's session on a batch of ids and masks (token types zero where the graph has them)."""
     import numpy as np
 

@@ -13,8 +13,9 @@ supplies `has_dev` and `dev_score` besides what `Engine` asks for.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -31,11 +32,18 @@ class FinetuneEngine(Engine):
     epochs: int
     patience: int = 0  # with dev sets: stop after this many epochs without a better score (0: run every epoch)
     max_steps: int | None = None  # --max-steps: the run ends there even inside an epoch
-    dev_metric: str  # the name the scores are logged and reported under
     say_to: Callable[[str], None]
+    losses: list[float]  # each finished epoch's mean training loss
+    running: list[float]  # the current epoch's step losses
+    dev_history: list[float]  # each scored epoch's dev score
     unit = "training examples"  # what a row of the epoch plan is, for messages
 
     # ------------------------------------------------------------------------------------------- what a task supplies
+
+    @property
+    def dev_metric(self) -> str:
+        """The name the dev scores are logged and reported under (a class attribute or a property)."""
+        raise NotImplementedError
 
     def has_dev(self) -> bool:
         raise NotImplementedError

@@ -14,7 +14,8 @@ Its leakage finder takes [(set name, examples)] for training and for the guarded
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..errors import ConfigError
 
@@ -79,7 +80,8 @@ def apply_leakage_policy(report, train_files: list, policy: str, say: Callable[[
             f"the training {unit} involved, or --allow-leakage to train anyway (scores would be inflated)."
         )
     leaking = report.train_ids()
-    kept, dropped = [], {}
+    kept: list[dict] = []
+    dropped: dict[str, int] = {}
     for f in train_files:
         for example in f.examples:
             if (f.name, example["id"]) in leaking:

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from typing import TypeVar
 
 from ..errors import ConfigError
 from .config import TaskConfig
+
+Config = TypeVar("Config", bound=TaskConfig)
 
 TASKS = ("qa", "classification", "ner")
 # Dests of QA's finetune parser that a text task has no use for.
@@ -57,7 +60,7 @@ def check_task_flags(parser: argparse.ArgumentParser, args: argparse.Namespace) 
         raise ConfigError(f"{', '.join(named)}: not a flag of --task {args.task}")
 
 
-def task_config(config_class: type[TaskConfig], args: argparse.Namespace, **task_fields) -> TaskConfig:
+def task_config(config_class: type[Config], args: argparse.Namespace, **task_fields) -> Config:
     """The config of `config_class` from a parsed finetune command: the shared fields read from `args`."""
     shared = {f.name for f in dataclasses.fields(TaskConfig)}
     values = {name: getattr(args, name) for name in shared if hasattr(args, name)}

@@ -140,7 +140,7 @@ def standalone(model_dir: str | os.PathLike, target: str | os.PathLike, *, weigh
     form already (a shipped task model, whose tokenizer is a sibling's) is copied as it is, its tokenizer written out
     and its model card with it: the one way to a copy that stands alone."""
     from ..artifacts import atomic_directory
-    from ..weights import copy_tokenizer_json
+    from ..weights.shared_tokenizer import copy_tokenizer_json
     from .runtime import create_session, write_standalone
 
     model_dir, target = Path(model_dir), Path(target)

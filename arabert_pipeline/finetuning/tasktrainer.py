@@ -30,14 +30,19 @@ from typing import Any
 import numpy as np
 
 from ..artifacts import (
-    atomic_write, check_local_source, check_vocabulary_size, load_pretrained_model, portable_path, read_metadata,
+    atomic_write,
+    check_local_source,
+    check_vocabulary_size,
+    load_pretrained_model,
+    portable_path,
+    read_metadata,
     write_metadata,
 )
 from ..errors import ConfigError
+from ..outputs import MODEL_DIR_FILES, OutputKind
 from ..tokenizer.export import save_pretrained_tokenizer
 from ..tokenizer.load import load_pretrained_tokenizer
 from ..tokenizer.markers import check_preprocessing_fits
-from ..outputs import MODEL_DIR_FILES, OutputKind
 from ..training import CHECKPOINTS, LOG_FILE, make_optimizer, parameter_groups
 from ..training.checkpoints import quiet_transformers
 from ..training.logs import peak_memory
@@ -147,7 +152,7 @@ class TaskTrainer(FinetuneEngine):
             with contextlib.nullcontext() if config.progress else quiet_transformers():
                 model, info = load_pretrained_model(
                     self.auto_class(), config.model, dtype=torch.float32, num_labels=len(self.labels),
-                    id2label=dict(enumerate(self.labels)), label2id={l: i for i, l in enumerate(self.labels)})
+                    id2label=dict(enumerate(self.labels)), label2id={label: i for i, label in enumerate(self.labels)})
         finally:
             transformers.logging.set_verbosity(verbosity)
         check_vocabulary_size(model, self.tokenizer, config.model)
@@ -238,7 +243,7 @@ class TaskTrainer(FinetuneEngine):
         return entry
 
     def export_checkpoint(self, directory: Path) -> None:
-        self.unwrapped().save_pretrained(directory)
+        self.unwrapped().save_pretrained(directory)  # type: ignore[operator]  # a PreTrainedModel, typed Module
         save_pretrained_tokenizer(self.tokenizer, directory)
 
     def export(self, directory: Path) -> None:
@@ -274,7 +279,7 @@ class TaskTrainer(FinetuneEngine):
 def rows_key(rows, labels, vocabulary: int, label_names) -> str:
     """A hash of what fine-tuning trains on: a checkpoint of other data, tokenizer or labels is refused."""
     digest = hashlib.sha256(f"{vocabulary}|{','.join(label_names)}".encode())
-    for row, label in zip(rows, labels):
+    for row, label in zip(rows, labels, strict=True):
         digest.update(np.asarray(row, dtype=np.int32).tobytes() + b"|")
         digest.update(np.asarray(label, dtype=np.int64).tobytes() + b"|")
     return digest.hexdigest()

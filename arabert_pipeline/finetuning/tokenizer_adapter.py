@@ -15,9 +15,7 @@ from typing import Any
 
 from ..artifacts import read_json_file
 from ..errors import ConfigError
-# The shared-tokenizer reader lives in weights.py, the lowest layer, so that every copy of a model dir can resolve it.
-from ..weights import SHARED_TOKENIZER_FILE, read_tokenizer_json, share_tokenizer  # noqa: F401
-
+from ..weights.shared_tokenizer import read_tokenizer_json
 
 # transformers 5's generic fast tokenizer returns these when tokenizer_config.json lists none (4.x's added
 # token_type_ids); our tokenizer writers always list them (tokenizer/export.py save_pretrained_tokenizer).
@@ -49,7 +47,7 @@ class TokenizerAdapter:
         self.returns_token_types = "token_type_ids" in model_input_names
 
     @classmethod
-    def from_directory(cls, directory: str | os.PathLike) -> "TokenizerAdapter":
+    def from_directory(cls, directory: str | os.PathLike) -> TokenizerAdapter:
         from tokenizers import Tokenizer
 
         directory = Path(directory)
@@ -60,9 +58,11 @@ class TokenizerAdapter:
             raise ConfigError(f"{path}: not a tokenizers file ({exc})") from exc
         config_path = directory / "tokenizer_config.json"
         config = read_json_file(config_path) if config_path.is_file() else {}
-        names = {key: value for key in ("cls_token", "pad_token", "sep_token") if isinstance(value := config.get(key), str)}
-        inputs = config.get("model_input_names")
-        return cls(backend, **names, **({"model_input_names": tuple(inputs)} if isinstance(inputs, list) else {}))
+        settings: dict[str, Any] = {key: value for key in ("cls_token", "pad_token", "sep_token")
+                                    if isinstance(value := config.get(key), str)}
+        if isinstance(inputs := config.get("model_input_names"), list):
+            settings["model_input_names"] = tuple(inputs)
+        return cls(backend, **settings)
 
     def __len__(self) -> int:
         return self.backend.get_vocab_size(with_added_tokens=True)
@@ -81,7 +81,7 @@ class TokenizerAdapter:
         else:
             self.backend.no_truncation()
         self.backend.no_padding()
-        inputs = list(zip(text, text_pair)) if text_pair is not None else list(text)
+        inputs = list(zip(text, text_pair, strict=True)) if text_pair is not None else list(text)
         encodings, sample = [], []
         for index, encoding in enumerate(self.backend.encode_batch(inputs, add_special_tokens=add_special_tokens)):
             windows = [encoding, *encoding.overflowing] if return_overflowing_tokens else [encoding]

@@ -1,4 +1,4 @@
-"""`arabert-pipeline weights`: a model dir's weights written in another storage (weights.py).
+"""`arabert-pipeline weights`: a model dir's weights written in another storage (weights/).
 
     arabert-pipeline weights arabert-mini --plain OUT    # OUT: a plain fp32 transformers checkpoint of the model
     arabert-pipeline weights runs/qa --int8-rows         # runs/qa/model.safetensors rewritten in int8 rows
@@ -10,7 +10,7 @@ run leaves no OUT and a rerun is not refused; an existing OUT is never written i
 MODEL_DIR/model.safetensors, the one file it was asked to rewrite, atomically and under a lock; a model.onnx beside
 it reads the old layout and must be exported again. Files follow the umask, weights included.
 
-Here, in the layer above outputs.py, because weights.py (the storage, read by every loader) lies below it.
+Here, in the layer above outputs.py, because weights/ (the storage, read by every loader) lies below it.
 """
 from __future__ import annotations
 
@@ -23,7 +23,9 @@ from pathlib import Path
 from ..artifacts import atomic_directory, check_input_file, follow_umask, naming_io_errors, shipped_model_dir
 from ..errors import ConfigError
 from ..outputs import OutputLock, check_not_input, remove_stale_temporaries
-from ..weights import compact, storage_of, write_plain
+from ..weights.header import storage_of
+from ..weights.loading import write_plain
+from ..weights.rows import compact
 from .export import ONNX_FILE, WEIGHTS_FILE
 
 VERB = "weights"
@@ -83,8 +85,8 @@ def readable(path: Path) -> Iterator[None]:
 
 
 def plain_copy(model_dir: Path, out: str | os.PathLike) -> Path:
-    """OUT, a new directory: weights.write_plain of MODEL_DIR, built under a temporary name beside OUT and renamed into
-    place once complete, under OUT's lock."""
+    """OUT, a new directory: weights.loading.write_plain of MODEL_DIR, built under a temporary name beside OUT and
+    renamed into place once complete, under OUT's lock."""
     source, out = weights_file(model_dir), Path(out)
     check_not_input(out, [model_dir], "--plain", within=True)
     with OutputLock(out, f"{VERB} --plain"):
@@ -103,8 +105,8 @@ def check_not_compact(weights: Path) -> None:
 
 
 def int8_rows_in_place(model_dir: Path) -> dict[str, int]:
-    """MODEL_DIR/model.safetensors rewritten by weights.compact: written beside it under a temporary name and renamed
-    over it once complete, under its lock; {"quantized": n, "kept": m}."""
+    """MODEL_DIR/model.safetensors rewritten by weights.rows.compact: written beside it under a temporary name and
+    renamed over it once complete, under its lock; {"quantized": n, "kept": m}."""
     weights = weights_file(model_dir)
     if weights.is_symlink():
         raise ConfigError(f"{weights} is a symbolic link: rewriting it in place would replace the link, not the file "

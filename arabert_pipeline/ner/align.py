@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from typing import Sequence
+from collections.abc import Sequence
 
 import regex
 
@@ -90,7 +90,7 @@ class WordEncoder:
         aligned = [preprocess_aligned(text, self.preprocessor, self.preprocessing) for text in texts]
         batch = self.tokenizer([a.text for a in aligned], add_special_tokens=False, return_offsets_mapping=True)
         return [self._pieces(a, word_spans_, ids, offsets) for a, word_spans_, ids, offsets
-                in zip(aligned, spans, batch["input_ids"], batch["offset_mapping"])]
+                in zip(aligned, spans, batch["input_ids"], batch["offset_mapping"], strict=True)]
 
     def _pieces(self, aligned, spans, ids, offsets) -> EncodedSentence:
         starts = [s for s, _ in spans]

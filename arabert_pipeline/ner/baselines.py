@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter, defaultdict
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import regex
 
@@ -33,7 +34,7 @@ _SHAPES = (("A", regex.compile(r"\p{Arabic}")), ("L", regex.compile(r"[A-Za-z]")
 
 def shape(word: str) -> str:
     """Runs of Arabic letters (A), Latin letters (L), digits (d) and anything else (p), each run written once."""
-    out = []
+    out: list[str] = []
     for ch in word:
         kind = next((k for k, pattern in _SHAPES if pattern.match(ch)), "p")
         if not out or out[-1] != kind:
@@ -81,7 +82,7 @@ def fit_baseline(name: str, train: Sequence[dict], dev: Sequence[dict] = (), *, 
     if name == "most-frequent-tag":
         counts: dict[str, Counter] = defaultdict(Counter)
         for e in train:
-            for w, t in zip(e["words"], e["tags"]):
+            for w, t in zip(e["words"], e["tags"], strict=True):
                 counts[w][t] += 1
         return Tagger(name, table={w: max(c, key=lambda t: (c[t], t == "O", t)) for w, c in counts.items()})
     if name == "bilstm":
@@ -108,6 +109,7 @@ def fit_baseline(name: str, train: Sequence[dict], dev: Sequence[dict] = (), *, 
                                           tagger.predict([e["words"] for e in dev]))["micro_f1"]
         if best is None or (dev and scores[(c1, c2)] > scores[best[0]]):
             best = ((c1, c2), tagger)
+    assert best is not None  # C_GRID is never empty
     best[1].chosen = {"c1": best[0][0], "c2": best[0][1], "dev_metric": "micro_f1",
                       "dev_scores": {f"{a},{b}": s for (a, b), s in scores.items()}}
     return best[1]

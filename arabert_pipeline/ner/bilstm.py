@@ -19,19 +19,20 @@ corpus (its 1,000 most frequent QA-question words fine-tuned by the reader's tra
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import logging
 import os
 import random
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
 from ..artifacts import file_digest, portable_path, read_json_file, read_metadata
 from ..embeddings.vectors import Embeddings, read_words_and_digest
 from ..errors import ConfigError, InputError
-from ..weights import READER_TABLE, read_table, table_rows
+from ..weights.tables import READER_TABLE, read_table, table_rows
 from .metrics import ner_report
 
 log = logging.getLogger(__name__)
@@ -90,10 +91,8 @@ class WordVectors:
             except InputError:  # nothing left once preprocessed
                 tokens = []
             for token in tokens:
-                try:
+                with contextlib.suppress(InputError):  # a word2vec token out of the vocabulary: no vector
                     found.append(self.embeddings.token_vector(token))
-                except InputError:
-                    pass
             self.cache[word] = np.mean(found, axis=0).astype(np.float32) if found else None
         return self.cache[word]
 

@@ -34,6 +34,7 @@ class NERConfig(TaskConfig):
 
 class NERTrainer(TaskTrainer):
     task = TASK
+    config: NERConfig
 
     @property
     def dev_metric(self) -> str:
@@ -72,13 +73,13 @@ class NERTrainer(TaskTrainer):
 
     def training_rows(self, examples):
         index = {label: i for i, label in enumerate(self.labels)}
-        texts, spans = zip(*(joined(e["words"]) for e in examples))
+        texts, spans = zip(*(joined(e["words"]) for e in examples), strict=True)
         rows, labels, lost = [], [], 0
-        for example, sentence in zip(examples, self.encoder().encode(texts, spans)):
+        for example, sentence in zip(examples, self.encoder().encode(texts, spans), strict=True):
             lost += sentence.untokenized
             for piece in sentence.pieces:
                 row = [IGNORE] * len(piece.ids)
-                for position, word in zip(piece.positions, piece.words):
+                for position, word in zip(piece.positions, piece.words, strict=True):
                     row[position] = index[example["tags"][word]]
                 rows.append(piece.ids)
                 labels.append(row)
@@ -96,7 +97,8 @@ class NERTrainer(TaskTrainer):
         gold = [e["tags"] for e in labelled.examples]
         # A type the set has and training had not is scored too: every entity of it counts as missed.
         report = ner_report(gold, predicted, sorted(set(self.types) | set(labelled.types)))
-        records = [{"id": e["id"], "tags": p, "gold": g} for e, p, g in zip(labelled.examples, predicted, gold)]
+        records = [{"id": e["id"], "tags": p, "gold": g}
+                   for e, p, g in zip(labelled.examples, predicted, gold, strict=True)]
         return report, records
 
     def task_metadata(self) -> dict[str, Any]:

@@ -12,7 +12,7 @@ a resample's scores are those of its summed counts (`scores_from_counts`), drawn
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -85,7 +85,7 @@ def ner_report(gold: Sequence[Sequence[str]], predicted: Sequence[Sequence[str]]
     precision, recall, f1 = _f1(totals[:, 0], totals[:, 1], totals[:, 2])
     micro = _f1(*(totals[:, k].sum() for k in range(3)))
     tokens = sum(len(g) for g in gold)
-    right = sum(a == b for g, p in zip(gold, predicted) for a, b in zip(g, p))
+    right = sum(a == b for g, p in zip(gold, predicted, strict=True) for a, b in zip(g, p, strict=True))
     return {
         "sentences": len(gold), "entities": int(totals[:, 2].sum()),
         "micro_f1": 100 * float(micro[2]), "micro_precision": 100 * float(micro[0]),

@@ -14,16 +14,21 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
 from ..artifacts import model_config
 from ..errors import ConfigError
 from ..finetuning.batches import pad, prediction_batches
-from ..finetuning.modeldir import (check_head_size, head_labels, model_metadata, recorded_preprocessing,
-                                   task_max_seq_length)
+from ..finetuning.modeldir import (
+    check_head_size,
+    head_labels,
+    model_metadata,
+    recorded_preprocessing,
+    task_max_seq_length,
+)
 from ..finetuning.runtime import head_outputs, open_task_model, run_task_session
 from ..finetuning.taskexport import OUTPUT_NAMES, TOKEN_CLASSIFICATION
 from .align import EncodedSentence, WordEncoder, joined, word_spans
@@ -77,13 +82,13 @@ class TokenTagger:
 
     @classmethod
     def load(cls, directory: str | os.PathLike, *, preprocessing: str | None = None,
-             device: str = "cpu") -> "TokenTagger":
+             device: str = "cpu") -> TokenTagger:
         from transformers import AutoModelForTokenClassification
 
         from ..artifacts import check_vocabulary_size, load_pretrained_model, torch_device
         from ..tokenizer.load import load_pretrained_tokenizer
 
-        device = torch_device(device)
+        target = torch_device(device)
         metadata, config = _read(directory)
         preprocessing = recorded_preprocessing(directory, metadata, preprocessing)
         labels = read_tags(metadata, config, directory)
@@ -92,7 +97,7 @@ class TokenTagger:
         check_head_size(labels, model.config.num_labels, config, directory, "tag")
         tokenizer = load_pretrained_tokenizer(directory)
         check_vocabulary_size(model, tokenizer, directory)
-        model.to(device).float().eval()
+        model.to(target).float().eval()
         return cls(model, tokenizer, preprocessing, labels, max_seq_length)
 
     def preprocess(self, texts: Sequence[str]) -> list[str]:
@@ -110,12 +115,12 @@ class TokenTagger:
         return result.logits.float().cpu().numpy()
 
     def piece_logits(self, rows: Sequence[Sequence[int]], batch_size: int = 32) -> list[np.ndarray]:
-        out: list[np.ndarray | None] = [None] * len(rows)
+        found: dict[int, np.ndarray] = {}
         for indices in prediction_batches([len(r) for r in rows], self.rows_per_run or batch_size, TOKENS_PER_RUN):
             logits = self.forward(pad(rows, indices, self.tokenizer.pad_token_id or 0))
             for j, i in enumerate(indices):
-                out[i] = logits[j, : len(rows[i])]
-        return out
+                found[i] = logits[j, : len(rows[i])]
+        return [found[i] for i in range(len(rows))]
 
     # -------------------------------------------------------------------------------------------------- tagging
 
@@ -128,7 +133,7 @@ class TokenTagger:
             tags, scores = ["O"] * sentence.word_count, [1.0] * sentence.word_count
             for piece in sentence.pieces:
                 probabilities = _softmax(next(logits)[piece.positions]) if piece.positions else np.zeros((0, 1))
-                for word, row in zip(piece.words, probabilities):
+                for word, row in zip(piece.words, probabilities, strict=True):
                     best = int(row.argmax())
                     tags[word], scores[word] = self.labels[best], float(row[best])
             results.append((tags, scores))
@@ -137,7 +142,7 @@ class TokenTagger:
     def tag_words(self, sentences: Sequence[Sequence[str]], batch_size: int = 32
                   ) -> list[tuple[list[str], list[float]]]:
         """Tags and their probabilities for sentences given as words."""
-        texts, spans = zip(*(joined(words) for words in sentences)) if sentences else ((), ())
+        texts, spans = zip(*(joined(words) for words in sentences), strict=True) if sentences else ((), ())
         return self.tag_encoded(self.encoder.encode(texts, spans), batch_size)
 
     def entities(self, texts: str | Sequence[str], batch_size: int = 32) -> list[list[Entity]]:
@@ -145,8 +150,8 @@ class TokenTagger:
         texts = [texts] if isinstance(texts, str) else list(texts)
         spans = [word_spans(t) for t in texts]
         found = []
-        for text, word_spans_, (tags, scores) in zip(texts, spans,
-                                                     self.tag_encoded(self.encoder.encode(texts, spans), batch_size)):
+        tagged = self.tag_encoded(self.encoder.encode(texts, spans), batch_size)
+        for text, word_spans_, (tags, scores) in zip(texts, spans, tagged, strict=True):
             items = []
             for kind, first, last in sorted(tag_entities(tags), key=lambda e: e[1]):
                 start, end = word_spans_[first][0], word_spans_[last - 1][1]
@@ -159,8 +164,8 @@ class OnnxTokenTagger(TokenTagger):
     backend = "onnx"
 
     @classmethod
-    def load(cls, directory: str | os.PathLike, *, preprocessing: str | None = None,
-             quantize: bool = False) -> "OnnxTokenTagger":
+    def load(cls, directory: str | os.PathLike, *, preprocessing: str | None = None,  # type: ignore[override]  # own options
+             quantize: bool = False) -> OnnxTokenTagger:
         directory = Path(directory)
         metadata, config = _read(directory)
         preprocessing = recorded_preprocessing(directory, metadata, preprocessing)

@@ -71,13 +71,13 @@ def run(args: argparse.Namespace) -> int:
     if args.engine == "ray":
         from .distributed import preprocess_shards
 
-        report = preprocess_shards(
+        shards = preprocess_shards(
             args.inputs, args.output, engine=args.engine, address=args.address, compression=args.shard_compression,
             preprocessing=args.preprocessing, workers=args.workers, errors=args.errors, overwrite=args.overwrite,
             word_cache=args.word_cache, farasa_jar=args.farasa_jar, chunk_lines=args.chunk_lines,
             checkpoint_chunks=args.checkpoint_chunks, progress=args.progress,
         )
-        print(report.summary())
+        print(shards.summary())
         return 0
     report = preprocess_corpus(
         args.inputs, args.output, preprocessing=args.preprocessing, workers=args.workers, errors=args.errors,

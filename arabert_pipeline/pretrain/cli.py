@@ -28,7 +28,8 @@ def register(subparsers) -> None:
                    help="run directory: log.jsonl, checkpoints/, and at the end the Hugging Face model")
     p.add_argument("--model-size", metavar="SIZE",
                    help="architecture preset ("
-                   + ", ".join(f"{k} L{l}/H{h}/A{a}" for k, (l, h, a) in MODEL_SIZES.items())
+                   + ", ".join(f"{name} L{layers}/H{hidden}/A{heads}"
+                               for name, (layers, hidden, heads) in MODEL_SIZES.items())
                    + ") or L<layers>-H<hidden>, e.g. L6-H384 (heads of 64, feed-forward 4 × hidden)")
     p.add_argument("--objective", default="mlm", choices=list(OBJECTIVES),
                    help="mlm (BERT), electra (replaced-token detection), span-selection, or plm (XLNet's permutation "

@@ -4,7 +4,7 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from ..errors import ConfigError
 
@@ -145,8 +145,8 @@ class PretrainConfig:
         if self.model_size is None and self.init_from is None:
             raise ConfigError("--model-size is required unless --init-from gives the architecture")
         if self.init_embeddings is not None and self.init_from is not None:
-            raise ConfigError("--init-embeddings starts new token embeddings from static vectors; --init-from continues "
-                              "trained ones: give one of them")
+            raise ConfigError("--init-embeddings starts new token embeddings from static vectors; --init-from "
+                              "continues trained ones: give one of them")
         if self.model_size is not None:
             model_dims(self.model_size)
         if self.objective not in OBJECTIVES:
@@ -221,7 +221,25 @@ class PretrainConfig:
         )
 
 
-def bert_config_kwargs(model_size: str) -> dict[str, int]:
+class BertSizes(TypedDict):
+    """A preset's sizes under the names of BertConfig (and of DeBERTa-v2's and ELECTRA's configs)."""
+    num_hidden_layers: int
+    hidden_size: int
+    num_attention_heads: int
+    intermediate_size: int
+    max_position_embeddings: int
+    type_vocab_size: int
+
+
+class XLNetSizes(TypedDict):
+    """A preset's sizes under XLNetConfig's names."""
+    n_layer: int
+    d_model: int
+    n_head: int
+    d_inner: int
+
+
+def bert_config_kwargs(model_size: str) -> BertSizes:
     layers, hidden, heads = model_dims(model_size)
     return {
         "num_hidden_layers": layers,
@@ -233,13 +251,13 @@ def bert_config_kwargs(model_size: str) -> dict[str, int]:
     }
 
 
-def xlnet_config_kwargs(model_size: str) -> dict[str, int]:
+def xlnet_config_kwargs(model_size: str) -> XLNetSizes:
     """The BERT preset's sizes under XLNet's names: no position or token-type table (positions are relative,
     segments compared), so nothing else is sized."""
     layers, hidden, heads = model_dims(model_size)
     return {"n_layer": layers, "d_model": hidden, "n_head": heads, "d_inner": 4 * hidden}
 
 
-def size_kwargs(architecture: str, model_size: str) -> dict[str, int]:
+def size_kwargs(architecture: str, model_size: str) -> BertSizes | XLNetSizes:
     """The preset's sizes as the architecture's config names them (what --init-from is compared with)."""
     return xlnet_config_kwargs(model_size) if architecture == "xlnet" else bert_config_kwargs(model_size)

@@ -26,15 +26,24 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 
-from ..artifacts import (CORPUS_READ_ERRORS, METADATA_FILE, check_input_file, decompressed, file_digest,
-                         naming_io_errors, read_json_file, read_metadata, sidecar_path)
+from ..artifacts import (
+    CORPUS_READ_ERRORS,
+    METADATA_FILE,
+    check_input_file,
+    decompressed,
+    file_digest,
+    naming_io_errors,
+    read_json_file,
+    read_metadata,
+    sidecar_path,
+)
 from ..errors import ConfigError, InputError
 
 CACHE_FORMAT = 1
@@ -59,7 +68,8 @@ def check_corpus_preprocessing(corpus: list[str], tokenizer_dir: str) -> str:
                 continue
             raise ConfigError(
                 f"{path}: no {sidecar.name} beside it, so its preprocessing is unknown, and the tokenizer "
-                f"{tokenizer_dir} expects {expected!r} text. Run `arabert-pipeline preprocess {path} -o OUT --preprocessing {expected}` and "
+                f"{tokenizer_dir} expects {expected!r} text. Run `arabert-pipeline preprocess {path} -o OUT "
+                f"--preprocessing {expected}` and "
                 f"pretrain on OUT (or, if the file is already {expected!r} text, write {{\"preprocessing\": "
                 f"\"{expected}\"}} to {sidecar})."
             )
@@ -67,7 +77,8 @@ def check_corpus_preprocessing(corpus: list[str], tokenizer_dir: str) -> str:
         if found != expected:
             raise ConfigError(
                 f"{path} was preprocessed with {found!r} (see {sidecar.name}) but the tokenizer {tokenizer_dir} "
-                f"expects {expected!r}: preprocess the corpus with --preprocessing {expected} or use a matching tokenizer"
+                f"expects {expected!r}: preprocess the corpus with --preprocessing {expected} or use a matching "
+                "tokenizer"
             )
     return expected
 
@@ -172,7 +183,7 @@ def tokenize_corpus(corpus: list[str], tokenizer, cache_dir: Path, key: str | No
                 ids = np.fromiter(chain.from_iterable(e.ids for e in encodings), dtype=dtype, count=lengths.sum())
                 tokens_file.write(ids.tobytes())
                 words_file.write(word_start_flags(batch, encodings, lengths).tobytes())
-                for first, length in zip(new_doc, lengths):
+                for first, length in zip(new_doc, lengths, strict=True):
                     starts_document |= first
                     if length:  # a line without tokens is dropped; its document boundary moves to the next line
                         if starts_document and n_lines > doc_lines[-1]:
@@ -230,7 +241,7 @@ class TokenStore:
     meta: dict
 
     @classmethod
-    def open(cls, directory: Path) -> "TokenStore":
+    def open(cls, directory: Path) -> TokenStore:
         meta = json.loads((directory / "meta.json").read_text(encoding="utf-8"))
         return cls(
             directory=directory,
@@ -265,7 +276,7 @@ class Chunks:
     length: np.ndarray
     doc: np.ndarray
 
-    def subset(self, keep: np.ndarray) -> "Chunks":
+    def subset(self, keep: np.ndarray) -> Chunks:
         return Chunks(self.start[keep], self.length[keep], self.doc[keep])
 
     def __len__(self) -> int:
@@ -294,14 +305,18 @@ def pack_whole_lines(store: TokenStore, content: int) -> Chunks:
             while end - begin > 0:
                 piece = min(end - begin, content)
                 if run_start is not None and run_length + piece > content:
-                    starts.append(run_start), lengths.append(run_length), docs.append(doc)
+                    starts.append(run_start)
+                    lengths.append(run_length)
+                    docs.append(doc)
                     run_start, run_length = None, 0
                 if run_start is None:
                     run_start = begin
                 run_length += piece
                 begin += piece
         if run_start is not None:
-            starts.append(run_start), lengths.append(run_length), docs.append(doc)
+            starts.append(run_start)
+            lengths.append(run_length)
+            docs.append(doc)
     return Chunks(np.array(starts, dtype=np.int64), np.array(lengths, dtype=np.int64), np.array(docs, dtype=np.int64))
 
 
@@ -350,7 +365,7 @@ class BatchShape:
         return max(rows, self.rows(longest)), self.width(longest)
 
     @classmethod
-    def for_config(cls, config) -> "BatchShape":
+    def for_config(cls, config) -> BatchShape:
         # Compiled DeBERTa: its attention builds a full mask when given none, so one costs nothing. BERT's SDPA runs
         # its flash kernel only without a mask, worth one more compilation per run. The trainer gives the compile
         # setting resolved for its device; an unresolved None is a CPU's (not compiled).
@@ -423,7 +438,7 @@ class SpecialIds:
     mask: int
 
     @classmethod
-    def from_tokenizer(cls, tokenizer) -> "SpecialIds":
+    def from_tokenizer(cls, tokenizer) -> SpecialIds:
         ids = {name: getattr(tokenizer, f"{name}_token_id") for name in ("cls", "sep", "pad", "mask")}
         missing = [name for name, value in ids.items() if value is None]
         if missing:
@@ -491,10 +506,7 @@ class PretrainingData:
             a_end = start + int(rng.integers(1, length)) if length > 1 else start + 1
         random_next = a_end == start + length or rng.random() < 0.5
         a = (start, a_end)
-        if random_next:
-            b = self.random_span(doc, self.content - (a_end - start), rng)
-        else:
-            b = (a_end, start + length)
+        b = self.random_span(doc, self.content - (a_end - start), rng) if random_next else (a_end, start + length)
         a, b = truncate_pair(a, b, self.content, rng)
         return self.pair_example(a, b, label=int(random_next))
 

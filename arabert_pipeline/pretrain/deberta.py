@@ -11,15 +11,15 @@ none, so the QA stage's question/context types (and its third, question-overlap 
 transformers has no SDPA kernel for disentangled attention: DeBERTa runs its own ("eager") attention, or with
 `--deberta-attention sdpa` deberta_attention.py's, the relative terms as the bias of one SDPA call.
 
-Enhanced mask decoder (EMD, `--enhanced-mask-decoder`, DeBERTa §3.2). Relative positions alone do not tell apart
-two words in the same local context ("a new store opened beside the new mall": store and mall), which absolute
-positions do, so DeBERTa adds absolute positions back just before the MLM softmax, as its official code does: with H the output of the next-to-last layer and P the absolute position
-embeddings, the last encoder layer runs EMD_STEPS = 2 more times with H as keys and values, the first time with
-H + P as the query, then with its own previous output; the MLM head reads the last query. The layer is the last
-encoder layer itself (shared weights), so EMD adds no parameters but P. The last layer's ordinary output is not
-computed in pretraining (nothing reads it), which makes EMD cost one layer, not two. EMD runs on the full sequence
-(the keys, values and relative positions need it); the masked positions are gathered after it, so the head's
-transform and vocabulary projection run on the masked 15% only, as without EMD.
+Enhanced mask decoder (EMD, `--enhanced-mask-decoder`, DeBERTa §3.2). Relative positions alone do not tell apart two
+words in the same local context ("a new store opened beside the new mall": store and mall), which absolute positions
+do, so DeBERTa adds absolute positions back just before the MLM softmax, as its official code does: with H the output
+of the next-to-last layer and P the absolute position embeddings, the last encoder layer runs EMD_STEPS = 2 more times
+with H as keys and values, the first time with H + P as the query, then with its own previous output; the MLM head
+reads the last query. The layer is the last encoder layer itself (shared weights), so EMD adds no parameters but P.
+The last layer's ordinary output is not computed in pretraining (nothing reads it), which makes EMD cost one layer,
+not two. EMD runs on the full sequence (the keys, values and relative positions need it); the masked positions are
+gathered after it, so the head's transform and vocabulary projection run on the masked 15% only, as without EMD.
 
 Export. An MLM run writes a plain `DebertaV2ForMaskedLM`, an ELECTRA run a `DebertaV2ForReplacedTokenDetection`
 (below) and a `DebertaV2ForMaskedLM` generator; all load with `AutoModel` and `AutoModelForQuestionAnswering` (model
@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -48,7 +49,7 @@ from .config import bert_config_kwargs
 EMD_STEPS = 2  # applications of the shared last layer (DeBERTa's n = 2)
 POSITIONS_KEY = "deberta.embeddings.position_embeddings.weight"
 # DeBERTaV3's relative-attention settings; everything else follows the BERT presets.
-DEBERTA_V3_SETTINGS = {
+DEBERTA_V3_SETTINGS: dict[str, Any] = {
     "relative_attention": True,
     "pos_att_type": ["p2c", "c2p"],
     "position_buckets": 256,
@@ -106,7 +107,8 @@ def stored_position_table(directory: Path) -> torch.Tensor | None:
     if name is None or not (directory / name).is_file():
         return None
     with safe_open(str(directory / name), framework="pt") as weights:
-        return weights.get_tensor(POSITIONS_KEY) if POSITIONS_KEY in weights.keys() else None
+        stored = weights.keys()  # safe_open has no __contains__
+        return weights.get_tensor(POSITIONS_KEY) if POSITIONS_KEY in stored else None
 
 
 def add_enhanced_mask_decoder(model, init_from: Path | None = None) -> None:

@@ -62,6 +62,7 @@ from __future__ import annotations
 import copy
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -69,12 +70,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import ConfigError
-from ..weights import from_pretrained
 from ..tokenizer.export import save_pretrained_tokenizer
+from ..weights.loading import from_pretrained
 from .config import bert_config_kwargs
 from .data import IGNORE, Example, SpecialIds
 from .mlm import MLMCollator, make_collator, masked_accuracy, masked_logits, mlm_hidden_states
 from .objectives import check_init_from, init_model_dir
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig, PreTrainedModel
 
 EMBEDDING_SHARING = ("none", "full", "gdes")
 GENERATOR_DIR = "generator"
@@ -280,7 +284,7 @@ class ReplacedTokenDetection(nn.Module):
             save_pretrained_tokenizer(self.tokenizer, directory / GENERATOR_DIR)
 
 
-def model_classes(architecture: str) -> tuple[type, type, dict]:
+def model_classes(architecture: str) -> tuple[type[PreTrainedModel], type[PreTrainedModel], dict[str, str]]:
     """(generator class, discriminator class, their attention keyword) for an --architecture."""
     if architecture == "deberta-v2":
         from transformers import DebertaV2ForMaskedLM
@@ -294,7 +298,8 @@ def model_classes(architecture: str) -> tuple[type, type, dict]:
 
 
 def load_pair(config, tokenizer):
-    """(generator, discriminator) from `--init-from` (an electra export or checkpoint), the generator rebuilt if absent."""
+    """(generator, discriminator) from `--init-from` (an electra export or checkpoint), the generator rebuilt if
+    absent."""
     from transformers import AutoConfig
 
     from .config import ARCHITECTURES
@@ -343,6 +348,7 @@ def build(config, tokenizer) -> ReplacedTokenDetection:
         generator, discriminator = load_pair(config, tokenizer)
     else:
         generator_class, discriminator_class, attention = model_classes(config.architecture)
+        disc_config: PretrainedConfig
         if config.architecture == "deberta-v2":
             from .deberta import deberta_config
 

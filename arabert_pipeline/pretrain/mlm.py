@@ -38,10 +38,18 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import ConfigError
-from ..weights import from_pretrained
+from ..weights.loading import from_pretrained
 from .config import bert_config_kwargs
-from .data import (IGNORE, POSITIONS_MULTIPLE, BatchShape, Example, SpecialIds, needs_attention_mask, padded_shape,
-                   row_lengths)
+from .data import (
+    IGNORE,
+    POSITIONS_MULTIPLE,
+    BatchShape,
+    Example,
+    SpecialIds,
+    needs_attention_mask,
+    padded_shape,
+    row_lengths,
+)
 from .objectives import check_init_from, init_model_dir
 
 STATIC_MASKS = 10  # RoBERTa's duplication factor for static masking
@@ -91,7 +99,8 @@ class MLMCollator:
         randomised = (action >= 0.8) & (action < 0.9)
         masked[positions[randomised]] = random_ids[randomised] if random_ids is not None else \
             rng.integers(0, self.vocab_size, int(randomised.sum()))
-        if self.shape is not None:  # few distinct prediction-head shapes too (see BatchShape); the extra rows are ignored
+        # Few distinct prediction-head shapes too (see BatchShape); the extra rows are ignored.
+        if self.shape is not None:
             extra = -len(positions) % POSITIONS_MULTIPLE
             positions = np.append(positions, np.zeros(extra, dtype=np.int64))
             labels = np.append(labels, np.full(extra, IGNORE, dtype=np.int64))
@@ -109,11 +118,13 @@ class MLMCollator:
             batch["attention_mask"] = torch.from_numpy((np.arange(width) < lengths[:, None]).astype(np.int64))
         if examples[0].token_type_ids is not None:
             types = np.zeros((rows, width), dtype=np.int64)
-            for row, example in enumerate(examples):
-                types[row, : len(example.token_type_ids)] = example.token_type_ids
-            batch["token_type_ids"] = torch.from_numpy(types)
             nsp_labels = np.full(rows, IGNORE, dtype=np.int64)  # padding rows are not scored
-            nsp_labels[: len(examples)] = [e.next_sentence_label for e in examples]
+            for row, example in enumerate(examples):
+                # Sentence pairs (data.py's pair_example): every example of the batch has both.
+                assert example.token_type_ids is not None and example.next_sentence_label is not None
+                types[row, : len(example.token_type_ids)] = example.token_type_ids
+                nsp_labels[row] = example.next_sentence_label
+            batch["token_type_ids"] = torch.from_numpy(types)
             batch["next_sentence_label"] = torch.from_numpy(nsp_labels)
         return batch
 
@@ -123,7 +134,7 @@ class MLMCollator:
         the run's seed, the sequence's tokens and which of its STATIC_MASKS copies `rng` picks."""
         positions, action, random_ids = [], [], []
         copies = rng.integers(0, STATIC_MASKS, len(examples))
-        for row, (example, copy) in enumerate(zip(examples, copies)):
+        for row, (example, copy) in enumerate(zip(examples, copies, strict=True)):
             n = len(example.input_ids)
             digest = hashlib.blake2b(example.input_ids.tobytes(), digest_size=8).digest()
             own = np.random.default_rng([self.seed, int(copy), int.from_bytes(digest, "little")])

@@ -32,7 +32,7 @@ from __future__ import annotations
 import importlib
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from ..errors import ConfigError
 from .config import OBJECTIVES, PretrainConfig
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def build_objective(config: "PretrainConfig", tokenizer, preprocessing: str | None = None) -> "torch.nn.Module":
+def build_objective(config: PretrainConfig, tokenizer, preprocessing: str | None = None) -> torch.nn.Module:
     module = importlib.import_module(OBJECTIVES[config.objective])
     objective = module.build(config, tokenizer)
     if config.deberta_attention == "sdpa":  # for every objective's DeBERTa(s), --init-from's included
@@ -61,7 +61,7 @@ def build_objective(config: "PretrainConfig", tokenizer, preprocessing: str | No
     return objective
 
 
-def static_vector_rows(tokenizer, embeddings) -> dict[int, "np.ndarray"]:
+def static_vector_rows(tokenizer, embeddings) -> dict[int, np.ndarray]:
     """Token id → the static vector of the word it is: whole-word tokens ("▁word" in SentencePiece, "word" but not
     "##piece" in WordPiece) found among the vectors' words; with fastText, every token's text gets a vector from its
     character n-grams (pieces inside words included, as fastText embeds any string). Special tokens get none."""
@@ -111,7 +111,8 @@ def init_token_embeddings(objective, tokenizer, directory: str, preprocessing: s
     ids = np.fromiter(rows, dtype=np.int64)
     static = np.stack([rows[i] for i in ids]).astype(np.float64)
     for table, model_config in tables.values():
-        hidden = table.weight.shape[1]
+        weight = cast(torch.Tensor, table.weight)  # an nn.Embedding's; get_input_embeddings() is typed Module
+        hidden = weight.shape[1]
         rng = np.random.default_rng(seed)
         if static.shape[1] <= hidden:
             projection, _ = np.linalg.qr(rng.standard_normal((hidden, static.shape[1])))  # orthonormal columns
@@ -122,7 +123,7 @@ def init_token_embeddings(objective, tokenizer, directory: str, preprocessing: s
         std = float(getattr(model_config, "initializer_range", 0.02))
         projected *= std / max(float(projected.std()), 1e-12)
         with torch.no_grad():
-            table.weight[torch.from_numpy(ids)] = torch.from_numpy(projected).to(table.weight.dtype)
+            weight[torch.from_numpy(ids)] = torch.from_numpy(projected).to(weight.dtype)
     vocabulary = len(tokenizer.get_vocab())
     return {"tokens": len(rows), "vocabulary": vocabulary, "share": len(rows) / vocabulary}
 
@@ -156,7 +157,7 @@ def check_vocabulary(model_dir: Path, model_vocab_size: int, tokenizer) -> None:
             )
 
 
-def check_init_from(config: "PretrainConfig", stored, directory: Path, tokenizer) -> None:
+def check_init_from(config: PretrainConfig, stored, directory: Path, tokenizer) -> None:
     """The `--init-from` model (its config `stored`) fits this run: the --architecture, the vocabulary, enough
     positions, and the --model-size if one is given."""
     from .config import ARCHITECTURES, size_kwargs

@@ -32,13 +32,14 @@ from __future__ import annotations
 import unicodedata
 from collections import Counter, defaultdict
 from dataclasses import dataclass
+from itertools import pairwise
 
 import numpy as np
 import torch
 from torch import nn
 
 from ..errors import ConfigError
-from ..weights import from_pretrained
+from ..weights.loading import from_pretrained
 from .config import bert_config_kwargs
 from .data import BatchShape, Example, SpecialIds, padded_shape, row_lengths
 from .objectives import check_init_from, init_model_dir
@@ -110,7 +111,7 @@ class SpanSelectionCollator:
         starts = example.word_starts[content] | (np.diff(content, prepend=-2) != 1)
         bounds = np.append(content[starts], content[-1] + 1).tolist()
         ids = example.input_ids.tolist()
-        ranges = list(zip(bounds[:-1], bounds[1:]))
+        ranges = list(pairwise(bounds))
         return ranges, [tuple(ids[a:b]) for a, b in ranges]
 
     def word_kind(self, word: tuple[int, ...]) -> str:
@@ -136,7 +137,8 @@ class SpanSelectionCollator:
         return "content"
 
     def recurring_spans(self, words: list[tuple[int, int]], keys: list[tuple], kinds: list[str]) -> list[list]:
-        """Clusters of non-overlapping occurrences (word ranges [first, end)) of the same valid span, maximal spans only.
+        """Clusters of non-overlapping occurrences (word ranges [first, end)) of the same valid span, maximal spans
+        only.
 
         A span is n consecutive words of at most MAX_SPAN_TOKENS tokens, starting with a content word and ending with a
         content word or a suffix. A cluster is dropped when extending all its occurrences by one word to the left or
@@ -302,7 +304,11 @@ class SpanSelection(nn.Module):
 
 def build(config, tokenizer) -> SpanSelection:
     from transformers import (
-        AutoConfig, AutoModelForQuestionAnswering, BertConfig, BertForQuestionAnswering, DebertaV2ForQuestionAnswering,
+        AutoConfig,
+        AutoModelForQuestionAnswering,
+        BertConfig,
+        BertForQuestionAnswering,
+        DebertaV2ForQuestionAnswering,
     )
 
     if config.nsp:

@@ -40,8 +40,9 @@ import dataclasses
 import logging
 import math
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -52,11 +53,25 @@ from ..outputs import MODEL_DIR_FILES, OutputKind
 from ..tokenizer.export import save_pretrained_tokenizer
 from ..tokenizer.load import load_pretrained_tokenizer
 from ..training import (
-    CHECKPOINTS, LOG_FILE, Engine, LoopSettings, lr_factor, make_optimizer, parameter_groups, use_bf16, warmup_steps,
+    CHECKPOINTS,
+    LOG_FILE,
+    Engine,
+    LoopSettings,
+    lr_factor,
+    make_optimizer,
+    parameter_groups,
+    use_bf16,
+    warmup_steps,
 )
 from .config import PretrainConfig
 from .data import (
-    PretrainingData, SpecialIds, TokenStore, cache_key, check_corpus_preprocessing, default_cache_dir, tokenize_corpus,
+    PretrainingData,
+    SpecialIds,
+    TokenStore,
+    cache_key,
+    check_corpus_preprocessing,
+    default_cache_dir,
+    tokenize_corpus,
 )
 from .objectives import build_objective, init_model_dir
 
@@ -110,7 +125,7 @@ class Trainer(Engine):
     output_kind = PRETRAIN_OUTPUT
     description = "pretraining"
 
-    def __init__(self, config: PretrainConfig, on_step: Callable[["Trainer"], None] | None = None):
+    def __init__(self, config: PretrainConfig, on_step: Callable[[Trainer], None] | None = None):
         config.validate()
         # Before the output is claimed: a mistyped local path must fail at once, not after a hub lookup or with the
         # hub library's repo-id complaint.
@@ -248,8 +263,8 @@ class Trainer(Engine):
         for module in objective.modules():
             if isinstance(module, PreTrainedModel) and module.base_model is module:  # each encoder once
                 config = module.config
-                layers = getattr(config, "num_hidden_layers", None) or getattr(config, "n_layer", 0)
-                hidden = getattr(config, "hidden_size", None) or getattr(config, "d_model", 0)
+                layers = getattr(config, "num_hidden_layers", 0) or getattr(config, "n_layer", 0)
+                hidden = getattr(config, "hidden_size", 0) or getattr(config, "d_model", 0)
                 attention += transformer_flops_per_token(0, layers, hidden, self.config.max_seq_length)
         return 6.0 * parameters + attention
 
@@ -306,7 +321,7 @@ class Trainer(Engine):
 
     def export(self, directory: Path) -> None:
         """A complete Hugging Face model directory: weights, config, tokenizer files, arabert_pipeline.json."""
-        self.unwrapped().export(directory)
+        self.unwrapped().export(directory)  # type: ignore[operator]  # an objectives.py module, typed Module
         save_pretrained_tokenizer(self.tokenizer, directory)
         write_metadata(
             directory,

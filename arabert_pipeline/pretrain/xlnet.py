@@ -48,7 +48,8 @@ epoch and batch index), which is what makes a resumed run repeat the uninterrupt
 contiguous token spans blind to word boundaries and special tokens, and needs even sequence lengths.
 
 Export: the plain `XLNetLMHeadModel` (`AutoModelForCausalLM` loads it, `AutoModelForQuestionAnswering` gives the
-`XLNetForQuestionAnsweringSimple` that `arabert-pipeline finetune` trains; qa/transformer/architectures.py has the QA side).
+`XLNetForQuestionAnsweringSimple` that `arabert-pipeline finetune` trains; qa/transformer/architectures.py has the QA
+side).
 """
 from __future__ import annotations
 
@@ -57,7 +58,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..weights import from_pretrained
+from ..weights.loading import from_pretrained
 from .config import xlnet_config_kwargs
 from .data import IGNORE, BatchShape, Example, SpecialIds, needs_attention_mask, padded_shape, row_lengths
 from .mlm import masked_accuracy
@@ -192,7 +193,7 @@ class PermutationLanguageModel(nn.Module):
 def xlnet_config(vocab_size: int, specials: SpecialIds, model_size: str):
     from transformers import XLNetConfig
 
-    return XLNetConfig(
+    return XLNetConfig(  # type: ignore[call-arg]  # untie_r: transformers 5 takes it undeclared (kept in config.json)
         vocab_size=vocab_size, **xlnet_config_kwargs(model_size), ff_activation="gelu", untie_r=True,
         attn_type="bi", bi_data=False, clamp_len=-1, mem_len=None, reuse_len=None, use_mems_eval=False,
         use_mems_train=False, pad_token_id=specials.pad, bos_token_id=specials.cls, eos_token_id=specials.sep,

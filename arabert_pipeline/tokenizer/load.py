@@ -17,7 +17,7 @@ from ..artifacts import (
 )
 from ..errors import ConfigError, InputError
 from ..outputs import TOKENIZER_VOCAB_FILES
-from ..weights import check_shared_copies
+from ..weights.shared_tokenizer import check_shared_copies
 from .export import fetch_vocab, read_vocab_file, wordpiece_backend, wrap_fast
 from .markers import keep_whole
 

@@ -1,7 +1,8 @@
 """The one training engine of the package (engine.py, the loop; its parts in output.py, checkpoints.py, logs.py,
-budget.py, optim.py, state.py): `pretrain` (pretrain/trainer.py) and `finetune` (qa/transformer/finetune.py) are two
-subclasses of `Engine`, so both run on one CPU, one GPU or several (accelerate / torchrun), resume exactly, honour
-Ctrl-C and --time-budget, and write checkpoints, logs and the final model the same way.
+budget.py, schedule.py, loader.py, optim.py, state.py): `pretrain` (pretrain/trainer.py) and `finetune`
+(qa/transformer/finetune.py) are two subclasses of `Engine`, so both run on one CPU, one GPU or several (accelerate /
+torchrun), resume exactly, honour Ctrl-C and --time-budget, and write checkpoints, logs and the final model the same
+way.
 
 What the engine owns: the optimizer step (AdamW with BERT's weight-decay exclusions and optional layer-wise learning
 rates, BERT's warm-up + linear decay, gradient clipping, accumulation, bf16 autocast where the hardware has it), the
@@ -20,8 +21,15 @@ from __future__ import annotations
 
 from .budget import REPLAN_CHECK_EVERY, BudgetPlanner
 from .checkpoints import (
-    CHECKPOINT_MODEL, CHECKPOINTS, LOG_FILE, STATE_FILE, TRAINER_STATE_FILE, check_tensor_state, checkpoint_name,
-    list_checkpoints, read_trainer_state,
+    CHECKPOINT_MODEL,
+    CHECKPOINTS,
+    LOG_FILE,
+    STATE_FILE,
+    TRAINER_STATE_FILE,
+    check_tensor_state,
+    checkpoint_name,
+    list_checkpoints,
+    read_trainer_state,
 )
 from .engine import Engine, quiet_transformers
 from .optim import lr_factor, make_optimizer, parameter_groups, use_bf16, warmup_steps

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from .optim import lr_factor, warmup_steps
 from .state import TrainerState
+
+if TYPE_CHECKING:
+    from accelerate import Accelerator
+
+    from .state import LoopSettings
 
 log = logging.getLogger("arabert_pipeline.training")
 REPLAN_CHECK_EVERY = 10  # steps between --time-budget checks
@@ -64,6 +70,22 @@ class BudgetSteps:
     """--time-budget's measurements and refits, for `Engine`, which supplies `budget`, `loop`, `state`, `model`,
     `optimizer`, `accelerator`, `epoch_plan`, `make_batch`, `forward` and `autocast`."""
 
+    if TYPE_CHECKING:  # what Engine supplies
+        budget: BudgetPlanner | None
+        budget_changed: bool
+        loop: LoopSettings
+        state: TrainerState
+        model: torch.nn.Module
+        optimizer: torch.optim.Optimizer
+        accelerator: Accelerator
+        is_main: bool
+        world: int
+
+        def epoch_plan(self, epoch: int) -> list[np.ndarray]: ...
+        def make_batch(self, rows: np.ndarray, epoch: int, index: int) -> dict[str, torch.Tensor]: ...
+        def forward(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]: ...
+        def autocast(self) -> torch.autocast: ...
+
     def steps_within_budget(self) -> int:
         """Time a few forward/backward passes (then undo their effects) to turn --time-budget into steps."""
         from accelerate.utils import broadcast_object_list
@@ -82,6 +104,7 @@ class BudgetSteps:
         torch.set_rng_state(rng_state)
         micro = float(np.median(timings[1:] if len(timings) > 1 else timings))
         self.eval_seconds_per_step = self.evaluation_seconds(micro)
+        assert self.budget is not None  # these steps run under --time-budget only
         estimate = [self.budget.first_total(micro * self.loop.grad_accum * 1.05 + self.eval_seconds_per_step)]
         broadcast_object_list(estimate)
         return estimate[0]
@@ -100,6 +123,7 @@ class BudgetSteps:
 
         if self.state.step % REPLAN_CHECK_EVERY:  # the same on every process: no per-step broadcast (a GPU sync)
             return False
+        assert self.budget is not None
         due = [self.budget_changed or self.budget.due(self.state)]
         if self.world > 1:  # clocks differ slightly: the main process decides, or one would wait in the broadcast
             broadcast_object_list(due)
@@ -108,10 +132,12 @@ class BudgetSteps:
     def replan_for_budget(self) -> None:
         from accelerate.utils import broadcast_object_list
 
+        assert self.budget is not None
         per_step = self.budget.seconds_per_step(self.state) + getattr(self, "eval_seconds_per_step", 0.0)
         total = [self.budget.remaining_total(self.state, per_step)]
-        if self.step_cap() is not None:
-            total[0] = min(total[0], self.step_cap())
+        cap = self.step_cap()
+        if cap is not None:
+            total[0] = min(total[0], cap)
         broadcast_object_list(total)
         self.budget.replan(self.state, total[0])
         self.budget_changed = False

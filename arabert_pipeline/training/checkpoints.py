@@ -12,13 +12,19 @@ import re
 import shutil
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ..artifacts import atomic_directory, describe_exception, load_tensor_state, read_json_file
 from ..errors import ConfigError, InputError
 from .state import TrainerState
+
+if TYPE_CHECKING:
+    from accelerate import Accelerator
+
+    from .budget import BudgetPlanner
+    from .state import LoopSettings
 
 CHECKPOINTS = "checkpoints"
 LOG_FILE = "log.jsonl"
@@ -28,7 +34,7 @@ CHECKPOINT_MODEL = "model"  # the checkpoint's Hugging Face model directory
 CHECKPOINT_NAME = re.compile(r"step-([0-9]+)")  # ASCII digits: \d would also take "٣"
 
 
-def checkpoint_name(step: int) -> str:
+def checkpoint_name(step: object) -> str:
     """The directory name of the checkpoint at `step`; the only way the engine names one."""
     if not isinstance(step, int) or isinstance(step, bool) or step < 0:
         raise ConfigError(f"a checkpoint needs a non-negative integer step, not {step!r}")
@@ -53,7 +59,7 @@ def list_checkpoints(output: Path) -> list[Path]:
 # trainer_state.json's fields and their JSON types. "extra" is optional: pretraining checkpoints written before the
 # engine was shared with fine-tuning lack it.
 TRAINER_STATE_FIELDS = {"state": dict, "config": dict, "data_key": str, "processes": int, "extra": dict}
-OPTIONAL_TRAINER_STATE_FIELDS = {"extra": {}}
+OPTIONAL_TRAINER_STATE_FIELDS: dict[str, dict] = {"extra": {}}
 
 
 def _is_number(value: Any) -> bool:
@@ -99,13 +105,13 @@ def read_trainer_state(path: Path) -> dict[str, Any]:
     unknown = sorted(set(state) - set(expected))
     if unknown:
         raise InputError("unknown field", path=path, field=f"state.{unknown[0]}")
-    for name, kind in expected.items():
+    for name, declared in expected.items():
         if name not in state:
             raise InputError("missing", path=path, field=f"state.{name}")
         value = state[name]
-        if kind == "bool":
+        if declared == "bool":
             valid, wanted = isinstance(value, bool), "true or false"
-        elif kind == "int":
+        elif declared == "int":
             valid, wanted = is_count(value), "a non-negative integer"
         else:
             valid, wanted = _is_amount(value), "a non-negative number"
@@ -167,6 +173,30 @@ class Checkpointing:
     """Finding, checking, restoring and saving checkpoints, for `Engine`, which supplies `loop`, `output`, `state`,
     `world`, `is_main`, `accelerator`, `model`, `optimizer`, `data_key`, the metric window and the stage's
     `config_record` / `config_differences` / `export_checkpoint` / `extra_state` / `restore_extra_state`."""
+
+    if TYPE_CHECKING:  # what Engine supplies
+        loop: LoopSettings
+        output: Path
+        state: TrainerState
+        world: int
+        is_main: bool
+        accelerator: Accelerator
+        optimizer: torch.optim.Optimizer
+        data_key: str
+        budget: BudgetPlanner | None
+        budget_changed: bool
+        last_saved_step: int
+        resumed_state_file: Path | None
+        _checkpoint_tensors: tuple[Path, Any] | None
+        window: dict[str, torch.Tensor]
+        window_steps: int
+
+        def config_record(self) -> dict[str, Any]: ...
+        def config_differences(self, stored: dict[str, Any]) -> list[str]: ...
+        def export_checkpoint(self, directory: Path) -> None: ...
+        def unwrapped(self) -> torch.nn.Module: ...
+        def extra_state(self) -> dict[str, Any]: ...
+        def restore_extra_state(self, extra: dict[str, Any]) -> None: ...
 
     def find_checkpoint(self) -> Path | None:
         """The checkpoint to resume from (its trainer state loaded), after checking that it fits this run."""

@@ -1,7 +1,8 @@
 """The engine's loop: `Engine`, which a stage subclasses (pretrain.Trainer, and the fine-tuning tasks through
 finetuning.FinetuneEngine). Its parts are the sibling modules: output.py (OUT claimed, locked, the final model moved
 in), checkpoints.py (checkpoints found, checked, restored, saved), logs.py (log.jsonl, TensorBoard), budget.py
-(--time-budget), optim.py (schedule, optimizer, bf16) and state.py (settings and progress)."""
+(--time-budget), schedule.py (each step's micro-batches, and the loader that makes them ahead), optim.py (learning
+rate schedule, optimizer, bf16) and state.py (settings and progress)."""
 from __future__ import annotations
 
 import contextlib
@@ -10,8 +11,9 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -20,17 +22,21 @@ from ..errors import InputError
 from ..outputs import OutputKind
 from .budget import BudgetPlanner, BudgetSteps
 from .checkpoints import CHECKPOINTS, Checkpointing, quiet_transformers
-from .loader import BatchMaker, MicroBatch, Prefetcher, loader_workers
+from .loader import BatchMaker, Prefetcher
 from .logs import RunLog, model_flops_utilization, peak_memory
 from .optim import lr_factor, use_bf16
 from .output import OutputRules
+from .schedule import BatchSchedule
 from .state import LoopSettings, TrainerState
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # typing's from Python 3.11
 
 log = logging.getLogger("arabert_pipeline.training")
 __all__ = ["Engine", "peak_memory", "quiet_transformers"]
 
 
-class Engine(Checkpointing, OutputRules, RunLog, BudgetSteps):
+class Engine(Checkpointing, OutputRules, RunLog, BudgetSteps, BatchSchedule):
     """A training run: `Subclass(config)` checks every input and sets up (before anything is trained), `train()`
     runs to the planned end.
 
@@ -41,13 +47,18 @@ class Engine(Checkpointing, OutputRules, RunLog, BudgetSteps):
     `export_checkpoint`, `extra_state` / `restore_extra_state`.
     """
 
-    output_kind: OutputKind
     description = "training"
 
-    def __init__(self, loop: LoopSettings, on_step: Callable[["Engine"], None] | None = None):
+    @property
+    def output_kind(self) -> OutputKind:
+        """What OUT holds and how it is claimed; a subclass sets it (a class attribute or a property)."""
+        raise NotImplementedError
+
+    def __init__(self, loop: LoopSettings, on_step: Callable[[Self], None] | None = None):
         from accelerate import Accelerator, PartialState
 
-        self.loop, self.on_step = loop, on_step
+        self.loop = loop
+        self.on_step: Callable[[Any], None] | None = on_step  # called with this engine: Self, as __init__ says
         self.output = Path(loop.output)
         # Under torchrun without GPUs, accelerate only goes multi-process (gloo) when told the run is on CPU.
         cpu = int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.cuda.is_available()
@@ -172,7 +183,7 @@ class Engine(Checkpointing, OutputRules, RunLog, BudgetSteps):
             # dynamic from the first trace, so that they share one graph. With the default (static first, dynamic
             # after the first new shape) a run compiles twice or more, and a base-size DeBERTa took minutes of its
             # first steps on an H200 doing it (docs/performance.md).
-            self.model = torch.compile(self.model, dynamic=True)
+            self.model = torch.compile(self.model, dynamic=True)  # type: ignore[assignment]  # a Module, typed callable
 
     # ------------------------------------------------------------------------------------------- the loop
 
@@ -180,75 +191,11 @@ class Engine(Checkpointing, OutputRules, RunLog, BudgetSteps):
         """Finish the current step, save a checkpoint and return from train() (what Ctrl-C does)."""
         self.stop_signal = self.stop_signal or signal.SIGINT
 
-    def autocast(self):
+    def autocast(self) -> torch.autocast:
         return torch.autocast(self.accelerator.device.type, dtype=torch.bfloat16, enabled=self.bf16)
 
     def to_device(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
         return {key: value.to(self.accelerator.device, non_blocking=True) for key, value in batch.items()}
-
-    def plan(self, epoch: int) -> list[np.ndarray]:
-        if epoch not in self._plans:
-            # Two kept: the loader walks into the next epoch while the steps finish this one.
-            self._plans = {e: p for e, p in self._plans.items() if e == epoch - 1}
-            self._plans[epoch] = self.epoch_plan(epoch)
-        return self._plans[epoch]
-
-    def steps_per_epoch(self) -> int:
-        return len(self.plan(self.state.epoch)) // self.batches_per_step
-
-    def epoch_ends_here(self) -> bool:
-        """True right after the last step of an epoch (the next step would start the next one)."""
-        return self.state.cursor + self.batches_per_step > len(self.plan(self.state.epoch))
-
-    def step_micro_batches(self, epoch: int, cursor: int) -> tuple[int, int, list[MicroBatch]]:
-        """The step after position (epoch, cursor): its epoch, its first batch in that epoch's plan, and this process's
-        micro-batches. The run's one schedule: the steps follow it, and the loader walks it ahead."""
-        if cursor + self.batches_per_step > len(self.plan(epoch)):
-            epoch, cursor = epoch + 1, 0
-        plan = self.plan(epoch)
-        begin = cursor + self.accelerator.process_index * self.loop.grad_accum
-        return epoch, cursor, [MicroBatch(epoch, i, plan[i]) for i in range(begin, begin + self.loop.grad_accum)]
-
-    def next_step_batches(self) -> tuple[list[MicroBatch], int]:
-        """This process's micro-batches for the next step, and the step's tokens (all processes')."""
-        state = self.state
-        state.epoch, start, micro_batches = self.step_micro_batches(state.epoch, state.cursor)
-        state.cursor = start + self.batches_per_step
-        plan = self.plan(state.epoch)
-        return micro_batches, sum(self.count_tokens(plan[i]) for i in range(start, state.cursor))
-
-    def upcoming_micro_batches(self) -> Iterator[MicroBatch]:
-        """This process's micro-batches from the current position on, step after step, without end."""
-        epoch, cursor = self.state.epoch, self.state.cursor
-        while True:
-            epoch, cursor, micro_batches = self.step_micro_batches(epoch, cursor)
-            cursor += self.batches_per_step
-            yield from micro_batches
-
-    def start_loader(self) -> None:
-        """Worker processes for the batches when --loader-workers (or "auto" on a GPU) asks and the stage can."""
-        device = self.accelerator.device
-        workers = loader_workers(self.loop.loader_workers, device)
-        maker = self.batch_maker() if workers else None
-        if maker is not None:
-            self.prefetcher = Prefetcher(maker, self.upcoming_micro_batches(), workers, device.type == "cuda")
-
-    def stop_loader(self) -> None:
-        if self.prefetcher is not None:
-            self.prefetcher.close()
-            self.prefetcher = None
-
-    def next_batch(self, micro_batch: MicroBatch) -> dict[str, torch.Tensor]:
-        if self.prefetcher is not None:
-            try:
-                return self.to_device(self.prefetcher.next(micro_batch.epoch, micro_batch.index))
-            except RuntimeError:  # ScheduleDrift is not one: a drifted schedule always stops the run
-                # A worker ended by a signal to the whole process group (a second SIGTERM): the step that the engine
-                # finishes before saving takes its batches here instead.
-                if self.stop_signal is None:
-                    raise
-                self.stop_loader()
-        return self.make_batch(micro_batch.rows, micro_batch.epoch, micro_batch.index)
 
     def train_step(self) -> dict[str, torch.Tensor]:
         loop, accelerator = self.loop, self.accelerator
@@ -294,7 +241,7 @@ class Engine(Checkpointing, OutputRules, RunLog, BudgetSteps):
 
         if not self.compiled or not hasattr(shape_config, "use_duck_shape"):  # a torch without the setting
             return contextlib.nullcontext()
-        return shape_config.patch(use_duck_shape=False)
+        return shape_config.patch(use_duck_shape=False)  # type: ignore[attr-defined]  # installed at import
 
     def run(self) -> bool:
         from tqdm.auto import tqdm

@@ -7,15 +7,16 @@ does not block. What a batch holds does not change: the maker is the function th
 batch is a function of (seed, epoch, batch index), so a run with workers trains exactly as a run without them, and
 resumes exactly.
 
-The schedule of upcoming micro-batches is the engine's own (`Engine.step_micro_batches`), walked ahead from the
+The schedule of upcoming micro-batches is the engine's own (schedule.py `step_micro_batches`), walked ahead from the
 current position; each batch comes back tagged with its (epoch, index), which the engine checks against the step
 it runs.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
-from typing import Callable, Iterator, NamedTuple
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import torch
@@ -31,7 +32,8 @@ class ScheduleDrift(Exception):
     """The loader's batch is not the one the step expects: a bug, never to be papered over with another batch."""
 
 
-class MicroBatch(NamedTuple):
+@dataclasses.dataclass(frozen=True)
+class MicroBatch:
     epoch: int
     index: int  # position in the epoch's plan: the batch's random draws are a function of (seed, epoch, index)
     rows: np.ndarray
@@ -77,7 +79,7 @@ class Prefetcher:
             generator=torch.Generator().manual_seed(0),
             worker_init_fn=_start_worker,
         )
-        self.batches = iter(self.loader)
+        self.batches: Iterator[tuple[int, int, dict]] = iter(self.loader)
 
     def next(self, epoch: int, index: int) -> dict:
         got_epoch, got_index, batch = next(self.batches)

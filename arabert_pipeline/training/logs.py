@@ -8,6 +8,8 @@ import json
 import logging
 import os
 import re
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -15,11 +17,27 @@ from ..artifacts import atomic_write, describe_exception
 from ..errors import InputError
 from .checkpoints import LOG_FILE, is_count, json_kind
 
+if TYPE_CHECKING:
+    from accelerate import Accelerator
+
+    from .state import TrainerState
+
 log = logging.getLogger("arabert_pipeline.training")
 
 
 class RunLog:
     """log.jsonl and TensorBoard, for `Engine`."""
+
+    if TYPE_CHECKING:  # what Engine supplies
+        output: Path
+        state: TrainerState
+        is_main: bool
+        accelerator: Accelerator
+        last_eval: dict[str, float]
+        last_eval_step: int
+
+        def evaluate(self) -> dict[str, float]: ...
+        def health_warning(self, metrics: dict[str, float]) -> str | None: ...
 
     def evaluate_and_log(self, board) -> None:
         self.last_eval_step = self.state.step  # on every process, so that all take the same barriers

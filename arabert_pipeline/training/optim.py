@@ -86,7 +86,7 @@ def parameter_groups(module: torch.nn.Module, weight_decay: float, layer_lr_deca
         if not parameter.requires_grad:
             continue
         depth = 0
-        if layer_lr_decay != 1.0:
+        if layer_lr_decay != 1.0 and layers is not None:  # (None with a decay was refused above)
             match = re.search(r"\.layer\.(\d+)\.", name)
             depth = layers - int(match.group(1)) if match else layers + 1 if EMBEDDINGS.search(name) else 0
         key = (layer_lr_decay**depth, 0.0 if parameter.ndim < 2 or name.endswith("_bias") else weight_decay)

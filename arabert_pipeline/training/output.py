@@ -7,15 +7,35 @@ from __future__ import annotations
 import shutil
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..artifacts import METADATA_FILE, follow_umask, naming_io_errors
 from ..errors import ArabertPipelineError, ConfigError
 from ..outputs import OutputLock, claim_output_dir, remove_own_entries, remove_stale_temporaries
 from .checkpoints import CHECKPOINTS, quiet_transformers
 
+if TYPE_CHECKING:
+    from accelerate import Accelerator
+
+    from ..outputs import OutputKind
+    from .state import LoopSettings
+
 
 class OutputRules:
     """The output directory's rules, for `Engine`."""
+
+    if TYPE_CHECKING:  # what Engine supplies
+        loop: LoopSettings
+        output: Path
+        output_lock: OutputLock | None
+        is_main: bool
+        world: int
+        accelerator: Accelerator
+
+        @property
+        def output_kind(self) -> OutputKind: ...
+        def inputs(self) -> list[str]: ...
+        def export(self, directory: Path) -> None: ...
 
     def claim_output(self) -> OutputLock | None:
         """On the main process: lock OUT, check that this run may write it, empty an earlier run's for --overwrite

@@ -56,8 +56,8 @@ class LoopSettings:
             raise ConfigError(f"seed must be between 0 and {2**32 - 1}, got {self.seed}")
         if self.time_budget is not None and not (finite(self.time_budget) and self.time_budget > 0):
             raise ConfigError(f"time_budget must be a finite number of minutes > 0, got {self.time_budget}")
-        if self.loader_workers is not None and not (isinstance(self.loader_workers, int) and
-                                                    0 <= self.loader_workers <= 64):
+        workers: object = self.loader_workers  # checked as given: a caller of the Python API may pass anything
+        if workers is not None and not (isinstance(workers, int) and 0 <= workers <= 64):
             raise ConfigError(f"loader_workers must be between 0 and 64 (or None: automatic), got "
                               f"{self.loader_workers}")
         for name in ("save_every", "eval_every"):

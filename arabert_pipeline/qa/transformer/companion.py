@@ -33,19 +33,20 @@ import os
 import re
 import shutil
 import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from ...artifacts import file_digest, read_json_file, read_metadata
 from ...errors import ConfigError
-from ...weights import READER_INT4, READER_SCALES, READER_TABLE, read_table, table_rows
+from ...weights.tables import READER_INT4, READER_SCALES, READER_TABLE, Int4TailTable, read_table, table_rows
 
 COMPANION_DIR = "reader"
 GRAPH_FILE, TABLE_FILE, WORDS_FILE, CONFIG_FILE = "reader.onnx", READER_TABLE, "words.txt", "reader.json"
 # An int8 table's row scales and its 4-bit rows (compact_companion), checked against reader.json's scales_sha256 and
-# int4_sha256 (weights.read_table).
+# int4_sha256 (weights.tables.read_table).
 SCALES_FILE, INT4_FILE = READER_SCALES, READER_INT4
 COMPANION_FILES = (GRAPH_FILE, TABLE_FILE, WORDS_FILE, CONFIG_FILE)
 # reader.json's checksum of each file it vouches for.
@@ -101,7 +102,8 @@ def export_companion(reader_dir: str | os.PathLike, output: str | os.PathLike, *
     # The embeddings' own words.txt (word<TAB>count, the format embeddings/vectors.py reads). StaticReader.load checked
     # the one it read against the checksum train-reader recorded; the copy must be that file too (the embeddings
     # directory may have changed since), and Companion.load checks it against words_sha256.
-    source = Path(embeddings if embeddings is not None else reader.embeddings)
+    source = reader.embeddings  # where StaticReader.load read the vectors: `embeddings` when given
+    assert source is not None  # load() always records it
     shutil.copyfile(source / WORDS_FILE, output / WORDS_FILE)
     if file_digest(output / WORDS_FILE) != reader.embeddings_words_sha256:
         raise ConfigError(f"{source / WORDS_FILE} changed while the reader was exported: run tune-decoding again")
@@ -128,8 +130,9 @@ def _check_against_torch(graph, path: Path, dim: int) -> None:
                   torch.randn(1, question_words, dim, generator=generator))
         with torch.no_grad():
             expected = [t.numpy() for t in graph(*inputs)]
-        found = session.run(None, dict(zip(("context", "features", "question"), (t.numpy() for t in inputs))))
-        if any(not np.allclose(a, b, atol=1e-3, rtol=1e-3) for a, b in zip(expected, found)):
+        feeds = dict(zip(("context", "features", "question"), (t.numpy() for t in inputs), strict=True))
+        found = session.run(None, feeds)
+        if any(not np.allclose(a, b, atol=1e-3, rtol=1e-3) for a, b in zip(expected, found, strict=True)):
             raise ConfigError(f"{path}: the exported reader does not reproduce torch's logits (ONNX Runtime "
                               f"{onnxruntime.__version__}, torch {torch.__version__})")
 
@@ -145,7 +148,7 @@ def copy_companion(source: Path, target: Path) -> None:
 def compact_companion(directory: str | os.PathLike, *, min_elements: int | None = None,
                       int8_words: int | None = None) -> None:
     """Rewrite MODEL_DIR/reader/ in its compact form (issue 53): the table as int8 rows with float32 row scales
-    (SCALES_FILE), reader.onnx's fp32 weights as int8 rows widened in the graph (weights.compact_graph),
+    (SCALES_FILE), reader.onnx's fp32 weights as int8 rows widened in the graph (weights.rows.compact_graph),
     and reader.json's checksums to match (`min_elements`: the smallest graph weight stored so, weights.MIN_ELEMENTS by
     default). With `int8_words`, the rows of the words past the first `int8_words` of words.txt (the rarer ones)
     are 4-bit instead, from the values their stored rows stand for (weights.READER_INT4). Whether answers survive is
@@ -153,7 +156,7 @@ def compact_companion(directory: str | os.PathLike, *, min_elements: int | None 
     import onnx
 
     from ...artifacts import atomic_directory
-    from ...weights import MIN_ELEMENTS, compact_graph, dequantize_rows, pack_int4, quantize_rows
+    from ...weights.rows import MIN_ELEMENTS, compact_graph, dequantize_rows, pack_int4, quantize_rows
 
     directory = Path(directory) / COMPANION_DIR
     config = read_json_file(directory / CONFIG_FILE)
@@ -196,7 +199,7 @@ def compact_companion(directory: str | os.PathLike, *, min_elements: int | None 
 
 
 def load_companion(model_dir: str | os.PathLike, preprocessing: str, *, required: bool,
-                   session: Callable[[Path, Any], Any] | None = None) -> "Companion | None":
+                   session: Callable[[Path, Any], Any] | None = None) -> Companion | None:
     """The reader of a local model dir when its settings weigh one (`required`), else None; `session` as in
     Companion.load."""
     if not required:
@@ -214,7 +217,8 @@ class Companion:
     """The reader of a model dir's reader/: per context character, the log-probability that the answer starts or ends
     in its word."""
 
-    def __init__(self, session, table: tuple[np.ndarray, np.ndarray | None], words: list[str], preprocessing: str):
+    def __init__(self, session, table: tuple[np.ndarray | Int4TailTable, np.ndarray | None], words: list[str],
+                 preprocessing: str):
         from ..static.features import Vocabulary
 
         (self.table, self.scales), self.session, self.vocabulary = table, session, Vocabulary(words)
@@ -222,7 +226,7 @@ class Companion:
 
     @classmethod
     def load(cls, model_dir: str | os.PathLike, preprocessing: str, *,
-             session: Callable[[Path, Any], Any] | None = None) -> "Companion":
+             session: Callable[[Path, Any], Any] | None = None) -> Companion:
         """The reader in MODEL_DIR/reader/, checked against the QA model's `preprocessing`; `session`, given the checked
         reader.onnx and the session options, returns the ONNX Runtime session to run instead (the ONNX backend's int8
         copy; its errors name what they load)."""
@@ -285,7 +289,8 @@ class Companion:
         spans, start, end = self.word_log_probs(question, text)
         by_char_start = np.full(len(text) + 1, LOG_PROB_FLOOR, dtype=np.float32)
         by_char_end = by_char_start.copy()
-        for (a, b), s, e in zip(spans.tolist(), np.maximum(start, LOG_PROB_FLOOR), np.maximum(end, LOG_PROB_FLOOR)):
+        for (a, b), s, e in zip(spans.tolist(), np.maximum(start, LOG_PROB_FLOOR), np.maximum(end, LOG_PROB_FLOOR),
+                             strict=True):
             by_char_start[a:b], by_char_end[a:b] = s, e
         return by_char_start, by_char_end
 

@@ -2,8 +2,8 @@
 transformers (`Pipeline`'s default where the model dir has one).
 
 Only two steps differ from the torch backend (model.py QAModel), and both are swapped here:
-- tokenization: `tokenizers` reads the model's tokenizer.json directly, called through finetuning/tokenizer_adapter.py as
-  features.py calls a transformers fast tokenizer, so `build_windows` runs unchanged and the windows, ids, token
+- tokenization: `tokenizers` reads the model's tokenizer.json directly, called through finetuning/tokenizer_adapter.py
+  as features.py calls a transformers fast tokenizer, so `build_windows` runs unchanged and the windows, ids, token
   types and offsets are the same;
 - the forward (`window_logits`): an ONNX Runtime session on model.onnx (finetuning/runtime.py), batched and padded as
   the torch backend batches windows.
@@ -24,13 +24,13 @@ from ...errors import ConfigError
 from ...finetuning.export import ONNX_FILE
 from ...finetuning.modeldir import model_metadata, recorded_preprocessing
 from ...finetuning.runtime import create_session, int8_session
+from ...finetuning.tokenizer_adapter import TokenizerAdapter
 from .bonuses import read_sentence_idf
 from .companion import load_companion
 from .export import OUTPUT_NAMES
 from .features import Windows
 from .model import QAModel
 from .settings import QASettings
-from ...finetuning.tokenizer_adapter import TokenizerAdapter
 
 # Tokens (windows × padded length) per ONNX Runtime run. On CPU, batches beyond a few windows buy nothing (a window is
 # already hundreds of rows for every matrix product) and cost cache: measured on the shipped model (one thread),
@@ -44,8 +44,8 @@ class OnnxQAModel(QAModel):
     backend = "onnx"
 
     @classmethod
-    def load(cls, directory: str | os.PathLike, *, preprocessing: str | None = None, whole_words: bool = True,
-             quantize: bool = False) -> "OnnxQAModel":
+    def load(cls, directory: str | os.PathLike, *, preprocessing: str | None = None,  # type: ignore[override]  # own options
+             whole_words: bool = True, quantize: bool = False) -> OnnxQAModel:
         """A QA model dir with model.onnx; the same checks as QAModel.load, without importing torch."""
         directory = Path(directory)
         if not (directory / ONNX_FILE).is_file():
