@@ -366,7 +366,8 @@ def test_openapi_describes_the_fields_and_limits_the_server_applies(server):
 def test_the_page_is_arabic_and_right_to_left(server):
     status, headers, page = request(server.url, "GET", "/")
     assert status == 200 and headers["content-type"].startswith("text/html")
-    assert '<html lang="ar" dir="rtl">' in page and 'id="question"' in page and 'fetch("v1/answer"' in page
+    assert '<html lang="ar" dir="rtl">' in page and 'id="question"' in page and '"v1/answer"' in page
+    assert '<body data-collection="off">' in page  # no index served: the page asks a pasted text only
 
 
 # The command -------------------------------------------------------------------------------------------------------
