@@ -5,18 +5,21 @@ directory that is not an index, or a damaged one, refused in one line before the
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from arabert_pipeline import Index, Pipeline
 from arabert_pipeline.cli import main
 from arabert_pipeline.pipeline import cli as answer_cli
-from test_passages import FILLER, NILE, PETRA
+from test_passages import FILLER, NILE, PETRA, long_document
 
-TEXTS = [NILE, PETRA, *FILLER]
-IDS = ["nile", "petra", *[f"news-{i}" for i in range(len(FILLER))]]
-TITLES = ["نهر النيل", "البتراء", *[None] * len(FILLER)]
+# The collection of these tests and of test_serve_index.py: a paragraph, an article of several passages, news.
+TEXTS = [PETRA, long_document(NILE, copies=3), *FILLER]
+IDS = ["petra", "nile-article", *[f"news-{i}" for i in range(len(FILLER))]]
+TITLES = ["البتراء", "نهر النيل", *[None] * len(FILLER)]
 NILE_Q, PETRA_Q = "كم يبلغ طول نهر النيل؟", "أين تقع البتراء؟"
+BOOK_FAIR_Q = "متى افتتح المعرض الدولي للكتاب؟"  # its paragraph is in three passages: all three are read
 UNRETRIEVED = "ما لون السماء؟"  # no term of it in any document: nothing is read, no answer
 
 
@@ -29,7 +32,20 @@ def index_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def reference(index_dir):
+    """The Pipeline and Index that `answer --index` and /v1/ask must answer as."""
     return Pipeline("arabert"), Index.open(index_dir)
+
+
+def damaged_copy(source: Path, directory: Path) -> Path:
+    """The index `source` copied to `directory` with one byte of its documents changed, its size kept: only
+    Index.open's checksums tell."""
+    directory.mkdir()
+    for part in source.iterdir():
+        (directory / part.name).write_bytes(part.read_bytes())
+    data = bytearray((directory / "documents.txt").read_bytes())
+    data[0] ^= 1
+    (directory / "documents.txt").write_bytes(bytes(data))
+    return directory
 
 
 def _run(capsys, *argv):
@@ -53,7 +69,7 @@ def test_a_question_is_answered_from_the_collection_naming_its_document(index_di
     lines = out.splitlines()
     assert [line for line in lines if "answer:" in line] == [f"{rank}. answer: {a.text}"
                                                              for rank, a in enumerate(ranked, start=1)]
-    assert lines[2] == "   document: nile   title: نهر النيل"
+    assert lines[2] == "   document: nile-article   title: نهر النيل"
 
 
 def test_a_questions_file_gets_records_naming_documents_and_null_where_withheld(index_dir, reference, tmp_path,
@@ -76,7 +92,7 @@ def test_a_questions_file_gets_records_naming_documents_and_null_where_withheld(
             assert written == {"answer": answer.text, "score": round(answer.score, 6), "start": answer.start,
                                "end": answer.end, "document": answer.document, "title": answer.title}
             assert TEXTS[IDS.index(written["document"])][written["start"]:written["end"]] == written["answer"]
-    assert (records[0]["document"], records[0]["title"]) == ("nile", "نهر النيل")
+    assert (records[0]["document"], records[0]["title"]) == ("nile-article", "نهر النيل")
     assert records[2] == {"id": 7, "answer": None, "score": None, "start": None, "end": None, "document": None,
                           "title": None, "top_k": []}
 
@@ -110,15 +126,7 @@ def test_a_directory_that_is_not_an_index_or_is_damaged_is_refused_before_the_mo
         _refused(capsys, "--index", tmp_path, "--question", PETRA_Q)
     assert "is not an index directory (no such directory)" in \
         _refused(capsys, "--index", tmp_path / "missing", "--question", PETRA_Q)
-    damaged = tmp_path / "damaged"
-    damaged.mkdir()
-    for part in index_dir.iterdir():
-        (damaged / part.name).write_bytes(part.read_bytes())
-    texts = damaged / "documents.txt"
-    data = bytearray(texts.read_bytes())
-    data[0] ^= 1  # same size, another byte: only the checksum tells
-    texts.write_bytes(bytes(data))
-    err = _refused(capsys, "--index", damaged, "--question", PETRA_Q)
+    err = _refused(capsys, "--index", damaged_copy(index_dir, tmp_path / "damaged"), "--question", PETRA_Q)
     assert "documents.txt: its SHA-256 is not the one the index recorded" in err
 
 

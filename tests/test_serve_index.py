@@ -13,14 +13,25 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
-from serving import PAIR_OVERHEAD, QA_SPECIALS, LoopbackServer, model_tokens, read_metrics, request
-from test_passages import FILLER, NILE, PETRA, long_document
+from serving import PAIR_OVERHEAD, QA_SPECIALS, LoopbackServer, concurrently, model_tokens, read_metrics, request
+from test_answer_index import (  # noqa: F401 (fixtures)
+    BOOK_FAIR_Q,
+    IDS,
+    NILE_Q,
+    PETRA_Q,
+    TEXTS,
+    TITLES,
+    UNRETRIEVED,
+    damaged_copy,
+    index_dir,
+    reference,
+)
+from test_passages import NILE, PETRA
 from test_serve import _assert_client_error
 
 pytest.importorskip("starlette")
@@ -35,30 +46,11 @@ from arabert_pipeline.serve.requests import ASK_FIELDS
 
 REPO = Path(__file__).resolve().parents[1]
 LIMITS = ServeLimits(max_question_chars=200, max_context_chars=3000, max_body_bytes=64 * 1024, max_top_k=5)
-TEXTS = [PETRA, long_document(NILE, copies=3), *FILLER]
-IDS = ["petra", "nile-article", *[f"news-{i}" for i in range(len(FILLER))]]
-TITLES = ["البتراء", "نهر النيل", *[None] * len(FILLER)]
-NILE_Q, PETRA_Q = "كم يبلغ طول نهر النيل؟", "أين تقع البتراء؟"
-BOOK_FAIR_Q = "متى افتتح المعرض الدولي للكتاب؟"  # its paragraph is in three passages: all three are read
-UNRETRIEVED = "ما لون السماء؟"  # no term of it in any document: nothing is read, no answer
 QUESTIONS = [NILE_Q, PETRA_Q, BOOK_FAIR_Q, UNRETRIEVED]
 
 
 @pytest.fixture(scope="module")
-def index_dir(tmp_path_factory):
-    path = tmp_path_factory.mktemp("collection") / "index"
-    Index.build(TEXTS, IDS, TITLES, path)
-    return path
-
-
-@pytest.fixture(scope="module")
-def reference(index_dir):
-    """The Pipeline and Index that /v1/ask must answer as."""
-    return Pipeline("arabert"), Index.open(index_dir)
-
-
-@pytest.fixture(scope="module")
-def server(index_dir):
+def server(index_dir):  # noqa: F811  an imported fixture
     with LoopbackServer(lambda: Pipeline("arabert", max_context_chars=LIMITS.max_context_chars,
                                          max_question_chars=LIMITS.max_question_chars), LIMITS,
                         index=functools.partial(Index.open, index_dir)) as s:
@@ -83,7 +75,7 @@ def ask_json(found, index: Index, top_k: int = 1) -> list[dict]:
 
 @pytest.mark.parametrize("options", [{}, *(pytest.param(o, marks=pytest.mark.slow) for o in (
     {"top_k": 3}, {"allow_no_answer": True}, {"decoding": "max-score"}))])
-def test_ask_answers_as_pipeline_answer_with_the_index(server, reference, options):
+def test_ask_answers_as_pipeline_answer_with_the_index(server, reference, options):  # noqa: F811  an imported fixture
     qa, index = reference
     top_k = options.get("top_k", 1)
     pipeline = Pipeline("arabert", decoding=options["decoding"]) if "decoding" in options else qa
@@ -107,30 +99,18 @@ def test_ask_answers_as_pipeline_answer_with_the_index(server, reference, option
 
 
 @pytest.mark.slow
-def test_concurrent_questions_and_pairs_are_batched_and_answered_as_alone(index_dir, reference):
+def test_concurrent_questions_and_pairs_are_batched_and_answered_as_alone(index_dir, reference):  # noqa: F811  an imported fixture
     qa, index = reference
     # Two option groups of questions, and pairs of /v1/answer, interleaved: each answered with its own options.
-    jobs = [("/v1/ask", {"question": q, "top_k": 1 + i % 2}) for i, q in enumerate(QUESTIONS * 3)]
-    jobs += [("/v1/answer", {"question": PETRA_Q, "context": PETRA}), ("/v1/answer", {"question": NILE_Q,
-                                                                                       "context": NILE})]
-    results: list = [None] * len(jobs)
-    start = threading.Barrier(len(jobs))
-
-    def client(i: int) -> None:
-        start.wait()
-        results[i] = request(s.url, "POST", *jobs[i])
-
+    jobs = [("POST", "/v1/ask", {"question": q, "top_k": 1 + i % 2}) for i, q in enumerate(QUESTIONS * 3)]
+    jobs += [("POST", "/v1/answer", {"question": q, "context": c}) for q, c in ((PETRA_Q, PETRA), (NILE_Q, NILE))]
     # A wait long enough for every client of the barrier to be queued before the first batch runs.
     with LoopbackServer(lambda: Pipeline("arabert"), ServeLimits(max_wait_ms=300),
                         index=functools.partial(Index.open, index_dir)) as s:
         s.wait_ready()
-        threads = [threading.Thread(target=client, args=(i,)) for i in range(len(jobs))]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(120)
+        results = concurrently(s.url, jobs)
         samples = read_metrics(s.url)
-    for (path, body), (status, _, got) in zip(jobs, results, strict=True):
+    for (_, path, body), (status, _, got) in zip(jobs, results, strict=True):
         assert status == 200, got
         if path == "/v1/ask":  # bitwise, as alone: the ONNX backend's answers do not depend on their batch
             expected = qa.answer(body["question"], index=index, top_k=body["top_k"])
@@ -177,7 +157,7 @@ def test_ask_wants_json_and_post(server):
 
 
 @pytest.mark.slow  # a server of its own
-def test_a_collection_question_costs_its_passages_up_to_exactly_the_queue(index_dir, reference):
+def test_a_collection_question_costs_its_passages_up_to_exactly_the_queue(index_dir, reference):  # noqa: F811  an imported fixture
     """Admitted by the tokens of the passages it reads, each counted as /v1/answer counts a pair: at exactly the queue's
     bound it is answered; one that reads more is refused with 413 naming its cost."""
     qa, index = reference
@@ -215,7 +195,7 @@ def test_without_an_index_ask_is_404_saying_how_to_enable_it():
         assert '<body data-collection="off">' in request(s.url, "GET", "/")[2]
 
 
-def test_health_reports_the_index_and_metrics_count_the_route(server, index_dir):
+def test_health_reports_the_index_and_metrics_count_the_route(server, index_dir):  # noqa: F811  an imported fixture
     status, _, body = request(server.url, "GET", "/health")
     assert status == 200 and body["index"] == {"path": str(index_dir), "documents": len(TEXTS),
                                                "passages": len(Index.open(index_dir)),
@@ -256,19 +236,8 @@ def test_the_page_offers_the_collection_under_its_content_security_policy(server
 
 # Loading --------------------------------------------------------------------------------------------------------------
 
-def _damaged_copy(index_dir: Path, directory: Path) -> Path:
-    """The index with one byte of its documents changed, its size kept: only Index.open's checksums tell."""
-    directory.mkdir()
-    for part in index_dir.iterdir():
-        (directory / part.name).write_bytes(part.read_bytes())
-    data = bytearray((directory / "documents.txt").read_bytes())
-    data[0] ^= 1
-    (directory / "documents.txt").write_bytes(bytes(data))
-    return directory
-
-
-def test_a_damaged_index_fails_the_load_with_its_one_line_error(index_dir, tmp_path):
-    damaged = _damaged_copy(index_dir, tmp_path / "damaged")
+def test_a_damaged_index_fails_the_load_with_its_one_line_error(index_dir, tmp_path):  # noqa: F811  an imported fixture
+    damaged = damaged_copy(index_dir, tmp_path / "damaged")
     failures: list = []
     with LoopbackServer(lambda: Pipeline("arabert"), LIMITS, on_load_failure=failures.append,
                         index=functools.partial(Index.open, damaged)) as s:
@@ -314,8 +283,8 @@ def _serve(index: Path, open_seconds: float = 0.0) -> tuple[subprocess.Popen, st
 
 
 @pytest.mark.slow  # a server process of its own
-def test_the_command_stops_with_the_one_line_error_of_a_damaged_index(index_dir, tmp_path):
-    process, _ = _serve(_damaged_copy(index_dir, tmp_path / "damaged"))
+def test_the_command_stops_with_the_one_line_error_of_a_damaged_index(index_dir, tmp_path):  # noqa: F811  an imported fixture
+    process, _ = _serve(damaged_copy(index_dir, tmp_path / "damaged"))
     try:
         assert process.wait(60) == 2
     finally:
@@ -327,7 +296,7 @@ def test_the_command_stops_with_the_one_line_error_of_a_damaged_index(index_dir,
 
 
 @pytest.mark.slow  # a server process of its own
-def test_sigterm_while_the_index_loads_stops_the_server_at_once(index_dir):
+def test_sigterm_while_the_index_loads_stops_the_server_at_once(index_dir):  # noqa: F811  an imported fixture
     """The load runs beside the event loop; were it in the loop's executor, whose threads are joined at exit, the
     process would wait for the whole load (here 120 s) after the signal."""
     process, url = _serve(index_dir, open_seconds=120)
