@@ -63,6 +63,10 @@ def test_a_question_is_answered_from_the_collection_naming_its_document(index_di
                    "document: petra   title: البتراء\n")
     assert PETRA[expected.start:expected.end] == expected.text and "الأردن" in expected.text
 
+
+@pytest.mark.slow  # a second model load; the line above is the quick loop's
+def test_top_k_answers_from_the_collection_each_name_their_document(index_dir, reference, capsys):
+    qa, index = reference
     ranked = qa.answer(NILE_Q, index=index, top_k=2)
     code, out, err = _run(capsys, "--index", index_dir, "--question", NILE_Q, "--top-k", 2)
     assert code == 0, err

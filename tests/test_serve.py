@@ -297,7 +297,7 @@ def test_health_is_ready_only_once_the_model_is_loaded(model_dir):  # noqa: F811
         loaded.set()
         s.wait_ready()
         status, _, body = request(s.url, "GET", "/health")
-        assert body["status"] == "ready" and body["backend"] == "torch"
+        assert body["status"] == "ready" and body["backend"] == "torch" and body["index"] is None  # no --index
         assert request(s.url, "POST", "/v1/answer", {"question": Q, "context": C})[0] == 200
         assert read_metrics(s.url)["arabert_serve_ready"] == 1
 

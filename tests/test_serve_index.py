@@ -13,6 +13,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -185,14 +186,17 @@ def test_a_collection_question_costs_its_passages_up_to_exactly_the_queue(index_
 # Without an index; health, metrics, description, page -------------------------------------------------------------
 
 def test_without_an_index_ask_is_404_saying_how_to_enable_it():
-    with LoopbackServer(lambda: Pipeline("arabert"), LIMITS) as s:
-        s.wait_ready()
-        status, headers, body = ask(s, {"question": NILE_Q})
-        assert status == 404 and headers["content-type"] == "application/json"
-        assert "--index DIR" in body["error"]["message"] and "arabert-pipeline index" in body["error"]["message"]
-        assert request(s.url, "GET", "/health")[2]["index"] is None
-        assert "/v1/ask" not in request(s.url, "GET", "/openapi.json")[2]["paths"]
-        assert '<body data-collection="off">' in request(s.url, "GET", "/")[2]
+    """Before the model is even loaded (it never is here): the route is absent, not waiting for a model."""
+    never = threading.Event()
+    with LoopbackServer(lambda: never.wait(60), LIMITS) as s:
+        try:
+            status, headers, body = ask(s, {"question": NILE_Q})
+            assert status == 404 and headers["content-type"] == "application/json"
+            assert "--index DIR" in body["error"]["message"] and "arabert-pipeline index" in body["error"]["message"]
+            assert "/v1/ask" not in request(s.url, "GET", "/openapi.json")[2]["paths"]
+            assert '<body data-collection="off">' in request(s.url, "GET", "/")[2]
+        finally:
+            never.set()
 
 
 def test_health_reports_the_index_and_metrics_count_the_route(server, index_dir):  # noqa: F811  an imported fixture
