@@ -65,6 +65,24 @@ def request(url: str, method: str, path: str, body: bytes | dict | list | None =
     return response.status, response_headers, data.decode("utf-8")
 
 
+def concurrently(url: str, jobs: list[tuple[str, str, dict]]) -> list:
+    """request(url, method, path, body) for each (method, path, body) of `jobs`, from a thread each, released together
+    by a barrier (so that the server sees them at once): their responses, in order."""
+    results: list = [None] * len(jobs)
+    start = threading.Barrier(len(jobs))
+
+    def client(i: int) -> None:
+        start.wait()
+        results[i] = request(url, *jobs[i])
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(len(jobs))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    return results
+
+
 # What the service adds to a text's tokens, as docs/answering.md states it: 16 of work a pair, and the special tokens
 # around a QA pair ([CLS] question [SEP] context [SEP]) or a task's text ([CLS] text [SEP]).
 PAIR_OVERHEAD, QA_SPECIALS, TASK_SPECIALS = 16, 3, 2

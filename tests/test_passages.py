@@ -124,6 +124,19 @@ def test_an_index_answers_name_their_document_and_offsets_into_its_text(qa):
             assert texts[["nile", "petra"].index(a.document)][a.start:a.end] == a.text
 
 
+def test_an_index_answer_names_the_passage_it_was_read_from(qa):
+    """The passage around the span (what serve's page shows): one of the index's passages, in the answer's document."""
+    texts = [PETRA, long_document(NILE)]
+    index = Index.build(texts, ids=["petra", "long"], passage_chars=200)
+    answer = qa.answer("كم يبلغ طول نهر النيل؟", index=index)
+    passage = answer.passage
+    assert answer.document == "long" and passage.document == 1
+    assert passage in [index.passage(row) for row in range(len(index))]
+    assert passage.start <= answer.start < answer.end <= passage.end and passage.end - passage.start < len(texts[1])
+    assert index.document_text(passage.document)[passage.start:passage.end] == texts[1][passage.start:passage.end]
+    assert qa.answer("كم يبلغ طول نهر النيل؟", long_document(NILE)).passage is None  # a context given
+
+
 def test_an_index_answer_is_withheld_where_the_chosen_passage_null_margin_passes_the_threshold(qa):
     index = Index.build([NILE, *FILLER])
     unanswerable, answerable = "كم يبلغ عدد سكان مصر؟", "كم يبلغ طول نهر النيل؟"  # both retrieve the Nile

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from serving import LoopbackServer, answers_json, qa_cost, read_metrics, request
+from serving import LoopbackServer, answers_json, concurrently, qa_cost, read_metrics, request
 from test_pipeline import DEMO, NOISY_CONTEXT, _long_context, model_dir  # noqa: F401 (fixture)
 
 pytest.importorskip("starlette")
@@ -113,22 +113,11 @@ def test_concurrent_requests_are_coalesced_into_batches_and_answered_as_alone(mo
     # Two option groups, interleaved: each must be answered with its own options.
     jobs = [(q, c, 1 + i % 2) for i, (q, c) in enumerate(PAIRS * 3)]
     expected = [answers_json(pipeline.answer(q, c, top_k=k), k) for q, c, k in jobs]
-    results: list = [None] * len(jobs)
-    start = threading.Barrier(len(jobs))
-
-    def client(i: int) -> None:
-        question, context, top_k = jobs[i]
-        start.wait()
-        results[i] = request(s.url, "POST", "/v1/answer", {"question": question, "context": context, "top_k": top_k})
-
     # A wait long enough for every client of the barrier to be queued before the first batch runs.
     with LoopbackServer(lambda: Pipeline(model_dir()), ServeLimits(max_wait_ms=300)) as s:
         s.wait_ready()
-        threads = [threading.Thread(target=client, args=(i,)) for i in range(len(jobs))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(120)
+        results = concurrently(s.url, [("POST", "/v1/answer", {"question": q, "context": c, "top_k": k})
+                                       for q, c, k in jobs])
         samples = read_metrics(s.url)
     assert [status for status, _, _ in results] == [200] * len(jobs)
     assert all(_same(body["answers"], want) for (_, _, body), want in zip(results, expected, strict=True))
@@ -308,7 +297,7 @@ def test_health_is_ready_only_once_the_model_is_loaded(model_dir):  # noqa: F811
         loaded.set()
         s.wait_ready()
         status, _, body = request(s.url, "GET", "/health")
-        assert body["status"] == "ready" and body["backend"] == "torch"
+        assert body["status"] == "ready" and body["backend"] == "torch" and body["index"] is None  # no --index
         assert request(s.url, "POST", "/v1/answer", {"question": Q, "context": C})[0] == 200
         assert read_metrics(s.url)["arabert_serve_ready"] == 1
 
@@ -366,7 +355,8 @@ def test_openapi_describes_the_fields_and_limits_the_server_applies(server):
 def test_the_page_is_arabic_and_right_to_left(server):
     status, headers, page = request(server.url, "GET", "/")
     assert status == 200 and headers["content-type"].startswith("text/html")
-    assert '<html lang="ar" dir="rtl">' in page and 'id="question"' in page and 'fetch("v1/answer"' in page
+    assert '<html lang="ar" dir="rtl">' in page and 'id="question"' in page and '"v1/answer"' in page
+    assert '<body data-collection="off">' in page  # no index served: the page asks a pasted text only
 
 
 # The command -------------------------------------------------------------------------------------------------------

@@ -1,9 +1,11 @@
 """The web page of `arabert-pipeline serve`, in a real browser: headless Chromium (Debian's `chromium` package; .ci/run
-installs it) driven over the Chrome DevTools Protocol. The test types a context and a question, clicks the button,
-and reads back the answer that the page's script highlighted in the context. Skips where there is no Chromium."""
+installs it) driven over the Chrome DevTools Protocol. The tests type a context (or, with serve --index, nothing but
+a question) and a question, click the button, and read back the answer that the page's script highlighted in the
+context (or in the passage of the collection it was read from). Skips where there is no Chromium."""
 from __future__ import annotations
 
 import fcntl
+import functools
 import json
 import os
 import shutil
@@ -14,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from serving import LoopbackServer
+from test_passages import FILLER, NILE, PETRA
 from test_pipeline import DEMO, model_dir  # noqa: F401 (fixture)
 
 pytest.importorskip("starlette")
@@ -157,5 +160,55 @@ def test_the_page_highlights_the_answer_and_says_when_there_is_none(model_dir, t
             assert browser.wait_for(SHOWN) == "no-answer"
             assert browser.evaluate("document.querySelectorAll('#result mark').length") == 0
             assert "لا توجد إجابة" in browser.evaluate("document.getElementById('status').textContent")
+        finally:
+            browser.close()
+
+
+def test_the_page_asks_the_collection_and_highlights_the_answer_in_its_passage(tmp_path):
+    from arabert_pipeline import Index, Pipeline
+
+    # The answer's passage is not at the start of its document and holds an emoji before the answer: the page must
+    # place the answer by code points, relative to the passage.
+    document = FILLER[0] + "\n" + "😀 " + PETRA
+    path = tmp_path / "index"
+    Index.build([document, NILE], ids=["petra-doc", "nile"], titles=["البتراء", None], path=path, passage_chars=150)
+    question = "أين تقع البتراء؟"
+    expected = Pipeline("arabert").answer(question, index=Index.open(path))
+    passage = expected.passage
+    shown = document[passage.start:passage.end]
+    assert expected.document == "petra-doc" and passage.start > 0 and shown.startswith("😀")
+    with LoopbackServer(lambda: Pipeline("arabert"), index=functools.partial(Index.open, path)) as server:
+        server.wait_ready()
+        browser = Browser(tmp_path / "profile")
+        try:
+            browser.open(server.url + "/")
+            assert browser.evaluate("document.getElementById('mode-collection').checked") is True  # by default
+            assert browser.evaluate("document.getElementById('context-field').hidden") is True
+            browser.type_into("question", question)
+            browser.click("submit")
+            assert browser.wait_for(SHOWN) == "answered"
+            assert browser.evaluate("[...document.querySelectorAll('#result mark')].map(m => m.textContent)") == \
+                [expected.text]
+            before = browser.evaluate("document.querySelector('#result mark').previousSibling.textContent")
+            assert before == shown[: expected.start - passage.start]
+            assert browser.evaluate("document.getElementById('result').textContent") == shown
+            assert browser.evaluate("document.getElementById('source-title').textContent") == "البتراء"
+            assert browser.evaluate("document.getElementById('source-id').textContent") == "(petra-doc)"
+            assert float(browser.evaluate("document.getElementById('score').dataset.score")) == expected.score
+
+            browser.type_into("question", "ما لون السماء؟")  # no term of it in the collection: no answer
+            browser.click("submit")
+            assert browser.wait_for(SHOWN) == "no-answer"
+            assert "لا توجد إجابة في الوثائق" in browser.evaluate("document.getElementById('status').textContent")
+            assert browser.evaluate("document.getElementById('result').hidden") is True
+
+            browser.click("mode-text")  # a pasted text is still asked, as without an index
+            assert browser.evaluate("document.getElementById('context-field').hidden") is False
+            browser.type_into("context", NILE)
+            browser.type_into("question", "كم يبلغ طول نهر النيل؟")
+            browser.click("submit")
+            assert browser.wait_for(SHOWN) == "answered"
+            assert browser.evaluate("document.getElementById('result').textContent") == NILE
+            assert browser.evaluate("document.getElementById('source').hidden") is True
         finally:
             browser.close()

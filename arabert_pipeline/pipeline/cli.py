@@ -3,6 +3,8 @@
     arabert-pipeline answer --question "أين تقع البتراء؟" --context "تقع مدينة البتراء في جنوب الأردن."
     arabert-pipeline answer --input questions.jsonl --output answers.jsonl     # {"id"?, "question", "context"} per line
     arabert-pipeline answer --demo
+    arabert-pipeline answer --index runs/news-index --question "متى تأسست جامعة القاهرة؟"   # ask a collection
+    arabert-pipeline answer --index runs/news-index --input questions.jsonl                 # {"id"?, "question"}
 
 Nothing heavy is imported before the verb runs, so `arabert-pipeline --help` stays instant; with a model that has
 a model.onnx (the shipped one does), torch and transformers are never imported.
@@ -14,13 +16,16 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
 from .core import (
     BACKENDS, BUNDLED_MODELS, DEFAULT_MODEL, MAX_CONTEXT_CHARS, MAX_QUESTION_CHARS, check_text, surrogate_problem,
     text_problem,
 )
+
+if TYPE_CHECKING:
+    from ..qa.transformer.decode import Answer
 
 DEMO_FILE = Path(__file__).with_name("demo.json")
 
@@ -31,17 +36,24 @@ def register(subparsers) -> None:
         help="answer Arabic questions from a context with a QA model",
         description="Answer Arabic questions with a QA model: the default model shipped in the package "
         f"({', '.join(BUNDLED_MODELS)}), a QA model dir made by `arabert-pipeline finetune`, or a hub id (with "
-        "--preprocessing). Answers are spans of the given context; the score is the answer's probability among the "
-        "model's candidate spans.",
+        "--preprocessing). Answers are spans of the given context, or with --index of the documents of a collection "
+        "(`arabert-pipeline index`), naming their document; the score is the probability that the answer is right "
+        "(docs/answering.md).",
     )
     source = p.add_mutually_exclusive_group(required=True)
-    source.add_argument("--question", help="one question (with --context)")
-    source.add_argument("--input", metavar="JSONL", help='JSON lines file, one {"id"?, "question", "context"} per line')
+    source.add_argument("--question", help="one question (with --context, or with --index)")
+    source.add_argument("--input", metavar="JSONL", help='JSON lines file, one {"id"?, "question", "context"} per line '
+                        '({"id"?, "question"} with --index)')
     source.add_argument("--demo", action="store_true", help="answer the bundled demo questions")
     p.add_argument("--context", help="the passage that holds the answer to --question")
+    p.add_argument("--index", metavar="DIR",
+                   help="ask the collection indexed in DIR (made by `arabert-pipeline index`) instead of a context: "
+                        "its best passages for each question are read, and each answer names its document (id and "
+                        "title) with offsets into that document's text")
     p.add_argument("--output", metavar="JSONL",
-                   help='with --input: write {"id", "answer", "score", "start", "end"} lines to this new file (- for '
-                        'stdout, the default); only regular files are written, never devices, FIFOs or symlinks')
+                   help='with --input: write {"id", "answer", "score", "start", "end"} lines (with --index also '
+                        '"document" and "title") to this new file (- for stdout, the default); only regular files are '
+                        'written, never devices, FIFOs or symlinks')
     p.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
     p.add_argument("--model", default=DEFAULT_MODEL, help="bundled model name, QA model dir or hub id (default: %(default)s)")
     p.add_argument("--preprocessing", help="for models without arabert_pipeline.json: arabertv02, arabertv2 or none")
@@ -69,8 +81,14 @@ def register(subparsers) -> None:
 
 
 def run_answer(args: argparse.Namespace) -> int:
-    if args.question is not None and args.context is None:
-        raise InputError("--question needs --context", field="--context")
+    collection = args.index is not None  # ask the collection: questions only, answers naming their documents
+    if collection:
+        for flag, given in (("--context", args.context is not None), ("--demo", args.demo)):
+            if given:
+                raise InputError("not with --index: a collection is asked with --question or --input (questions "
+                                 "alone); drop --index to answer from a context", field=flag)
+    elif args.question is not None and args.context is None:
+        raise InputError("--question needs --context (or --index DIR to ask a collection)", field="--context")
     if args.question is None and args.context is not None:
         raise InputError("--context goes with --question", field="--context")
     if args.output is not None and args.input is None:
@@ -85,60 +103,82 @@ def run_answer(args: argparse.Namespace) -> int:
         args.output = None
     if args.question is not None:  # check before the model loads: a typo should not cost a model load
         check_text(args.question, "--question", args.max_question_chars, "question")
-        check_text(args.context, "--context", args.max_context_chars)
-    examples = read_jsonl(Path(args.input), args.max_context_chars, args.max_question_chars) if args.input else \
-        read_demo() if args.demo else None
+        if not collection:
+            check_text(args.context, "--context", args.max_context_chars)
+    examples = read_jsonl(Path(args.input), args.max_context_chars, args.max_question_chars, collection=collection) \
+        if args.input else read_demo() if args.demo else None
+    index = None
+    if collection:
+        from ..retrieval.index import Index
+
+        index = Index.open(args.index)  # before the model: a wrong or damaged directory should not cost a model load
     if args.output is not None:
-        from ..outputs import claim_output_file
+        from ..outputs import check_not_input, claim_output_file
 
         claim_output_file(args.output, verb="answer", inputs=[args.input], overwrite=args.overwrite, flag="--output")
+        if collection:  # nothing is written into the index directory either
+            check_not_input(args.output, [args.index], "--output", within=True)
     _utf8_stdout()
     pipeline = _load_pipeline(args)
     if examples is None:
-        found = pipeline.answer(args.question, args.context, top_k=args.top_k, allow_no_answer=args.allow_no_answer)
+        found = pipeline.answer(args.question, args.context, top_k=args.top_k, allow_no_answer=args.allow_no_answer,
+                                index=index)
         for rank, answer in enumerate((found or [None]) if args.top_k > 1 else [found], start=1):
             print(_describe(answer, rank if args.top_k > 1 else None))
         return 0
     try:
-        results = pipeline.answer([e["question"] for e in examples], [e["context"] for e in examples],
-                                  top_k=args.top_k, allow_no_answer=args.allow_no_answer)
+        results = pipeline.answer([e["question"] for e in examples],
+                                  None if collection else [e["context"] for e in examples],
+                                  top_k=args.top_k, allow_no_answer=args.allow_no_answer, index=index)
     except InputError as exc:  # Pipeline names question[i] / context[i]: name the file's line instead
         failing = failing_item(exc)
         if failing is None or not args.input:
             raise
-        index, field, message = failing
-        raise InputError(message, path=args.input, line=examples[index]["line"], field=field) from None
+        position, field, message = failing
+        raise InputError(message, path=args.input, line=examples[position]["line"], field=field) from None
     if args.demo:
         print_demo(examples, results, args.top_k)
         return 0
-    lines = [json.dumps(result_record(e["id"], found), ensure_ascii=False) + "\n" for e, found in zip(examples, results)]
-    if args.output is None:
-        sys.stdout.writelines(lines)
-    else:
-        from ..artifacts import atomic_write
-
-        with atomic_write(args.output) as f:
-            f.writelines(lines)
-        print(f"{len(lines)} answers written to {args.output}", file=sys.stderr)
+    _write_records([result_record(e["id"], found, collection=collection) for e, found in zip(examples, results)],
+                   args.output)
     return 0
 
 
+def _write_records(records: list[dict[str, Any]], output: str | None) -> None:
+    """The answers' JSON lines on stdout (`output` None) or written atomically to `output`."""
+    lines = [json.dumps(record, ensure_ascii=False) + "\n" for record in records]
+    if output is None:
+        sys.stdout.writelines(lines)
+        return
+    from ..artifacts import atomic_write
+
+    with atomic_write(output) as f:
+        f.writelines(lines)
+    print(f"{len(lines)} answers written to {output}", file=sys.stderr)
+
+
 def read_jsonl(path: Path, max_context_chars: int | None = MAX_CONTEXT_CHARS,
-               max_question_chars: int | None = MAX_QUESTION_CHARS) -> list[dict[str, Any]]:
-    """Examples {"id", "question", "context"} from a JSON lines file; blank lines skipped; ids default to line numbers.
+               max_question_chars: int | None = MAX_QUESTION_CHARS, *, collection: bool = False
+               ) -> list[dict[str, Any]]:
+    """Examples {"id", "question", "context"} from a JSON lines file (`collection`: {"id", "question"}, asked of an
+    index, and a line with a context is refused); blank lines skipped; ids default to line numbers.
 
     Every line is checked before the model loads, and an error names the file, the line and the field.
     """
+    fields = ("question",) if collection else ("question", "context")
     examples = []
     for number, qid, record in json_records(path):
-        for field in ("question", "context"):
+        if collection and "context" in record:
+            raise InputError("a context is not read with --index (the collection is asked): drop the field, or "
+                             "drop --index to answer from the contexts", path=path, line=number, field="context")
+        for field in fields:
             if field not in record:
                 raise InputError("missing", path=path, line=number, field=field)
             limit = max_context_chars if field == "context" else max_question_chars
             problem = text_problem(record[field], limit, field)
             if problem is not None:
                 raise InputError(problem, path=path, line=number, field=field)
-        examples.append({"id": qid, "question": record["question"], "context": record["context"], "line": number})
+        examples.append({"id": qid, "line": number, **{field: record[field] for field in fields}})
     if not examples:
         raise InputError("no questions in the file", path=path)
     return examples
@@ -203,16 +243,25 @@ def text_lines(path: Path, stream=None, *, lone_cr: bool = False):
                     yield number, line
 
 
-def result_record(qid, found) -> dict[str, Any]:
-    """The output line of one question: the best answer's fields, and with --top-k > 1 all of them under "top_k"."""
+def result_record(qid: object, found: Any, *, collection: bool = False) -> dict[str, Any]:
+    """The output line of one question: the best answer's fields, and with --top-k > 1 all of them under "top_k";
+    `collection` (answers from an index): each with its "document" and "title" too (null with a null answer)."""
     answers = found if isinstance(found, list) else [found] if found is not None else []
     best = answers[0] if answers else None
-    record = {"id": qid, "answer": best.text if best else None, "score": _round(best.score) if best else None,
-              "start": best.start if best else None, "end": best.end if best else None}
+    record = {"id": qid, **_answer_fields(best, collection)}
     if isinstance(found, list):
-        record["top_k"] = [{"answer": a.text, "score": _round(a.score), "start": a.start, "end": a.end}
-                           for a in answers]
+        record["top_k"] = [_answer_fields(a, collection) for a in answers]
     return record
+
+
+def _answer_fields(answer: Answer | None, collection: bool) -> dict[str, Any]:
+    fields: dict[str, Any] = {"answer": None, "score": None, "start": None, "end": None}
+    if answer is not None:
+        fields = {"answer": answer.text, "score": _round(answer.score), "start": answer.start, "end": answer.end}
+    if collection:
+        fields["document"] = answer.document if answer is not None else None
+        fields["title"] = answer.title if answer is not None else None
+    return fields
 
 
 def read_demo() -> list[dict[str, Any]]:
@@ -245,11 +294,15 @@ def print_demo(examples: list[dict[str, Any]], results: list, top_k: int) -> Non
           "share a word with them")
 
 
-def _describe(answer, rank: int | None) -> str:
+def _describe(answer: Answer | None, rank: int | None) -> str:
     prefix = f"{rank}. " if rank is not None else ""
     if answer is None:
         return f"{prefix}(no answer)"
-    return f"{prefix}answer: {answer.text}\n{' ' * len(prefix)}score: {answer.score:.4f}   span: [{answer.start}, {answer.end})"
+    indent = " " * len(prefix)
+    lines = [f"{prefix}answer: {answer.text}", f"{indent}score: {answer.score:.4f}   span: [{answer.start}, {answer.end})"]
+    if answer.document is not None:  # from an index: the span is in that document's text
+        lines.append(f"{indent}document: {answer.document}" + (f"   title: {answer.title}" if answer.title else ""))
+    return "\n".join(lines)
 
 
 def _round(score: float) -> float:

@@ -8,6 +8,7 @@ import asyncio
 import math
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 
@@ -61,21 +62,26 @@ class CountingStage:
         self._lock = threading.Lock()  # pending is released from the executor's thread
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="arabert-serve-count")
 
-    async def tokens(self, counter, pairs: list[tuple[str, str]]) -> list[int]:
-        """counter.tokens(pairs) in the counting thread; CountingFull (Retry-After: the time the characters already
-        waiting take to count at the recent pace) if they would pass the budget. A request finding none waiting is
-        always taken, or one longer than the budget could never be counted."""
-        chars = sum(len(question) + len(text) for question, text in pairs)
+    async def tokens(self, count: Callable[[list[tuple[str, str]]], list[int]], pairs: list[tuple[str, str]],
+                     chars: int | None = None) -> list[int]:
+        """count(pairs) (an Answerer's `tokens`, say) in the counting thread; CountingFull (Retry-After: the time the
+        characters already waiting take to count at the recent pace) if they would pass the budget. A request finding
+        none waiting is always taken, or one longer than the budget could never be counted. `chars`: the characters
+        counted, when they are not the pairs' own (a collection question's passages, found in this thread: a bound on
+        them, which does not time the pace)."""
+        timed = chars is None
+        if chars is None:
+            chars = sum(len(question) + len(text) for question, text in pairs)
         with self._lock:
             if self.pending and self.pending + chars > self.max_chars:
                 raise CountingFull(chars, max(1, math.ceil(self.pending / self.pace)))
             self.pending += chars
 
-        def count():
+        def run():
             started = time.perf_counter()
-            found = counter.tokens(pairs)
+            found = count(pairs)
             elapsed = time.perf_counter() - started
-            if chars >= 1000 and elapsed > 0:  # short counts time mostly overhead
+            if timed and chars >= 1000 and elapsed > 0:  # short counts time mostly overhead
                 self.pace = chars / elapsed
             return found
 
@@ -85,7 +91,7 @@ class CountingStage:
 
         # Released when the count ends or is cancelled before it starts, never when only its waiter goes (a client
         # that hangs up leaves the count running): pending is the counting thread's real backlog.
-        future = self._executor.submit(count)
+        future = self._executor.submit(run)
         future.add_done_callback(release)
         return await asyncio.wrap_future(future)
 

@@ -25,7 +25,9 @@ class Options:
     top_k: int = 1
     allow_no_answer: bool = False
     decoding: str | None = None
-    task: str | None = None  # None: a QA pair; "classify" / "tag": a text task's text (app.py's task routes)
+    # None: a QA pair; "classify" / "tag": a text task's text (app.py's task routes); "ask": a question asked of the
+    # collection (/v1/ask), its pair (question, "")
+    task: str | None = None
 
 
 class PairError(Exception):
@@ -130,12 +132,14 @@ class Batcher:
         self._batch = []
         await asyncio.get_running_loop().run_in_executor(None, self._executor.shutdown)
 
-    def submit(self, pairs: list[tuple[str, str]], options: Options, tokens: list[int]) -> list[asyncio.Future]:
+    def submit(self, pairs: list[tuple[str, str]], options: Options, tokens: list[int],
+               costs: list[int] | None = None) -> list[asyncio.Future]:
         """Queue the pairs (all or none), which the model reads as `tokens` tokens each, and return their futures;
-        QueueFull when their cost does not fit, QueueClosed once shutdown has begun."""
+        QueueFull when their cost does not fit, QueueClosed once shutdown has begun. `costs`: their work, when it is
+        not pair_cost(tokens) (a collection question reads several passages: the cost of each)."""
         if self._closing is not None:
             raise QueueClosed()
-        costs = [pair_cost(n) for n in tokens]
+        costs = [pair_cost(n) for n in tokens] if costs is None else costs
         if self.queued_cost + sum(costs) > self.limits.max_queue_tokens:
             self.metrics.rejected_full += len(pairs)
             raise QueueFull(self.retry_after(sum(costs)))

@@ -2,9 +2,11 @@
 
     arabert-pipeline serve                                  # the shipped model on http://127.0.0.1:8000/
     arabert-pipeline serve --model runs/qa/mini --port 9000 --max-wait-ms 10
+    arabert-pipeline serve --index runs/news-index          # POST /v1/ask asks that collection
 
 The port is bound before the model loads (--port 0 picks a free one; the line "serving on http://HOST:PORT/" on
-stderr says which), and /health answers 503 until the model is loaded. SIGTERM (or Ctrl-C) stops accepting
+stderr says which), and /health answers 503 until the model (and --index's collection) is loaded; a model or index
+that fails to load stops the server with its one-line error. SIGTERM (or Ctrl-C) stops accepting
 connections, answers the queue for --shutdown-timeout seconds (what is still queued then gets 503 + Retry-After), and
 exits 0.
 """
@@ -39,7 +41,8 @@ def register(subparsers) -> None:
         "serve",
         help="answer questions over HTTP: a JSON API, an Arabic web page, health and Prometheus metrics",
         description="Serve a QA model over HTTP: POST /v1/answer and /v1/answer/batch (JSON; answers identical to "
-        "Pipeline.answer), GET / (a web page in Arabic), /health, /metrics (Prometheus), /openapi.json. "
+        "Pipeline.answer), with --index POST /v1/ask (a collection asked), GET / (a web page in Arabic), /health, "
+        "/metrics (Prometheus), /openapi.json. "
         "Concurrent requests are answered together in one model batch (--max-batch-tokens, --max-wait-ms). "
         "Listens on the loopback interface unless --host says otherwise; there is no authentication. Requests naming "
         "another Host, or sent by another web page (cross-origin), are refused unless --allowed-hosts / "
@@ -56,6 +59,10 @@ def register(subparsers) -> None:
     p.add_argument("--tag-model", default="auto", metavar="NAME_OR_DIR",
                    help="the model of POST /v1/tag (arabert-ner, or a `finetune --task ner` dir); auto and none as "
                         "for --classify-model (default: %(default)s)")
+    p.add_argument("--index", metavar="DIR",
+                   help="serve POST /v1/ask over the collection indexed in DIR (made by `arabert-pipeline index`), "
+                        "opened with the model (every file checked); the web page then asks it too (default: none, "
+                        "/v1/ask answers 404)")
     p.add_argument("--backend", choices=BACKENDS, default="auto",
                    help="auto: ONNX Runtime when the model dir has a model.onnx (the shipped model does), else torch "
                         "(default: %(default)s)")
@@ -128,13 +135,16 @@ def run_serve(args: argparse.Namespace) -> int:
             raise InputError(str(exc), field=flag) from None
     backend = _check_model(args)
     tasks = task_loaders(args, limits)
+    index = _index_loader(args.index)
     sock = bind(args.host, args.port)
     bound = sock.getsockname()[0]
     policy = AccessPolicy.for_address(args.host, bound, allowed_hosts, allowed_origins)
     limits = fit_open_files(limits)
     url = f"http://{_url_host(args.host)}:{sock.getsockname()[1]}/"
-    # A service answers every user's text; the per-call warning about text without an Arabic letter would fill the log.
+    # A service answers every user's text; the per-call warning about text without an Arabic letter would fill the log,
+    # and so would the one about an index of another preprocessing, which the app logs once when it loads the index.
     warnings.filterwarnings("ignore", message=r".*no Arabic letter: answered anyway", category=UserWarning)
+    warnings.filterwarnings("ignore", message=r"the index was built with the .* analysis", category=UserWarning)
     if not is_loopback(bound):  # the address bound, not the name given: 127.1, ::1 and localhost are loopback too
         log.warning("arabert-pipeline serve: listening on %s, reachable from other machines, with no "
                     "authentication", args.host)
@@ -156,7 +166,7 @@ def run_serve(args: argparse.Namespace) -> int:
         server.should_exit = True
 
     app = create_app(load, limits, policy=policy, on_load_failure=on_load_failure, model_name=str(args.model),
-                     tasks=tasks)
+                     tasks=tasks, index=index)
     server = build_server(app, access_log=args.access_log)
     log.info("arabert-pipeline serve: serving on %s (model %s, loading)", url, args.model)
     with _sigterm_returns():
@@ -165,6 +175,19 @@ def run_serve(args: argparse.Namespace) -> int:
         raise failures[0] if isinstance(failures[0], ConfigError) else ConfigError(
             f"the model failed to load: {type(failures[0]).__name__}: {failures[0]}")
     return 0
+
+
+def _index_loader(path: str | None):
+    """A loader of the collection --index names (Index.open, which checks every file: run with the model's load), or
+    None; what can be checked cheaply (a directory holding an index of a format this version reads) is checked now,
+    before the port is taken."""
+    if path is None:
+        return None
+    from ..retrieval.index import Index
+    from ..retrieval.store import read_index_metadata
+
+    read_index_metadata(path)
+    return functools.partial(Index.open, path)
 
 
 def task_loaders(args: argparse.Namespace, limits) -> dict:

@@ -11,8 +11,10 @@ from typing import Any
 from ..version import __version__
 
 
-def openapi(limits, decodings: tuple[str, ...], tasks=("classify", "tag")) -> dict[str, Any]:
-    """`tasks`: the text tasks served ("classify", "tag"); the routes of the others answer 404 and are not listed."""
+def openapi(limits, decodings: tuple[str, ...], tasks=("classify", "tag"), collection: bool = False
+            ) -> dict[str, Any]:
+    """`tasks`: the text tasks served ("classify", "tag"); the routes of the others answer 404 and are not listed.
+    `collection`: whether an index is served (/v1/ask; else it answers 404 and is not listed)."""
     text = {"type": "string", "minLength": 1, "description": "Must hold a letter or a digit; valid Unicode."}
     options = {
         "top_k": {"type": "integer", "minimum": 1, "maximum": limits.max_top_k, "default": 1,
@@ -41,7 +43,7 @@ def openapi(limits, decodings: tuple[str, ...], tasks=("classify", "tag")) -> di
                                "allows.", "content": {"application/json": {"schema": error}}},
         "408": {"description": "The body did not arrive in time.", "content": {"application/json": {"schema": error}}},
         "413": {"description": "The body, the question, the context or text, the number of pairs or texts, or "
-                               "their work is over the server's limit.",
+                               "their work (a collection question's: its passages') is over the server's limit.",
                 "content": {"application/json": {"schema": error}}},
         "415": {"description": "The Content-Type is not application/json.",
                 "content": {"application/json": {"schema": error}}},
@@ -74,12 +76,16 @@ def openapi(limits, decodings: tuple[str, ...], tasks=("classify", "tag")) -> di
                  "description": "Extractive question answering over Arabic text: each answer is a span of the given "
                                 "context. Identical to Pipeline.answer for the same inputs. With its task models, "
                                 "text classification (/v1/classify) and named entities (/v1/tag), as the task "
-                                "pipelines answer."},
+                                "pipelines answer. With an index, its collection asked (/v1/ask), as "
+                                "Pipeline.answer(question, index=...) answers."},
         "paths": {
             "/v1/answer": post("Answer one question from its context", "AnswerRequest", "Answers"),
             "/v1/answer/batch": post("Answer many question-context pairs with the same options", "BatchRequest",
                                      "BatchAnswers"),
             **dict(task_paths[name] for name in tasks),
+            **({"/v1/ask": post("Ask the collection the server was started with (serve --index): the question's "
+                                "best passages are read and one answer chosen across them", "AskRequest",
+                                "CollectionAnswers")} if collection else {}),
             "/health": {"get": {"summary": "Readiness: 200 once the model is loaded", "responses": {
                 "200": {"description": "Ready.", "content": {"application/json": {"schema": {"type": "object"}}}},
                 "503": {"description": "Loading, or the model failed to load."}}}},
@@ -112,6 +118,26 @@ def openapi(limits, decodings: tuple[str, ...], tasks=("classify", "tag")) -> di
             "Answers": {"type": "object", "required": ["answers"], "properties": {
                 "answers": {"type": "array", "items": {"$ref": "#/components/schemas/Answer"},
                             "description": "Up to top_k answers, best first; empty for no answer."}}},
+            "AskRequest": {"type": "object", "additionalProperties": False, "required": ["question"],
+                           "properties": {"question": pair["question"], **options}},
+            "CollectionAnswer": {"type": "object", "required": [
+                "text", "start", "end", "score", "document", "title", "passage"], "properties": {
+                "text": {"type": "string", "description": "The document's text from start to end."},
+                "start": {"type": "integer", "description": "Offset in code points of the document's text, as it was "
+                                                            "indexed."},
+                "end": {"type": "integer"},
+                "score": {"type": "number", "description": "As an Answer's."},
+                "document": {"type": "string", "description": "The document's id (given when the index was built; "
+                                                              "by default its position)."},
+                "title": {"type": ["string", "null"]},
+                "passage": {"type": "object", "required": ["text", "start", "end"], "description": (
+                    "The passage the answer was read from: text is the document's text from start to end (offsets "
+                    "as the answer's), which holds the answer."), "properties": {
+                    "text": {"type": "string"}, "start": {"type": "integer"}, "end": {"type": "integer"}}}}},
+            "CollectionAnswers": {"type": "object", "required": ["answers"], "properties": {
+                "answers": {"type": "array", "items": {"$ref": "#/components/schemas/CollectionAnswer"},
+                            "description": "Up to top_k answers, best first; empty for no answer (allow_no_answer, "
+                                           "or no passage sharing a term with the question)."}}},
             "BatchAnswers": {"type": "object", "required": ["results"], "properties": {
                 "results": {"type": "array", "items": {"$ref": "#/components/schemas/Answers"},
                             "description": "One per pair, in order."}}},

@@ -16,6 +16,7 @@ OPTION_FIELDS = ("top_k", "allow_no_answer", "decoding")
 PAIR_FIELDS = ("question", "context")
 ANSWER_FIELDS = (*PAIR_FIELDS, *OPTION_FIELDS)
 BATCH_FIELDS = ("pairs", *OPTION_FIELDS)
+ASK_FIELDS = ("question", *OPTION_FIELDS)
 TASK_FIELDS = {"classify": ("text", "texts", "top_k"), "tag": ("text", "texts")}
 
 
@@ -128,6 +129,13 @@ def parse_pair(record: dict, limits: ServeLimits, prefix: str = "") -> tuple[str
         limit = limits.max_context_chars if field == "context" else limits.max_question_chars
         parse_text(record[field], limit, f"{prefix}{field}", field)
     return record["question"], record["context"]
+
+
+def parse_question(body: dict, limits: ServeLimits) -> str:
+    """The question of a request that asks the collection (/v1/ask)."""
+    if "question" not in body:
+        raise RequestError(422, "question", "missing")
+    return parse_text(body["question"], limits.max_question_chars, "question", "question")
 
 
 def parse_text(value: object, limit: int, name: str, kind: str) -> str:

@@ -29,7 +29,7 @@ import dataclasses
 import functools
 import re
 import unicodedata
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -39,6 +39,9 @@ from .bonuses import reader_scores as reader_log_probs
 from .bonuses import sentence_bonus
 from .features import Windows
 from .settings import QASettings
+
+if TYPE_CHECKING:
+    from ...retrieval.passages import Passage
 
 _WORD_RE = re.compile(r"\S+")
 # Distinct spans per example that expected-F1 decoding weighs: the mass of a small model's distribution is spread
@@ -308,6 +311,9 @@ class Answer:
     # (start and end are offsets into that document's text); None for an answer from a context given.
     document: str | None = None
     title: str | None = None
+    # And the passage it was read from (its document's position in the index, its start and end in that document's
+    # text: `index.document_text(p.document)[p.start:p.end]`), for showing the answer in its surroundings.
+    passage: Passage | None = None
 
 
 def with_probabilities(answers: list[Answer]) -> list[Answer]:

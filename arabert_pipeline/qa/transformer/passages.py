@@ -173,6 +173,6 @@ def answer_from_index(model: QAModel, index: Index, questions: Sequence[str], ba
         for answer, read in chosen:
             text = index.document_text(read.hit.passage.document)
             answers.append(dataclasses.replace(answer, text=text[answer.start:answer.end], document=read.hit.document,
-                                               title=read.hit.title))
+                                               title=read.hit.title, passage=read.hit.passage))
         results.append(answers)
     return results
