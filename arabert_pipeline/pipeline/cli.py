@@ -20,7 +20,13 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
 from .core import (
-    BACKENDS, BUNDLED_MODELS, DEFAULT_MODEL, MAX_CONTEXT_CHARS, MAX_QUESTION_CHARS, check_text, surrogate_problem,
+    BACKENDS,
+    BUNDLED_MODELS,
+    DEFAULT_MODEL,
+    MAX_CONTEXT_CHARS,
+    MAX_QUESTION_CHARS,
+    check_text,
+    surrogate_problem,
     text_problem,
 )
 
@@ -55,7 +61,8 @@ def register(subparsers) -> None:
                         '"document" and "title") to this new file (- for stdout, the default); only regular files are '
                         'written, never devices, FIFOs or symlinks')
     p.add_argument("--overwrite", action="store_true", help="replace an existing --output file")
-    p.add_argument("--model", default=DEFAULT_MODEL, help="bundled model name, QA model dir or hub id (default: %(default)s)")
+    p.add_argument("--model", default=DEFAULT_MODEL,
+                   help="bundled model name, QA model dir or hub id (default: %(default)s)")
     p.add_argument("--preprocessing", help="for models without arabert_pipeline.json: arabertv02, arabertv2 or none")
     p.add_argument("--top-k", type=int, default=1, help="answers per question (default: %(default)s)")
     p.add_argument("--allow-no-answer", action="store_true",
@@ -139,8 +146,8 @@ def run_answer(args: argparse.Namespace) -> int:
     if args.demo:
         print_demo(examples, results, args.top_k)
         return 0
-    _write_records([result_record(e["id"], found, collection=collection) for e, found in zip(examples, results)],
-                   args.output)
+    _write_records([result_record(e["id"], found, collection=collection)
+                    for e, found in zip(examples, results, strict=True)], args.output)
     return 0
 
 
@@ -282,7 +289,7 @@ def shares_a_word(predicted: str, expected: str) -> bool:
 
 def print_demo(examples: list[dict[str, Any]], results: list, top_k: int) -> None:
     matches = overlaps = 0
-    for example, found in zip(examples, results):
+    for example, found in zip(examples, results, strict=True):
         best = (found[0] if found else None) if top_k > 1 else found
         matches += best is not None and best.text.strip() == example["expected"]
         overlaps += best is not None and shares_a_word(best.text, example["expected"])
@@ -299,7 +306,8 @@ def _describe(answer: Answer | None, rank: int | None) -> str:
     if answer is None:
         return f"{prefix}(no answer)"
     indent = " " * len(prefix)
-    lines = [f"{prefix}answer: {answer.text}", f"{indent}score: {answer.score:.4f}   span: [{answer.start}, {answer.end})"]
+    lines = [f"{prefix}answer: {answer.text}",
+             f"{indent}score: {answer.score:.4f}   span: [{answer.start}, {answer.end})"]
     if answer.document is not None:  # from an index: the span is in that document's text
         lines.append(f"{indent}document: {answer.document}" + (f"   title: {answer.title}" if answer.title else ""))
     return "\n".join(lines)

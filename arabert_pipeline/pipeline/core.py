@@ -27,22 +27,33 @@ import dataclasses
 import os
 import re
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 from ..artifacts import METADATA_FILE, SHIPPED_MODELS, looks_like_local_path, torch_device
 from ..errors import ConfigError, InputError
 from ..finetuning.export import ONNX_FILE
 from ..finetuning.runtime import has_onnx_graph
 from .inputs import (  # noqa: F401 (re-exported: serve and the CLIs import them from here)
-    BACKENDS, BUNDLED_MODELS, DEFAULT_MODEL, MAX_CONTEXT_CHARS, MAX_QUESTION_CHARS, check_inputs,
-    check_text, check_top_k, has_arabic_letter, surrogate_problem, text_problem, warn_non_arabic,
+    BACKENDS,
+    BUNDLED_MODELS,
+    DEFAULT_MODEL,
+    MAX_CONTEXT_CHARS,
+    MAX_QUESTION_CHARS,
+    check_inputs,
+    check_text,
+    check_top_k,
+    has_arabic_letter,
+    surrogate_problem,
+    text_problem,
+    warn_non_arabic,
 )
 
 if TYPE_CHECKING:
     from ..qa.transformer.decode import Answer
-    from ..retrieval.index import Index
     from ..qa.transformer.model import QAModel
+    from ..retrieval.index import Index
 
 # Examples handed to QAModel.predict at once: large enough for length-sorted batches of windows to pad little,
 # small enough that the per-window logits and offsets of a huge input list never sit in memory together.
@@ -54,7 +65,7 @@ class Pipeline:
     """A QA model with its preprocessing, answering (question, context) pairs; with `task="sentiment"` / `"ner"` (or a
     task model's name or dir), the task's pipeline instead (pipeline/tasks.py)."""
 
-    def __new__(cls, model: "str | os.PathLike | QAModel" = DEFAULT_MODEL, *args, task: str | None = None, **options):
+    def __new__(cls, model: str | os.PathLike | QAModel = DEFAULT_MODEL, *args, task: str | None = None, **options):
         from .tasks import is_task_request, task_pipeline
 
         if is_task_request(model, task):
@@ -65,7 +76,7 @@ class Pipeline:
 
     def __init__(
         self,
-        model: "str | os.PathLike | QAModel" = DEFAULT_MODEL,
+        model: str | os.PathLike | QAModel = DEFAULT_MODEL,
         *,
         task: str | None = None,
         preprocessing: str | None = None,
@@ -107,7 +118,8 @@ class Pipeline:
         if quantize is None:
             quantize = model_prefers_int8(model, self.backend)
         if quantize and device != "cpu":
-            raise ConfigError(f"quantize=True needs device='cpu' (int8 dynamic quantization runs on CPU), got {device!r}")
+            raise ConfigError("quantize=True needs device='cpu' (int8 dynamic quantization runs on CPU), "
+                              f"got {device!r}")
         for name, value in (("max_context_chars", max_context_chars), ("max_question_chars", max_question_chars)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"{name} must be a positive integer, got {value!r}")
@@ -187,7 +199,7 @@ class Pipeline:
         for i in range(0, len(questions), EXAMPLES_PER_CHUNK):
             examples = [{"id": j, "question": q, "context": c}
                         for j, (q, c) in enumerate(zip(questions[i : i + EXAMPLES_PER_CHUNK],
-                                                       contexts[i : i + EXAMPLES_PER_CHUNK]), start=i)]
+                                                       contexts[i : i + EXAMPLES_PER_CHUNK], strict=True), start=i)]
             try:
                 results.extend(self._answer_examples(examples, top_k, allow_no_answer))
             except InputError as exc:
@@ -256,7 +268,8 @@ class Pipeline:
                 raise InputError("expected (question, context), a {'question', 'context'} dict or a list of them",
                                  field="arguments")
         if question is None or context is None:
-            raise InputError("both question and context are needed", field="question" if question is None else "context")
+            raise InputError("both question and context are needed",
+                             field="question" if question is None else "context")
         found = self.answer(question, context, top_k=top_k, allow_no_answer=handle_impossible_answer)
         empty = {"score": 0.0, "start": 0, "end": 0, "answer": ""}
 
@@ -280,7 +293,7 @@ class Pipeline:
         return InputError(message, field=name if single else f"{name}[{index}]")
 
     def _answer_examples(self, examples: list[dict[str, Any]], top_k: int,
-                         allow_no_answer: bool = False) -> "list[list[Answer]]":
+                         allow_no_answer: bool = False) -> list[list[Answer]]:
         return self.qa.predict(examples, batch_size=self.batch_size, top_k=top_k, allow_no_answer=allow_no_answer)
 
 
@@ -295,7 +308,7 @@ def warn_analysis_mismatch(analysis: str, preprocessing: str) -> None:
                       f"build the index with --analysis {preprocessing}-... to match", stacklevel=3)
 
 
-def _as_dict(answer: "Answer") -> dict[str, Any]:
+def _as_dict(answer: Answer) -> dict[str, Any]:
     return {"score": answer.score, "start": answer.start, "end": answer.end, "answer": answer.text}
 
 
@@ -321,7 +334,7 @@ def bundled_model_dir(name: str) -> Path:
     return directory
 
 
-def choose_backend(model: "str | os.PathLike | QAModel", device: str, backend: str = "auto") -> str:
+def choose_backend(model: str | os.PathLike | QAModel, device: str, backend: str = "auto") -> str:
     """"onnx" or "torch": the backend that `Pipeline(model, device=device, backend=backend)` runs."""
     from importlib.util import find_spec
 
@@ -397,7 +410,7 @@ def model_prefers_int8(model: object, backend: str) -> bool:
     return True
 
 
-def _load(model: str | os.PathLike, *, preprocessing: str | None, device: str) -> "QAModel":
+def _load(model: str | os.PathLike, *, preprocessing: str | None, device: str) -> QAModel:
     from ..qa.transformer.model import QAModel
 
     path = _resolve(model)

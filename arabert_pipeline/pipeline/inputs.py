@@ -4,7 +4,7 @@ serve refuse the same inputs with the same words)."""
 from __future__ import annotations
 
 import warnings
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..artifacts import PACKAGED_MODELS_DIR, SHIPPED_MODELS
 from ..errors import InputError

@@ -138,9 +138,9 @@ def answer_texts(args: argparse.Namespace, records: list[dict[str, Any]]) -> int
         if args.verb == "classify":
             results = pipeline(texts, top_k=args.top_k)
             lines = [{"id": r["id"], **(found if args.top_k == 1 else {"labels": found})}
-                     for r, found in zip(records, results)]
+                     for r, found in zip(records, results, strict=True)]
         else:
-            lines = [{"id": r["id"], "entities": found} for r, found in zip(records, pipeline(texts))]
+            lines = [{"id": r["id"], "entities": found} for r, found in zip(records, pipeline(texts), strict=True)]
     except InputError as exc:  # the pipeline names inputs[i]: name the argument or the file's line instead
         failing = failing_item(exc)
         if failing is None:

@@ -20,8 +20,9 @@ model's preprocessing), with InputErrors naming the argument and index.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from ..artifacts import read_metadata
 from ..errors import ConfigError, InputError
@@ -86,8 +87,9 @@ def resolve_task_model(model: object, task: str | None) -> tuple[Path, str]:
             raise ConfigError(
                 f"the task model {model!r} is not shipped in this checkout (no model at {directory}). Build it "
                 f"(docs/tasks.md): `arabert-pipeline finetune {_BUILD[kind][0]} --model "
-                f"arabert_pipeline/models/arabert-mini -o {run}`, then `arabert-pipeline export-onnx {run} --standalone "
-                f"arabert_pipeline/models/{model}{_BUILD[kind][1]}`; or pass any model dir made by `finetune --task`")
+                f"arabert_pipeline/models/arabert-mini -o {run}`, then `arabert-pipeline export-onnx {run} "
+                f"--standalone arabert_pipeline/models/{model}{_BUILD[kind][1]}`; or pass any model dir made by "
+                "`finetune --task`")
     elif isinstance(model, (str, os.PathLike)) and Path(model).is_dir():
         directory = Path(model)
         kind = read_metadata(directory, missing_ok=True).get("task")

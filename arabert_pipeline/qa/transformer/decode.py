@@ -323,7 +323,7 @@ def with_probabilities(answers: list[Answer]) -> list[Answer]:
     logits = np.asarray([a.score for a in answers], dtype=np.float64)
     weights = np.exp(logits - logits.max())
     weights /= weights.sum()
-    return [dataclasses.replace(a, score=float(w)) for a, w in zip(answers, weights)]
+    return [dataclasses.replace(a, score=float(w)) for a, w in zip(answers, weights, strict=True)]
 
 
 def trimmed(context: str, answers: list[Answer], by_score: bool,
@@ -338,7 +338,7 @@ def trimmed(context: str, answers: list[Answer], by_score: bool,
     bounds = np.asarray([(a.start, a.end) for a in answers], dtype=np.int64).reshape(-1, 2)
     starts, ends = trim_spans(context, bounds[:, 0], bounds[:, 1])
     merged: dict[tuple[int, int], Answer] = {}
-    for answer, start, end in zip(answers, starts.tolist(), ends.tolist()):
+    for answer, start, end in zip(answers, starts.tolist(), ends.tolist(), strict=True):
         if leading_words:
             start = drop_leading_word(context, start, end, leading_words)
         if not any(map(is_word_character, context[start:end])):
@@ -362,7 +362,7 @@ class Logits:
     start: np.ndarray  # (windows, tokens), 0 past each window's end
     end: np.ndarray
 
-    def head(self, n: int) -> "Logits":
+    def head(self, n: int) -> Logits:
         """The logits of the first `n` examples alone (their windows, in order)."""
         keep = np.flatnonzero(self.windows.example_index < n)
         return Logits(self.prepared[:n], self.windows.select(keep), self.start[keep], self.end[keep])
@@ -416,11 +416,11 @@ def _candidates(logits: Logits, settings: QASettings, *, sentence_idf: KeyIDF | 
             rankings.append((start_bonus, None, 4 * alone_pool, alone_pool, True))
             weight = np.float32(READER_ALONE)
             starts = [weight * s for s, _ in reader_scores]
-            rankings.append((starts if start_bonus is None else [a + b for a, b in zip(start_bonus, starts)],
-                             [weight * e for _, e in reader_scores], 4 * alone_pool, alone_pool, True))
+            alone_starts = starts if start_bonus is None else [a + b for a, b in zip(start_bonus, starts, strict=True)]
+            rankings.append((alone_starts, [weight * e for _, e in reader_scores], 4 * alone_pool, alone_pool, True))
         weight = np.float32(settings.reader_weight)
         starts = [weight * s for s, _ in reader_scores]
-        start_bonus = starts if start_bonus is None else [a + b for a, b in zip(start_bonus, starts)]
+        start_bonus = starts if start_bonus is None else [a + b for a, b in zip(start_bonus, starts, strict=True)]
         end_bonus = [weight * e for _, e in reader_scores]
     rankings.insert(0, (start_bonus, end_bonus, limit, pool, settings.decoding == "max-score" and not every_candidate))
     ranked = decode_spans_under(
@@ -432,13 +432,14 @@ def _candidates(logits: Logits, settings: QASettings, *, sentence_idf: KeyIDF | 
         n_best=settings.n_best,
         max_answer_tokens=settings.max_answer_tokens,
         bonuses=[(starts, ends, cut) for starts, ends, cut, _, _ in rankings],
-        sentence_index=[sentence_numbers(aligned.text, found) for (_, aligned), found in zip(prepared, sentences)]
-        if settings.within_sentence else None,
+        sentence_index=[sentence_numbers(aligned.text, found)
+                        for (_, aligned), found in zip(prepared, sentences, strict=True)]
+        if settings.within_sentence and sentences is not None else None,
     )
     found_per_ranking = []
-    for spans, (_, _, _, kept, cut) in zip(ranked, rankings):
+    for spans, (_, _, _, kept, cut) in zip(ranked, rankings, strict=True):
         found_per_ranking.append([_answers(aligned, found_spans, kept, cut, whole_words)
-                                  for (_, aligned), found_spans in zip(prepared, spans)])
+                                  for (_, aligned), found_spans in zip(prepared, spans, strict=True)])
     own = [[found[0] if found else None for found in per_example] for per_example in found_per_ranking[1:]]
     return found_per_ranking[0], own
 
@@ -453,7 +454,7 @@ def _answers(aligned, found_spans: list[tuple[int, int, float]], pool: int, cut:
     if whole_words:
         first, last = snap_spans_to_words(aligned.original, first, last)
     found: dict[tuple[int, int], Answer] = {}
-    for start, end, (_, _, score) in zip(first.tolist(), last.tolist(), found_spans):
+    for start, end, (_, _, score) in zip(first.tolist(), last.tolist(), found_spans, strict=True):
         if end > start and (start, end) not in found:
             found[start, end] = Answer(aligned.original[start:end], start, end, score)
             if len(found) == pool and cut:
@@ -477,7 +478,7 @@ def decode(logits: Logits, settings: QASettings, *, top_k: int = 1, whole_words:
     found_per_example, own_best = _candidates(logits, settings, top_k=top_k, whole_words=whole_words,
                                               own_best=tabled, **bonuses)
     answers = []
-    for index, ((question, aligned), ranked) in enumerate(zip(logits.prepared, found_per_example)):
+    for index, ((question, aligned), ranked) in enumerate(zip(logits.prepared, found_per_example, strict=True)):
         every = ranked
         if settings.decoding == "expected-f1" and ranked:
             order, _ = rank_by_expected_f1(aligned.original, [(a.start, a.end) for a in ranked],
@@ -503,7 +504,7 @@ def decode(logits: Logits, settings: QASettings, *, top_k: int = 1, whole_words:
                 features.append(table)
             if calibration is not None and calibration.method == "logistic":
                 ranked = [dataclasses.replace(a, score=float(s))
-                          for a, s in zip(ranked, monotone(calibration.apply(table)))]
+                          for a, s in zip(ranked, monotone(calibration.apply(table)), strict=True)]
         elif features is not None:
             features.append(answer_features(question, aligned.original, [], np.zeros(0), np.zeros(0), np.zeros(0)))
         if calibration is not None and calibration.method != "logistic" and ranked:
@@ -513,10 +514,10 @@ def decode(logits: Logits, settings: QASettings, *, top_k: int = 1, whole_words:
                 expected = expected_f1(aligned.original, [(a.start, a.end) for a in ranked],
                                        [(a.start, a.end) for a in every], [a.score for a in every],
                                        settings.expected_f1_temperature)
-                ranked = [dataclasses.replace(a, score=float(e)) for a, e in zip(ranked, expected)]
+                ranked = [dataclasses.replace(a, score=float(e)) for a, e in zip(ranked, expected, strict=True)]
             # Mapped, then never increasing down the list: under max-score decoding the answers are ordered by
             # probability while a map may read their expected F1.
             mapped = monotone(calibration.apply(np.asarray([a.score for a in ranked])))
-            ranked = [dataclasses.replace(a, score=float(s)) for a, s in zip(ranked, mapped)]
+            ranked = [dataclasses.replace(a, score=float(s)) for a, s in zip(ranked, mapped, strict=True)]
         answers.append(ranked[:top_k])
     return answers
