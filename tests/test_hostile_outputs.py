@@ -229,9 +229,14 @@ def test_contexts_without_an_arabic_letter_are_answered_with_a_warning(qa_model)
 
     pipeline = Pipeline(qa_model)
     bibliography = "Everyday Sexism, 2014, Simon & Schuster, London, 384 pages."
-    with pytest.warns(UserWarning, match="1 of 2 contexts .first: context.1.. have no Arabic letter"):
+    with pytest.warns(UserWarning, match="1 of 2 contexts .first: context.1.. have no Arabic letter") as warned:
         found = pipeline.answer([Q, Q], [C, bibliography])
     assert found[1] is not None and bibliography[found[1].start : found[1].end] == found[1].text
+    # The warning names the line that asked, here, through either call.
+    assert [w.filename for w in warned] == [__file__]
+    with pytest.warns(UserWarning, match="the context has no Arabic letter") as warned:
+        pipeline(Q, bibliography)
+    assert [w.filename for w in warned] == [__file__]
 
 
 @pytest.mark.slow

@@ -15,8 +15,9 @@ import argparse
 import json
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ..errors import InputError
 from .core import (
@@ -25,6 +26,7 @@ from .core import (
     DEFAULT_MODEL,
     MAX_CONTEXT_CHARS,
     MAX_QUESTION_CHARS,
+    answers_of,
     check_text,
     surrogate_problem,
     text_problem,
@@ -32,11 +34,12 @@ from .core import (
 
 if TYPE_CHECKING:
     from ..qa.transformer.decode import Answer
+    from .core import Pipeline, Result
 
 DEMO_FILE = Path(__file__).with_name("demo.json")
 
 
-def register(subparsers) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = subparsers.add_parser(
         "answer",
         help="answer Arabic questions from a context with a QA model",
@@ -144,7 +147,7 @@ def run_answer(args: argparse.Namespace) -> int:
         position, field, message = failing
         raise InputError(message, path=args.input, line=examples[position]["line"], field=field) from None
     if args.demo:
-        print_demo(examples, results, args.top_k)
+        print_demo(examples, results)
         return 0
     _write_records([result_record(e["id"], found, collection=collection)
                     for e, found in zip(examples, results, strict=True)], args.output)
@@ -191,13 +194,13 @@ def read_jsonl(path: Path, max_context_chars: int | None = MAX_CONTEXT_CHARS,
     return examples
 
 
-def json_records(path: Path):
+def json_records(path: Path) -> Iterator[tuple[int, str | int, dict[str, Any]]]:
     """(line number, id, object) of each non-blank line of a JSON lines file, its id the "id" field (a string or an
     integer, unique in the file) or the line number; an InputError names the file and the line of a bad one. `answer`,
     `classify` and `tag` read their files through it."""
     from ..artifacts import json_line_id, parse_json
 
-    seen = {}
+    seen: dict[str | int, int] = {}
     for number, line in text_lines(path):
         record = parse_json(line, path=path, line=number)
         if not isinstance(record, dict):
@@ -206,8 +209,9 @@ def json_records(path: Path):
         if qid in seen:
             raise InputError(f"duplicate id {qid!r} (first on line {seen[qid]})", path=path, line=number, field="id")
         seen[qid] = number
-        if isinstance(qid, str) and surrogate_problem(qid) is not None:
-            raise InputError(surrogate_problem(qid), path=path, line=number, field="id")
+        problem = surrogate_problem(qid) if isinstance(qid, str) else None
+        if problem is not None:
+            raise InputError(problem, path=path, line=number, field="id")
         yield number, qid, record
 
 
@@ -220,7 +224,7 @@ def failing_item(exc: InputError) -> tuple[int, str, str] | None:
     return int(found.group(2)), found.group(1), str(exc).removeprefix(f"{exc.field}: ")
 
 
-def text_lines(path: Path, stream=None, *, lone_cr: bool = False):
+def text_lines(path: Path, stream: BinaryIO | None = None, *, lone_cr: bool = False) -> Iterator[tuple[int, str]]:
     """(line number, line) of each non-blank line of a UTF-8 file, or of the binary `stream` (stdin) named `path`; a
     byte-order mark at the start is dropped, as every other reader of the package drops it. `lone_cr`: a "\r" not
     before "\n" ends a line too (a text a line: classic Mac and some exporters end lines so, and the file would
@@ -250,10 +254,10 @@ def text_lines(path: Path, stream=None, *, lone_cr: bool = False):
                     yield number, line
 
 
-def result_record(qid: object, found: Any, *, collection: bool = False) -> dict[str, Any]:
+def result_record(qid: object, found: Result, *, collection: bool = False) -> dict[str, Any]:
     """The output line of one question: the best answer's fields, and with --top-k > 1 all of them under "top_k";
     `collection` (answers from an index): each with its "document" and "title" too (null with a null answer)."""
-    answers = found if isinstance(found, list) else [found] if found is not None else []
+    answers = answers_of(found)
     best = answers[0] if answers else None
     record = {"id": qid, **_answer_fields(best, collection)}
     if isinstance(found, list):
@@ -287,10 +291,11 @@ def shares_a_word(predicted: str, expected: str) -> bool:
     return bool(keys(predicted) & keys(expected))
 
 
-def print_demo(examples: list[dict[str, Any]], results: list, top_k: int) -> None:
+def print_demo(examples: list[dict[str, Any]], results: list[Result]) -> None:
     matches = overlaps = 0
     for example, found in zip(examples, results, strict=True):
-        best = (found[0] if found else None) if top_k > 1 else found
+        answers = answers_of(found)
+        best = answers[0] if answers else None
         matches += best is not None and best.text.strip() == example["expected"]
         overlaps += best is not None and shares_a_word(best.text, example["expected"])
         print(f"question:  {example['question']}")
@@ -317,7 +322,7 @@ def _round(score: float) -> float:
     return round(float(score), 6)
 
 
-def _load_pipeline(args: argparse.Namespace):
+def _load_pipeline(args: argparse.Namespace) -> Pipeline:
     from .core import Pipeline, choose_backend
 
     if choose_backend(args.model, args.device, args.backend) == "torch":  # the ONNX backend never imports it

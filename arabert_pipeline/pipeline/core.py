@@ -27,9 +27,8 @@ import dataclasses
 import os
 import re
 import warnings
-from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, overload
 
 from ..artifacts import METADATA_FILE, SHIPPED_MODELS, looks_like_local_path, torch_device
 from ..errors import ConfigError, InputError
@@ -41,7 +40,9 @@ from .inputs import (  # noqa: F401 (re-exported: serve and the CLIs import them
     DEFAULT_MODEL,
     MAX_CONTEXT_CHARS,
     MAX_QUESTION_CHARS,
+    Texts,
     check_inputs,
+    check_positive,
     check_text,
     check_top_k,
     has_arabic_letter,
@@ -51,9 +52,16 @@ from .inputs import (  # noqa: F401 (re-exported: serve and the CLIs import them
 )
 
 if TYPE_CHECKING:
+    import torch
+
     from ..qa.transformer.decode import Answer
     from ..qa.transformer.model import QAModel
     from ..retrieval.index import Index
+
+    # One question's result: its Answer (None if it has none) at top_k=1, else a list of up to top_k Answers.
+    Result: TypeAlias = Answer | list[Answer] | None
+    # One question's result as Hugging Face's pipeline writes it (`Pipeline.__call__`).
+    Dicts: TypeAlias = dict[str, Any] | list[dict[str, Any]]
 
 # Examples handed to QAModel.predict at once: large enough for length-sorted batches of windows to pad little,
 # small enough that the per-window logits and offsets of a huge input list never sit in memory together.
@@ -65,7 +73,10 @@ class Pipeline:
     """A QA model with its preprocessing, answering (question, context) pairs; with `task="sentiment"` / `"ner"` (or a
     task model's name or dir), the task's pipeline instead (pipeline/tasks.py)."""
 
-    def __new__(cls, model: str | os.PathLike | QAModel = DEFAULT_MODEL, *args, task: str | None = None, **options):
+    # Any: with a task (or a task model), a task pipeline instead, which is no Pipeline. A type checker types the call
+    # `Pipeline(...)` by __init__ anyway: as a Pipeline.
+    def __new__(cls, model: str | os.PathLike[str] | QAModel = DEFAULT_MODEL, *args: Any, task: str | None = None,
+                **options: Any) -> Any:
         from .tasks import is_task_request, task_pipeline
 
         if is_task_request(model, task):
@@ -76,7 +87,7 @@ class Pipeline:
 
     def __init__(
         self,
-        model: str | os.PathLike | QAModel = DEFAULT_MODEL,
+        model: str | os.PathLike[str] | QAModel = DEFAULT_MODEL,
         *,
         task: str | None = None,
         preprocessing: str | None = None,
@@ -88,7 +99,7 @@ class Pipeline:
         decoding: str | None = None,
         max_context_chars: int = MAX_CONTEXT_CHARS,
         max_question_chars: int = MAX_QUESTION_CHARS,
-    ):
+    ) -> None:
         """`model`: a bundled name ("arabert"), a QA model dir made by this project, a hub id (with `preprocessing`
         unless the hub repo has an arabert_pipeline.json), or a loaded QAModel. `task`: None or "question-answering"
         here; "sentiment", "ner" and the other task names make `Pipeline(...)` return that task's pipeline.
@@ -112,17 +123,15 @@ class Pipeline:
 
         if decoding is not None:
             check_decoding_setting("decoding", decoding)
-        if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
-            raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
+        check_positive("batch_size", batch_size)
         self.backend = choose_backend(model, device, backend)
         if quantize is None:
             quantize = model_prefers_int8(model, self.backend)
         if quantize and device != "cpu":
             raise ConfigError("quantize=True needs device='cpu' (int8 dynamic quantization runs on CPU), "
                               f"got {device!r}")
-        for name, value in (("max_context_chars", max_context_chars), ("max_question_chars", max_question_chars)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+        check_positive("max_context_chars", max_context_chars)
+        check_positive("max_question_chars", max_question_chars)
         self.batch_size = batch_size
         self.quantized = quantize
         self.max_context_chars = max_context_chars
@@ -164,8 +173,22 @@ class Pipeline:
         int8 = ", quantize=True" if self.quantized else ""
         return f"Pipeline({self.source!r}, preprocessing={self.preprocessing!r}, backend={self.backend!r}{int8})"
 
-    def answer(self, question: str | Sequence[str], context: str | Sequence[str] | None = None, top_k: int = 1,
-               allow_no_answer: bool = False, *, index: Index | None = None):
+    # Typed by the arguments' shapes: one question or a list, top_k 1 (the default) or any.
+    @overload
+    def answer(self, question: str, context: str | None = None, top_k: Literal[1] = 1, allow_no_answer: bool = False,
+               *, index: Index | None = None) -> Answer | None: ...
+    @overload
+    def answer(self, question: str, context: str | None = None, top_k: int = 1, allow_no_answer: bool = False,
+               *, index: Index | None = None) -> Result: ...
+    @overload
+    def answer(self, question: Texts, context: Texts | None = None, top_k: Literal[1] = 1,
+               allow_no_answer: bool = False, *, index: Index | None = None) -> list[Answer | None]: ...
+    @overload
+    def answer(self, question: Texts, context: Texts | None = None, top_k: int = 1, allow_no_answer: bool = False,
+               *, index: Index | None = None) -> list[Result]: ...
+    def answer(self, question: str | Texts, context: str | Texts | None = None, top_k: int = 1,
+               allow_no_answer: bool = False, *, index: Index | None = None
+               ) -> Result | list[Result] | list[Answer | None]:
         """Answer one question (str, str) or many (two lists of the same length); or, with `index=` instead of a
         context, ask a collection (`Index.build` / `Index.open`): see `answer_index`.
 
@@ -190,12 +213,19 @@ class Pipeline:
             if context is not None:
                 raise InputError("give a context or an index to ask, not both", field="context")
             return self.answer_index(question, index, top_k=top_k, allow_no_answer=allow_no_answer)
+        results, single = self._results(question, context, top_k, allow_no_answer)
+        return results[0] if single else results
+
+    def _results(self, question: object, context: object, top_k: int,
+                 allow_no_answer: bool) -> tuple[list[Result], bool]:
+        """`answer`'s results from the contexts given, one per question, and whether one question (a str, not a list)
+        was asked."""
         if context is None:
             raise InputError("a context is needed (or index= to ask a collection)", field="context")
         single = isinstance(question, str) and isinstance(context, str)
         questions, contexts = check_inputs(question, context, self.max_context_chars, self.max_question_chars)
-        warn_non_arabic(questions, contexts)
-        results = []
+        warn_non_arabic(questions, contexts, stacklevel=4)  # the caller of answer() or __call__, not this line
+        results: list[list[Answer]] = []
         for i in range(0, len(questions), EXAMPLES_PER_CHUNK):
             examples = [{"id": j, "question": q, "context": c}
                         for j, (q, c) in enumerate(zip(questions[i : i + EXAMPLES_PER_CHUNK],
@@ -204,12 +234,21 @@ class Pipeline:
                 results.extend(self._answer_examples(examples, top_k, allow_no_answer))
             except InputError as exc:
                 raise self._named(exc, questions, single) from None
-        if top_k == 1:
-            results = [found[0] if found else None for found in results]
-        return results[0] if single else results
+        return _shaped(results, top_k), single
 
-    def answer_index(self, question: str | Sequence[str], index: Index, top_k: int = 1,
-                     allow_no_answer: bool = False):
+    @overload
+    def answer_index(self, question: str, index: Index, top_k: Literal[1] = 1,
+                     allow_no_answer: bool = False) -> Answer | None: ...
+    @overload
+    def answer_index(self, question: str, index: Index, top_k: int = 1, allow_no_answer: bool = False) -> Result: ...
+    @overload
+    def answer_index(self, question: Texts, index: Index, top_k: Literal[1] = 1,
+                     allow_no_answer: bool = False) -> list[Answer | None]: ...
+    @overload
+    def answer_index(self, question: Texts, index: Index, top_k: int = 1,
+                     allow_no_answer: bool = False) -> list[Result]: ...
+    def answer_index(self, question: str | Texts, index: Index, top_k: int = 1,
+                     allow_no_answer: bool = False) -> Result | list[Result] | list[Answer | None]:
         """Answer one question (str) or many (a list) from the collection `index`: its best passages for each question
         are retrieved, read, and one answer chosen across them (qa/transformer/passages.py).
 
@@ -235,16 +274,15 @@ class Pipeline:
         warn_analysis_mismatch(index.analysis, self.preprocessing)
         from ..qa.transformer.passages import answer_from_index
 
-        results = []
+        results: list[list[Answer]] = []
         for i in range(0, len(questions), EXAMPLES_PER_CHUNK):
             results.extend(answer_from_index(self.qa, index, questions[i : i + EXAMPLES_PER_CHUNK], self.batch_size,
                                              top_k, allow_no_answer))
-        if top_k == 1:
-            results = [found[0] if found else None for found in results]
-        return results[0] if single else results
+        shaped = _shaped(results, top_k)
+        return shaped[0] if single else shaped
 
-    def __call__(self, *args, question: str | Sequence[str] | None = None, context: str | Sequence[str] | None = None,
-                 top_k: int = 1, handle_impossible_answer: bool = False):
+    def __call__(self, *args: Any, question: str | Texts | None = None, context: str | Texts | None = None,
+                 top_k: int = 1, handle_impossible_answer: bool = False) -> Dicts | list[Dicts]:
         """Hugging Face's QA pipeline call: `qa(question=..., context=...)`, `qa(question, context)`, or
         `qa({"question": ..., "context": ...})` / a list of such dicts.
 
@@ -270,17 +308,16 @@ class Pipeline:
         if question is None or context is None:
             raise InputError("both question and context are needed",
                              field="question" if question is None else "context")
-        found = self.answer(question, context, top_k=top_k, allow_no_answer=handle_impossible_answer)
+        results, single = self._results(question, context, check_top_k(top_k), handle_impossible_answer)
         empty = {"score": 0.0, "start": 0, "end": 0, "answer": ""}
 
-        def as_dicts(result):
-            if top_k == 1:
-                return empty if result is None else _as_dict(result)
-            return [_as_dict(a) for a in result] or ([empty] if handle_impossible_answer else [])
+        def as_dicts(result: Result) -> Dicts:
+            if isinstance(result, list):  # top_k > 1
+                return [_as_dict(a) for a in result] or ([empty] if handle_impossible_answer else [])
+            return empty if result is None else _as_dict(result)
 
-        if isinstance(question, str) and isinstance(context, str):
-            return as_dicts(found)
-        return [as_dicts(result) for result in found]
+        found = [as_dicts(result) for result in results]
+        return found[0] if single else found
 
     def _named(self, exc: InputError, questions: list[str], single: bool) -> InputError:
         """The model names an example ("example 3"); the caller passed arguments: name the one it cannot read."""
@@ -295,6 +332,16 @@ class Pipeline:
     def _answer_examples(self, examples: list[dict[str, Any]], top_k: int,
                          allow_no_answer: bool = False) -> list[list[Answer]]:
         return self.qa.predict(examples, batch_size=self.batch_size, top_k=top_k, allow_no_answer=allow_no_answer)
+
+
+def answers_of(result: Result) -> list[Answer]:
+    """One question's result (`answer`'s, at any top_k) as the list of its answers, best first."""
+    return list(result) if isinstance(result, list) else [] if result is None else [result]
+
+
+def _shaped(results: list[list[Answer]], top_k: int) -> list[Result]:
+    """Each question's result from its ranked answers: the best alone (or None) at top_k=1, else all of them."""
+    return [found[0] if found else None for found in results] if top_k == 1 else [*results]
 
 
 def warn_analysis_mismatch(analysis: str, preprocessing: str) -> None:
@@ -312,7 +359,7 @@ def _as_dict(answer: Answer) -> dict[str, Any]:
     return {"score": answer.score, "start": answer.start, "end": answer.end, "answer": answer.text}
 
 
-def _from_dict(item: dict, index: int) -> tuple[Any, Any]:
+def _from_dict(item: dict[str, Any], index: int) -> tuple[Any, Any]:
     missing = [key for key in ("question", "context") if key not in item]
     if missing:
         raise InputError(f"missing key {missing[0]!r}", field=f"input {index}")
@@ -334,7 +381,7 @@ def bundled_model_dir(name: str) -> Path:
     return directory
 
 
-def choose_backend(model: str | os.PathLike | QAModel, device: str, backend: str = "auto") -> str:
+def choose_backend(model: str | os.PathLike[str] | QAModel, device: str, backend: str = "auto") -> str:
     """"onnx" or "torch": the backend that `Pipeline(model, device=device, backend=backend)` runs."""
     from importlib.util import find_spec
 
@@ -363,8 +410,8 @@ def choose_backend(model: str | os.PathLike | QAModel, device: str, backend: str
     return "onnx"
 
 
-def _resolve(model: str | os.PathLike) -> Path | str:
-    """The local model directory `model` names, or the hub id it is."""
+def _resolve(model: object) -> Path | str:
+    """The local model directory `model` names, or the hub id it is (anything else: a ConfigError)."""
     name = os.fspath(model) if isinstance(model, (str, os.PathLike)) else None
     if not isinstance(name, str) or not name.strip():
         raise ConfigError(f"model must be a bundled name ({', '.join(BUNDLED_MODELS)}), a directory or a hub id, "
@@ -410,7 +457,7 @@ def model_prefers_int8(model: object, backend: str) -> bool:
     return True
 
 
-def _load(model: str | os.PathLike, *, preprocessing: str | None, device: str) -> QAModel:
+def _load(model: str | os.PathLike[str], *, preprocessing: str | None, device: str) -> QAModel:
     from ..qa.transformer.model import QAModel
 
     path = _resolve(model)
@@ -433,7 +480,7 @@ def _looks_like_path(name: str) -> bool:
     return looks_like_local_path(name) or not _HUB_ID.fullmatch(name)
 
 
-def quantize_dynamic(model):
+def quantize_dynamic(model: torch.nn.Module) -> torch.nn.Module:
     """int8 weights for every nn.Linear (activations quantized on the fly): the standard CPU speed-up for BERT."""
     import torch
 
@@ -441,7 +488,8 @@ def quantize_dynamic(model):
         # torch.ao.quantization is deprecated in favour of torchao, a further dependency; it still works in 2.x.
         warnings.simplefilter("ignore", DeprecationWarning)
         warnings.simplefilter("ignore", UserWarning)
-        return torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+        quantized: torch.nn.Module = torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8)
+    return quantized
 
 
 __all__ = ["Pipeline", "BUNDLED_MODELS", "DEFAULT_MODEL", "METADATA_FILE"]

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Sequence
+from typing import TypeAlias, cast
 
 from ..artifacts import PACKAGED_MODELS_DIR, SHIPPED_MODELS
-from ..errors import InputError
+from ..errors import ConfigError, InputError
 
 MODELS_DIR = PACKAGED_MODELS_DIR
 # The QA models shipped inside the package: name → directory under arabert_pipeline/models/.
@@ -26,6 +27,9 @@ MAX_QUESTION_CHARS = 1_000
 _LIMIT_HINTS = {"context": "raise the limit with max_context_chars= / --max-context-chars, or split the text",
                 "text": "raise the limit with max_chars= / --max-chars, or split the text",
                 "question": "raise the limit with max_question_chars= / --max-question-chars, or shorten it"}
+# Many questions, contexts or texts: a list or a tuple of str (any other sequence is refused, as a str would be read
+# as one).
+Texts: TypeAlias = list[str] | tuple[str, ...]
 
 
 def has_arabic_letter(text: str) -> bool:
@@ -55,15 +59,16 @@ def text_problem(value: object, max_chars: int | None = None, kind: str = "conte
     return None
 
 
-def warn_non_arabic(questions: Sequence[str], contexts: Sequence[str]) -> None:
-    """One warning for the texts without an Arabic letter: they are answered, but by a model that reads Arabic."""
+def warn_non_arabic(questions: Sequence[str], contexts: Sequence[str], stacklevel: int = 3) -> None:
+    """One warning for the texts without an Arabic letter: they are answered, but by a model that reads Arabic.
+    `stacklevel` as warnings.warn's, counted from here: it names the user's line that asked."""
     for name, texts in (("question", questions), ("context", contexts)):
         missing = [i for i, text in enumerate(texts) if not has_arabic_letter(text)]
         if missing:
             where = f"the {name} has" if len(texts) == 1 else \
                 f"{len(missing)} of {len(texts)} {name}s (first: {name}[{missing[0]}]) have"
             warnings.warn(f"{where} no Arabic letter: answered anyway, by a model trained on Arabic text",
-                          stacklevel=3)
+                          stacklevel=stacklevel)
 
 
 def surrogate_problem(text: str) -> str | None:
@@ -80,7 +85,7 @@ def check_text(value: object, name: str, max_chars: int | None = None, kind: str
     problem = text_problem(value, max_chars, kind)
     if problem is not None:
         raise InputError(problem, field=name)
-    return value
+    return cast(str, value)  # text_problem refuses anything but a str
 
 
 def check_inputs(question: object, context: object, max_context_chars: int | None = MAX_CONTEXT_CHARS,
@@ -89,10 +94,10 @@ def check_inputs(question: object, context: object, max_context_chars: int | Non
     if isinstance(question, str) and isinstance(context, str):
         return ([check_text(question, "question", max_question_chars, "question")],
                 [check_text(context, "context", max_context_chars)])
-    for name, value in (("question", question), ("context", context)):
-        if not isinstance(value, (str, list, tuple)):
-            raise InputError(f"must be a str or a list of str, got {type(value).__name__}", field=name)
-    if isinstance(question, str) or isinstance(context, str):
+    if not isinstance(question, (list, tuple)) or not isinstance(context, (list, tuple)):
+        for name, value in (("question", question), ("context", context)):
+            if not isinstance(value, (str, list, tuple)):
+                raise InputError(f"must be a str or a list of str, got {type(value).__name__}", field=name)
         raise InputError("pass question and context both as str, or both as lists of the same length "
                          f"(got {type(question).__name__} and {type(context).__name__})", field="question/context")
     if len(question) != len(context):
@@ -102,6 +107,13 @@ def check_inputs(question: object, context: object, max_context_chars: int | Non
         raise InputError("empty lists: nothing to answer", field="question/context")
     return ([check_text(q, f"question[{i}]", max_question_chars, "question") for i, q in enumerate(question)],
             [check_text(c, f"context[{i}]", max_context_chars) for i, c in enumerate(context)])
+
+
+def check_positive(name: str, value: object) -> int:
+    """`value` if it is a positive integer (not a bool), else a ConfigError naming the option `name`."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+    return value
 
 
 def check_top_k(top_k: object) -> int:

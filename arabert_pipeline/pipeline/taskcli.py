@@ -14,8 +14,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from ..errors import InputError
 from .inputs import BACKENDS, text_problem
@@ -30,7 +31,7 @@ VERBS = {  # verb → (task, default model, what it does, the fine-tuning that m
 STDIN = "-"
 
 
-def register(subparsers) -> None:
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from .tasks import MAX_TEXT_CHARS
 
     for verb, (task, model, what, finetune, shape) in VERBS.items():
@@ -60,11 +61,12 @@ def register(subparsers) -> None:
         p.set_defaults(run=run_task_verb, task=task)
 
 
-def read_texts(path: Path, max_chars: int, stream=None) -> list[dict[str, Any]]:
+def read_texts(path: Path, max_chars: int, stream: BinaryIO | None = None) -> list[dict[str, Any]]:
     """{"id", "text"} of each text of a file: JSON lines {"id"?, "text"}, or one text per non-blank line for a .txt
     file or a `stream` (stdin); every text checked, an InputError naming the file, the line and the field."""
     from .cli import json_records, text_lines
 
+    records: Iterable[tuple[int, str | int, dict[str, Any]]]
     if stream is not None or path.suffix.lower() == ".txt":
         records = [(number, number, {"text": line}) for number, line in text_lines(path, stream, lone_cr=True)]
     else:
@@ -124,7 +126,7 @@ def run_task_verb(args: argparse.Namespace) -> int:
 def answer_texts(args: argparse.Namespace, records: list[dict[str, Any]]) -> int:
     """Label the texts and write the output lines to stdout or --output (claimed by the caller)."""
     from .cli import _utf8_stdout, failing_item
-    from .tasks import resolve_task_model, task_backend, task_pipeline
+    from .tasks import TextClassificationPipeline, resolve_task_model, task_backend, task_pipeline
 
     if task_backend(resolve_task_model(args.model, args.task)[0], args.device, args.backend) == "torch":
         from transformers.utils import logging as hf_logging
@@ -135,7 +137,7 @@ def answer_texts(args: argparse.Namespace, records: list[dict[str, Any]]) -> int
     texts = [r["text"] for r in records]
     source = None if args.texts else Path(args.input) if args.input not in (None, STDIN) else Path("<stdin>")
     try:
-        if args.verb == "classify":
+        if isinstance(pipeline, TextClassificationPipeline):  # classify
             results = pipeline(texts, top_k=args.top_k)
             lines = [{"id": r["id"], **(found if args.top_k == 1 else {"labels": found})}
                      for r, found in zip(records, results, strict=True)]

@@ -20,13 +20,19 @@ model's preprocessing), with InputErrors naming the argument and index.
 from __future__ import annotations
 
 import os
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from ..artifacts import read_metadata
 from ..errors import ConfigError, InputError
 from ..finetuning.taskexport import TEXT_CLASSIFICATION, TOKEN_CLASSIFICATION
+from .inputs import check_positive
+
+if TYPE_CHECKING:
+    from ..classification.model import TextClassifier
+    from ..ner.model import TokenTagger
 
 # Pipeline(task=...) names → the metadata task they need, and the shipped model that answers them by default.
 TASK_NAMES = {"sentiment": (TEXT_CLASSIFICATION, "arabert-sentiment"),
@@ -55,7 +61,8 @@ def is_task_request(model: object, task: str | None) -> bool:
     return False
 
 
-def task_pipeline(model: object, task: str | None, **options):
+def task_pipeline(model: object, task: str | None,
+                  **options: Any) -> TextClassificationPipeline | TokenClassificationPipeline:
     """The task pipeline `Pipeline(model, task=task, **options)` stands for."""
     directory, kind = resolve_task_model(model, task)
     known = {"preprocessing", "device", "batch_size", "backend", "max_chars", "quantize"}
@@ -63,8 +70,8 @@ def task_pipeline(model: object, task: str | None, **options):
     if unknown:
         raise ConfigError(f"{', '.join(unknown)}: not an option of the {kind} pipeline "
                           f"({', '.join(sorted(known))})")
-    cls = TextClassificationPipeline if kind == TEXT_CLASSIFICATION else TokenClassificationPipeline
-    pipeline = cls(directory, **options)
+    pipeline = (TextClassificationPipeline if kind == TEXT_CLASSIFICATION else TokenClassificationPipeline)(
+        directory, **options)
     # Named as given, as serve's /health names the QA model: a shipped model's name, not where the package is installed.
     pipeline.source = str(model)
     return pipeline
@@ -92,10 +99,11 @@ def resolve_task_model(model: object, task: str | None) -> tuple[Path, str]:
                 "`finetune --task`")
     elif isinstance(model, (str, os.PathLike)) and Path(model).is_dir():
         directory = Path(model)
-        kind = read_metadata(directory, missing_ok=True).get("task")
-        if kind not in (TEXT_CLASSIFICATION, TOKEN_CLASSIFICATION):
+        recorded = read_metadata(directory, missing_ok=True).get("task")
+        if recorded not in (TEXT_CLASSIFICATION, TOKEN_CLASSIFICATION):
             raise ConfigError(f"{directory} is not a classification or NER model dir (its arabert_pipeline.json task "
-                              f"is {kind!r})")
+                              f"is {recorded!r})")
+        kind = recorded
     else:
         raise ConfigError(f"model {model!r}: for task {task!r}, name a shipped task model "
                           f"({', '.join(BUNDLED_TASK_MODELS)}) or a model dir made by `finetune --task`")
@@ -107,10 +115,12 @@ def resolve_task_model(model: object, task: str | None) -> tuple[Path, str]:
 def check_texts(texts: object, max_chars: int) -> tuple[list[str], bool]:
     from .inputs import text_problem
 
-    single = isinstance(texts, str)
-    if not single and not isinstance(texts, (list, tuple)):
+    if isinstance(texts, str):
+        items, single = [texts], True
+    elif isinstance(texts, (list, tuple)):
+        items, single = list(texts), False
+    else:
         raise InputError(f"must be a str or a list of str, got {type(texts).__name__}", field="inputs")
-    items = [texts] if single else list(texts)
     if not items:
         raise InputError("empty list: nothing to do", field="inputs")
     for i, text in enumerate(items):
@@ -154,18 +164,21 @@ def task_backend(directory: Path, device: str = "cpu", backend: str = "auto") ->
     return "onnx" if use_onnx else "torch"
 
 
-class _TaskPipeline:
-    def __init__(self, model: str | os.PathLike, *, preprocessing: str | None = None, device: str = "cpu",
+Model = TypeVar("Model", "TextClassifier", "TokenTagger")
+
+
+class _TaskPipeline(ABC, Generic[Model]):
+    def __init__(self, model: str | os.PathLike[str], *, preprocessing: str | None = None, device: str = "cpu",
                  batch_size: int = 32, backend: str = "auto", max_chars: int = MAX_TEXT_CHARS,
-                 quantize: bool = False):
-        for name, value in (("batch_size", batch_size), ("max_chars", max_chars)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+                 quantize: bool = False) -> None:
+        check_positive("batch_size", batch_size)
+        check_positive("max_chars", max_chars)
         directory = Path(model)
         use_onnx = task_backend(directory, device, backend) == "onnx"
         self.source, self.batch_size, self.max_chars = str(model), batch_size, max_chars
-        self.model = self._load(directory, use_onnx, preprocessing=preprocessing, device=device, quantize=quantize)
-        self.backend = self.model.backend
+        self.model: Model = self._load(directory, use_onnx, preprocessing=preprocessing, device=device,
+                                       quantize=quantize)
+        self.backend: str = self.model.backend
 
     @property
     def preprocessing(self) -> str:
@@ -174,11 +187,17 @@ class _TaskPipeline:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.source!r}, preprocessing={self.preprocessing!r}, backend={self.backend!r})"
 
+    @abstractmethod
+    def _load(self, directory: Path, use_onnx: bool, *, preprocessing: str | None, device: str,
+              quantize: bool) -> Model:
+        """The task's model from `directory`, on ONNX Runtime (`use_onnx`) or torch."""
 
-class TextClassificationPipeline(_TaskPipeline):
+
+class TextClassificationPipeline(_TaskPipeline["TextClassifier"]):
     task = TEXT_CLASSIFICATION
 
-    def _load(self, directory: Path, use_onnx: bool, *, preprocessing, device, quantize):
+    def _load(self, directory: Path, use_onnx: bool, *, preprocessing: str | None, device: str,
+              quantize: bool) -> TextClassifier:
         from ..classification.model import OnnxTextClassifier, TextClassifier
 
         if use_onnx:
@@ -210,10 +229,11 @@ class TextClassificationPipeline(_TaskPipeline):
     classify = __call__
 
 
-class TokenClassificationPipeline(_TaskPipeline):
+class TokenClassificationPipeline(_TaskPipeline["TokenTagger"]):
     task = TOKEN_CLASSIFICATION
 
-    def _load(self, directory: Path, use_onnx: bool, *, preprocessing, device, quantize):
+    def _load(self, directory: Path, use_onnx: bool, *, preprocessing: str | None, device: str,
+              quantize: bool) -> TokenTagger:
         from ..ner.model import OnnxTokenTagger, TokenTagger
 
         if use_onnx:

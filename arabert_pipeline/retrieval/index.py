@@ -23,7 +23,7 @@ import functools
 import logging
 import os
 from collections.abc import Iterable, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -124,7 +124,7 @@ def check_documents(texts: object, ids: object = None, titles: object = None
     return texts, ids, titles
 
 
-def _check_list(values: object, name: str, length: int) -> list:
+def _check_list(values: object, name: str, length: int) -> list[Any]:
     if isinstance(values, (str, bytes)) or not isinstance(values, Iterable):
         raise InputError(f"must be a list, one per document, not a {type(values).__name__}", field=name)
     values = list(values)
@@ -144,14 +144,14 @@ def analyse_chunk(texts: Sequence[str], first: int, analysis: Analysis, passage_
     return passages, rows
 
 
-def term_ids(rows: Iterable[list[str]], vocabulary: dict[str, int]) -> list[array.array]:
+def term_ids(rows: Iterable[list[str]], vocabulary: dict[str, int]) -> list[array.array[int]]:
     """Each passage's terms as ids of `vocabulary`, which gains the new terms, numbered in order of first appearance
     (int32 arrays: four bytes a term where a list of ints takes 36, at half a million passages the difference between
     0.1 and 0.6 GB)."""
     return [array.array("i", [vocabulary.setdefault(term, len(vocabulary)) for term in row]) for row in rows]
 
 
-def _progress_bar(total: int, progress: bool):
+def _progress_bar(total: int, progress: bool) -> contextlib.AbstractContextManager[Any]:
     if not progress:  # tqdm costs a millisecond even disabled: a tenth of ranking one context's passages
         return contextlib.nullcontext(_NoBar())
     from tqdm.auto import tqdm
@@ -169,7 +169,7 @@ def _analyse(texts: list[str], analysis: Analysis, passage_chars: int, progress:
     """All passages and their BM25 scorer, chunk by chunk; with `build`, each chunk is saved once analysed and a
     chunk an interrupted run saved is read back instead."""
     vocabulary: dict[str, int] = {}
-    rows: list[array.array] = []
+    rows: list[array.array[int]] = []
     chunks = []
     with _progress_bar(len(texts), progress) as bar:
         for number, first in enumerate(range(0, len(texts), CHUNK_DOCUMENTS)):
@@ -192,7 +192,7 @@ class Index:
     """Passages of documents, searchable by BM25 over an Arabic analysis (`Index.build`, `Index.open`)."""
 
     def __init__(self, documents: Documents, passages: np.ndarray, analysis: Analysis, passage_chars: int,
-                 scorer: Scorer, path: str | os.PathLike | None = None):
+                 scorer: Scorer, path: str | os.PathLike[str] | None = None):
         self._documents, self._passages, self._analysis = documents, passages, analysis
         self.passage_chars, self._scorer = passage_chars, scorer
         self.path = path
@@ -201,7 +201,7 @@ class Index:
 
     @classmethod
     def build(cls, texts: Iterable[str], ids: Iterable[str | int] | None = None,
-              titles: Iterable[str | None] | None = None, path: str | os.PathLike | None = None, *,
+              titles: Iterable[str | None] | None = None, path: str | os.PathLike[str] | None = None, *,
               analysis: str = DEFAULT_ANALYSIS, passage_chars: int = DEFAULT_PASSAGE_CHARS, progress: bool = False,
               resume: bool = False) -> Index:
         """Index `texts` (strings; `ids` and `titles` one per text when given): in memory when `path` is None, else
@@ -225,7 +225,7 @@ class Index:
         return cls.open(path)
 
     @classmethod
-    def open(cls, path: str | os.PathLike, *, verify: bool = True) -> Index:
+    def open(cls, path: str | os.PathLike[str], *, verify: bool = True) -> Index:
         """The index written to the directory `path` by `Index.build(..., path=...)` or `arabert-pipeline index`; a
         directory that is not one, or a damaged one, is a ConfigError naming the file. `verify`: every file's SHA-256
         is checked against the one recorded (False: only their sizes, for a faster start)."""

@@ -54,7 +54,7 @@ def _trimmed(text: str, start: int, end: int) -> tuple[int, int] | None:
     return (start, end) if start < end else None
 
 
-def _between(text: str, start: int, end: int, breaks: re.Pattern) -> list[tuple[int, int]]:
+def _between(text: str, start: int, end: int, breaks: re.Pattern[str]) -> list[tuple[int, int]]:
     """The trimmed, non-empty pieces of text[start:end] between the matches of `breaks` (each match ends a piece)."""
     pieces, last = [], start
     for found in breaks.finditer(text, start, end):

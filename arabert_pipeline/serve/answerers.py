@@ -8,6 +8,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError
+from ..pipeline.core import answers_of
 from ..qa.transformer.settings import DECODINGS
 from .admission import TokenCounter
 from .batcher import Options, PairError
@@ -77,8 +78,7 @@ class Answerer:
                 return [PairError(field, str(exc).removeprefix(f"{exc.field}: "))]
             # One pair the model cannot read (e.g. nothing left after preprocessing) fails alone.
             return [self(options, [pair])[0] for pair in pairs]
-        lists = [[] if answer is None else [answer] for answer in found] if options.top_k == 1 else \
-            [list(answers) for answers in found]
+        lists = [answers_of(result) for result in found]
         if asking:  # here, not on the event loop: a passage's text is read from its document, of any length
             return [[self.collection_answer(answer) for answer in answers] for answers in lists]
         return lists

@@ -29,7 +29,7 @@ import dataclasses
 import functools
 import re
 import unicodedata
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 
@@ -41,7 +41,9 @@ from .features import Windows
 from .settings import QASettings
 
 if TYPE_CHECKING:
+    from ...finetuning.offsets import AlignedText
     from ...retrieval.passages import Passage
+    from .companion import Companion
 
 _WORD_RE = re.compile(r"\S+")
 # Distinct spans per example that expected-F1 decoding weighs: the mass of a small model's distribution is spread
@@ -123,7 +125,8 @@ def decode_spans_under(
                     n_examples, pair[2]) for pair in bonuses]
 
 
-def _with_bonuses(example, char_start, char_end, score, start_bonus, end_bonus):
+def _with_bonuses(example: np.ndarray, char_start: np.ndarray, char_end: np.ndarray, score: np.ndarray,
+                  start_bonus: list[np.ndarray] | None, end_bonus: list[np.ndarray] | None) -> np.ndarray:
     if start_bonus is not None:
         first_char = np.cumsum([0] + [len(b) for b in start_bonus])
         score = score + np.concatenate(start_bonus)[first_char[example] + char_start]
@@ -133,7 +136,8 @@ def _with_bonuses(example, char_start, char_end, score, start_bonus, end_bonus):
     return score
 
 
-def _ranked(example, char_start, char_end, score, n_examples: int, limit: int) -> list[list[tuple[int, int, float]]]:
+def _ranked(example: np.ndarray, char_start: np.ndarray, char_end: np.ndarray, score: np.ndarray, n_examples: int,
+            limit: int) -> list[list[tuple[int, int, float]]]:
     # Best first within each example; overlapping windows propose the same span again: keep its best score only.
     order = np.lexsort((-score, example))
     keys = np.stack([example[order], char_start[order], char_end[order]], axis=1)
@@ -175,7 +179,8 @@ def null_margins(
     best = np.full(n_examples, -np.inf)
     np.minimum.at(null, example_index, start_logits[:, 0] + end_logits[:, 0])
     np.maximum.at(best, example_index, best_in_window)
-    return null - best
+    margins: np.ndarray = null - best
+    return margins
 
 
 def sentence_numbers(text: str, sentences: list[tuple[int, int]]) -> np.ndarray:
@@ -210,10 +215,10 @@ def expected_f1(text: str, spans: list[tuple[int, int]], candidates: list[tuple[
     word_starts = np.asarray([start for start, _ in words], dtype=np.int64)
     word_ends = np.asarray([end for _, end in words], dtype=np.int64)
 
-    def word_range(bounds):
-        bounds = np.asarray(bounds, dtype=np.int64).reshape(-1, 2)
-        first = np.searchsorted(word_ends, bounds[:, 0], side="right")  # first word ending after the span starts
-        stop = np.searchsorted(word_starts, bounds[:, 1], side="left")  # first word starting at or after its end
+    def word_range(bounds: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        pairs = np.asarray(bounds, dtype=np.int64).reshape(-1, 2)
+        first = np.searchsorted(word_ends, pairs[:, 0], side="right")  # first word ending after the span starts
+        stop = np.searchsorted(word_starts, pairs[:, 1], side="left")  # first word starting at or after its end
         return first, stop, np.maximum(stop - first, 1)
 
     first, stop, length = word_range(spans)
@@ -221,7 +226,8 @@ def expected_f1(text: str, spans: list[tuple[int, int]], candidates: list[tuple[
     overlap = np.maximum(0, np.minimum(stop[:, None], c_stop[None, :]) - np.maximum(first[:, None], c_first[None, :]))
     f1 = 2.0 * overlap / (length[:, None] + c_length[None, :])
     weights = np.exp((np.asarray(scores, dtype=np.float64) - max(scores)) / temperature)
-    return f1 @ (weights / weights.sum())
+    expected: np.ndarray = f1 @ (weights / weights.sum())
+    return expected
 
 
 def is_word_character(char: str) -> bool:
@@ -368,8 +374,13 @@ class Logits:
         return Logits(self.prepared[:n], self.windows.select(keep), self.start[keep], self.end[keep])
 
 
-def candidates(logits: Logits, settings: QASettings, *, sentence_idf: KeyIDF | None = None, reader=None,
-               reader_scores=None, top_k: int = 1, whole_words: bool = True,
+# Per example, the reader's log p(start) and log p(end) per preprocessed-context character (bonuses.reader_scores).
+ReaderScores: TypeAlias = list[tuple[np.ndarray, np.ndarray]]
+
+
+def candidates(logits: Logits, settings: QASettings, *, sentence_idf: KeyIDF | None = None,
+               reader: Companion | None = None, reader_scores: ReaderScores | None = None, top_k: int = 1,
+               whole_words: bool = True,
                every_candidate: bool = False) -> list[list[Answer]]:
     """Per example, its distinct candidate spans of the original context, best score first, with the score the
     settings give them (start + end logit, sentence prior, reader), before the expected-F1 order: what `decode`
@@ -385,8 +396,9 @@ def candidates(logits: Logits, settings: QASettings, *, sentence_idf: KeyIDF | N
 READER_ALONE = 1000.0
 
 
-def _candidates(logits: Logits, settings: QASettings, *, sentence_idf: KeyIDF | None = None, reader=None,
-                reader_scores=None, top_k: int = 1, whole_words: bool = True, every_candidate: bool = False,
+def _candidates(logits: Logits, settings: QASettings, *, sentence_idf: KeyIDF | None = None,
+                reader: Companion | None = None, reader_scores: ReaderScores | None = None, top_k: int = 1,
+                whole_words: bool = True, every_candidate: bool = False,
                 own_best: bool = False) -> tuple[list[list[Answer]], list[list[Answer | None]]]:
     """`candidates`, and with `own_best` (and a reader weighed) the transformer's and the reader's own best span of
     each example: [transformer's, reader's], each a list over the examples (None where an example has none), the
@@ -405,7 +417,7 @@ def _candidates(logits: Logits, settings: QASettings, *, sentence_idf: KeyIDF | 
     limit = 4 * pool
     if settings.decoding == "expected-f1" or every_candidate:
         limit = max(limit, EXPECTED_F1_CANDIDATES)
-    rankings = []
+    rankings: list[tuple[list[np.ndarray] | None, list[np.ndarray] | None, int, int, bool]] = []
     own_best = own_best and settings.reader_weight > 0
     if settings.reader_weight > 0:
         if reader is None and reader_scores is None:
@@ -444,7 +456,7 @@ def _candidates(logits: Logits, settings: QASettings, *, sentence_idf: KeyIDF | 
     return found_per_ranking[0], own
 
 
-def _answers(aligned, found_spans: list[tuple[int, int, float]], pool: int, cut: bool,
+def _answers(aligned: AlignedText, found_spans: list[tuple[int, int, float]], pool: int, cut: bool,
              whole_words: bool) -> list[Answer]:
     """An example's ranked spans of its preprocessed context as distinct Answers of the original context, best first
     (at most `pool` of them when `cut`)."""
@@ -463,7 +475,7 @@ def _answers(aligned, found_spans: list[tuple[int, int, float]], pool: int, cut:
 
 
 def decode(logits: Logits, settings: QASettings, *, top_k: int = 1, whole_words: bool = True,
-           features: list | None = None, **bonuses) -> list[list[Answer]]:
+           features: list[np.ndarray] | None = None, **bonuses: Any) -> list[list[Answer]]:
     """Window logits → at most `top_k` answers per example in original-context coordinates, best first; `bonuses`:
     `candidates`' sentence_idf, reader and reader_scores. `features`: a list that receives, per example, the
     calibration.answer_features of its answers (all of them, before the cut to top_k), whatever the map."""
@@ -496,8 +508,8 @@ def decode(logits: Logits, settings: QASettings, *, top_k: int = 1, whole_words:
                                    [a.score for a in every], settings.expected_f1_temperature)
             top = max(every, key=lambda a: a.score)
             agreement = expected_f1(aligned.original, spans, [(top.start, top.end)], [0.0])
-            own = [expected_f1(aligned.original, spans, [(best[index].start, best[index].end)], [0.0])
-                   if best[index] is not None else None for best in own_best]
+            own = [None if b is None else expected_f1(aligned.original, spans, [(b.start, b.end)], [0.0])
+                   for b in (best[index] for best in own_best)]
             table = answer_features(question, aligned.original, spans, np.asarray([a.score for a in ranked]),
                                     expected, agreement, *own)
             if features is not None:
