@@ -60,7 +60,7 @@ def add_export_tasks(export: argparse.ArgumentParser) -> None:
     run_qa = export.get_default("run")
 
     def run(args: argparse.Namespace) -> int | None:
-        from .artifacts import shipped_model_dir
+        from .artifacts.models import shipped_model_dir
         from .finetuning.taskexport import (
             TASK_HEADS,
             claim_standalone,

@@ -13,8 +13,10 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
-from .artifacts import METADATA_FILE, _file_kind, check_replaceable, read_metadata
+from .artifacts.metadata import METADATA_FILE, read_metadata
+from .artifacts.writes import check_replaceable
 from .errors import ConfigError
+from .weights.files import file_kind
 
 # What a Hugging Face model or tokenizer directory of ours holds (fnmatch patterns); model.onnx is export-onnx's.
 MODEL_DIR_FILES = (
@@ -191,7 +193,7 @@ class OutputLock:
             if os.path.islink(self.path):
                 raise self._refuse("is a symbolic link") from None
             raise ConfigError(f"cannot open the lock file {self.path} ({exc.strerror or exc})") from None
-        kind = _file_kind(os.fstat(fd).st_mode)
+        kind = file_kind(os.fstat(fd).st_mode)
         if kind is not None:
             os.close(fd)
             raise self._refuse(f"is {kind}")

@@ -120,7 +120,7 @@ def build_random_model(directory: Path, examples: list[dict], preprocessing: str
     from transformers import BertConfig, BertForQuestionAnswering, BertTokenizerFast
 
     from arabert_pipeline import Preprocessor
-    from arabert_pipeline.artifacts import write_metadata
+    from arabert_pipeline.artifacts.metadata import write_metadata
     from arabert_pipeline.tokenizer.export import save_pretrained_tokenizer
 
     texts = Preprocessor(preprocessing).preprocess_batch(sorted({e["context"] for e in examples}))

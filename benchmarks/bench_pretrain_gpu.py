@@ -82,7 +82,7 @@ ROWS: dict[str, tuple[str, dict]] = {
 
 def prepare(args) -> None:
     sys.path.insert(0, str(REPO))
-    from arabert_pipeline.artifacts import read_metadata, write_metadata
+    from arabert_pipeline.artifacts.metadata import read_metadata, write_metadata
     from arabert_pipeline.cli import main as cli
     from arabert_pipeline.tokenizer.export import save_pretrained_tokenizer
     from arabert_pipeline.tokenizer.load import load_pretrained_tokenizer

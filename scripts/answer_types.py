@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
                          f"{row['f1']:.1f} |")
     text = "\n".join(lines) + "\n"
     if args.output:
-        from arabert_pipeline.artifacts import atomic_write
+        from arabert_pipeline.artifacts.writes import atomic_write
 
         with atomic_write(args.output) as f:
             f.write(text)

@@ -105,7 +105,7 @@ def main() -> int:
 
 def training_texts(model_dir: Path, dataset: str) -> list[str]:
     """The texts of a named set (e.g. arsarcasm-v2-train-rest), preprocessed as `model_dir`'s metadata says."""
-    from arabert_pipeline.artifacts import read_metadata
+    from arabert_pipeline.artifacts.metadata import read_metadata
     from arabert_pipeline.classification.data import read_texts
     from arabert_pipeline.preprocess.preprocessor import Preprocessor
 

@@ -117,7 +117,7 @@ prepare)
     cp "$ship/tokenizer.json" "$ship/tokenizer_config.json" "$dir/tokenizer/"
     "$python" - "$ship" "$dir/tokenizer" <<'EOF'
 import sys
-from arabert_pipeline.artifacts import read_metadata, write_metadata
+from arabert_pipeline.artifacts.metadata import read_metadata, write_metadata
 write_metadata(sys.argv[2], preprocessing=read_metadata(sys.argv[1])["preprocessing"])
 EOF
     du -sh "$dir"/*
@@ -235,7 +235,7 @@ soup)
     # The start's reader (reader/) did not travel: its weight goes to 0 so that the start loads and is scored alone.
     "$python" - "$work/start" <<'EOF2'
 import sys
-from arabert_pipeline.artifacts import read_metadata, write_metadata
+from arabert_pipeline.artifacts.metadata import read_metadata, write_metadata
 write_metadata(sys.argv[1], **{**read_metadata(sys.argv[1]), "reader_weight": 0.0})
 EOF2
     read -r -a train <<< "${TRAIN:-arcd-train-rest xquad-ar}"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from arabert_pipeline.artifacts import write_metadata
+from arabert_pipeline.artifacts.metadata import write_metadata
 from arabert_pipeline.evaluate.metrics import paired_bootstrap
 from arabert_pipeline.pipeline.core import Pipeline
 from arabert_pipeline.qa.data import read_squad

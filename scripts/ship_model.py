@@ -15,7 +15,8 @@ from pathlib import Path
 
 from safetensors.torch import load_file, save_file
 
-from arabert_pipeline.artifacts import follow_umask, portable_path
+from arabert_pipeline.artifacts.paths import portable_path
+from arabert_pipeline.artifacts.writes import follow_umask
 from arabert_pipeline.qa.transformer.companion import COMPANION_DIR, copy_companion
 
 WEIGHTS, METADATA = "model.safetensors", "arabert_pipeline.json"

@@ -27,7 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-from arabert_pipeline.artifacts import atomic_write, read_metadata
+from arabert_pipeline.artifacts.metadata import read_metadata
+from arabert_pipeline.artifacts.writes import atomic_write
 from arabert_pipeline.errors import ArabertPipelineError
 from arabert_pipeline.qa.align import QAPreprocessing
 from arabert_pipeline.qa.data import read_squad

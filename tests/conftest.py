@@ -62,7 +62,7 @@ def build_tiny_bert(directory: Path, texts, model_class: str, *, vocab_size: int
     import transformers
     from tokenizers import BertWordPieceTokenizer
 
-    from arabert_pipeline.artifacts import write_metadata
+    from arabert_pipeline.artifacts.metadata import write_metadata
 
     directory.mkdir(parents=True, exist_ok=True)
     wordpiece = BertWordPieceTokenizer(lowercase=False, strip_accents=False)

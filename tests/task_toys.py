@@ -67,7 +67,7 @@ def write_conll(path: Path, rows) -> Path:
 def tiny_encoder(directory: Path, corpus, preprocessing: str = "none") -> Path:
     """A random BERT L2/H64 MLM with a WordPiece vocab of the toy words (`corpus`, as `preprocessing` writes them),
     recording `preprocessing`."""
-    from arabert_pipeline.artifacts import write_metadata
+    from arabert_pipeline.artifacts.metadata import write_metadata
     from conftest import build_tiny_bert
 
     build_tiny_bert(directory, corpus, "BertForMaskedLM", vocab_size=200, max_positions=64)

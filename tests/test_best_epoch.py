@@ -17,7 +17,7 @@ import task_toys as toys
 
 torch = pytest.importorskip("torch")
 
-from arabert_pipeline.artifacts import read_metadata  # noqa: E402
+from arabert_pipeline.artifacts.metadata import read_metadata  # noqa: E402
 from arabert_pipeline.cli import main  # noqa: E402
 
 

@@ -11,7 +11,7 @@ import pytest
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
-from arabert_pipeline.artifacts import read_metadata
+from arabert_pipeline.artifacts.metadata import read_metadata
 from arabert_pipeline.cli import main
 from arabert_pipeline.embeddings import Embeddings
 from arabert_pipeline.embeddings.polysemy import (
@@ -292,7 +292,7 @@ def test_numpy_s_short_write_on_a_full_disk_names_the_file_and_the_reason(tmp_pa
     saves vectors.kv's large arrays that way)."""
     import errno
 
-    from arabert_pipeline.artifacts import naming_io_errors
+    from arabert_pipeline.artifacts.writes import naming_io_errors
 
     full = os.statvfs_result((4096, 4096, 1000, 0, 0, 1000, 10, 10, 0, 255))
     monkeypatch.setattr(os, "statvfs", lambda path: full)

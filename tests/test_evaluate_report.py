@@ -102,7 +102,7 @@ def test_cli_end_to_end_with_prediction_files(shared_data, tmp_path, capsys):
 def test_cli_with_a_model(shared_data, tmp_path):
     """A tiny random QA model: the run goes through QAModel and saves reusable predictions with offsets."""
     pytest.importorskip("torch")
-    from arabert_pipeline.artifacts import write_metadata
+    from arabert_pipeline.artifacts.metadata import write_metadata
 
     data, examples = write_slice(tmp_path / "slice.json", articles=1)
     model_dir = build_tiny_bert(tmp_path / "tiny-qa", (ex["context"] for ex in examples), "BertForQuestionAnswering",

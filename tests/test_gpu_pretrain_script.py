@@ -76,7 +76,7 @@ def test_run_packs_pieces_that_unpack_into_a_loadable_model(tmp_path):
     assert "finetune exit 0" in (qa_out / "run.log").read_text()
     qa_model = tmp_path / "qa-model"
     assert script("unpack", str(qa_out), str(qa_model), env=env).returncode == 0
-    from arabert_pipeline.artifacts import read_metadata
+    from arabert_pipeline.artifacts.metadata import read_metadata
 
     assert read_metadata(qa_model)["task"] == "question-answering" and (qa_model / "sentence_idf.json").exists()
 

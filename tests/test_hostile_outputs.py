@@ -252,7 +252,7 @@ def test_a_context_past_the_limit_is_refused_before_the_model_runs(qa_model, tmp
 def test_a_pickled_checkpoint_is_refused_in_one_line(tmp_path):
     import torch
 
-    from arabert_pipeline.artifacts import load_tensor_state
+    from arabert_pipeline.artifacts.reads import load_tensor_state
     from arabert_pipeline.errors import InputError
 
     class Payload:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from arabert_pipeline.artifacts import read_metadata, write_metadata
+from arabert_pipeline.artifacts.metadata import read_metadata, write_metadata
 from arabert_pipeline.cli import main
 from arabert_pipeline.errors import ConfigError, InputError
 from test_hostile_outputs import C, Q, one_line_error, run_cli
@@ -279,7 +279,7 @@ def test_evaluate_settings_and_colliding_labels_fail_before_any_work(tmp_path, c
 # Full disks ---------------------------------------------------------------------------------------------------------
 
 def test_a_rust_library_s_failed_write_becomes_an_os_error_naming_the_output(tmp_path):
-    from arabert_pipeline.artifacts import naming_io_errors
+    from arabert_pipeline.artifacts.writes import naming_io_errors
 
     class SafetensorError(Exception):
         pass

@@ -118,7 +118,7 @@ def tiny_task_models(tmp_path_factory):
     and while loading need, at no training's cost."""
     pytest.importorskip("torch")
     import task_toys as toys
-    from arabert_pipeline.artifacts import write_metadata
+    from arabert_pipeline.artifacts.metadata import write_metadata
     from conftest import build_tiny_bert
 
     root = tmp_path_factory.mktemp("round4-models")
@@ -311,7 +311,7 @@ def test_a_special_or_broken_file_in_lexical_is_a_one_line_error_naming_it(compa
 ])
 def test_task_model_metadata_that_does_not_fit_the_model_is_refused(tiny_task_models, tmp_path, model, change,
                                                                      expected):
-    from arabert_pipeline.artifacts import write_metadata
+    from arabert_pipeline.artifacts.metadata import write_metadata
     from arabert_pipeline.classification.model import TextClassifier
     from arabert_pipeline.errors import ConfigError
     from arabert_pipeline.ner.model import OnnxTokenTagger, TokenTagger

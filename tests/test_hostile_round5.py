@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from arabert_pipeline.artifacts import PACKAGED_MODELS_DIR, load_pretrained_model
+from arabert_pipeline.artifacts.models import PACKAGED_MODELS_DIR, load_pretrained_model
 from arabert_pipeline.errors import ConfigError
 from arabert_pipeline.weights.header import read_safetensors_header
 from arabert_pipeline.weights.rows import SCALE_SUFFIX, STORAGE_KEY

@@ -75,8 +75,8 @@ def test_a_reader_table_in_int8_rows_needs_its_recorded_float32_scales(tmp_path)
     import hashlib
     import json
 
-    from arabert_pipeline.artifacts import file_digest
     from arabert_pipeline.errors import ConfigError
+    from arabert_pipeline.weights.files import file_digest
     from arabert_pipeline.weights.rows import quantize_rows
 
     reader = tmp_path / "reader"

@@ -398,7 +398,7 @@ def test_a_model_that_chose_int8_on_dev_serves_int8_unless_told_otherwise(tiny_o
     import shutil
 
     from arabert_pipeline import Pipeline
-    from arabert_pipeline.artifacts import write_metadata
+    from arabert_pipeline.artifacts.metadata import write_metadata
 
     assert not Pipeline(tiny_onnx).quantized  # no decision recorded: fp32
     chose = tmp_path / "chose-int8"

@@ -378,7 +378,7 @@ def test_pretrain_names_a_broken_init_from_model(pretrain_setup, tmp_path, capsy
 
 
 def test_portable_path_keeps_no_machine_path(tmp_path, monkeypatch):
-    from arabert_pipeline.artifacts import portable_path
+    from arabert_pipeline.artifacts.paths import portable_path
 
     monkeypatch.setenv("ARABERT_PIPELINE_DATA", str(tmp_path / "data"))
     monkeypatch.chdir(tmp_path / "..")

@@ -127,7 +127,7 @@ def test_finetuned_hub_arabertv2_saves_the_mended_tokenizer(finetuned_v2):
 
 @pytest.mark.slow
 def test_finetune_accumulates_gradients_and_stops_at_max_steps(offline_hub, slices, tmp_path):
-    from arabert_pipeline.artifacts import read_metadata
+    from arabert_pipeline.artifacts.metadata import read_metadata
 
     full, accumulated, short = tmp_path / "full", tmp_path / "accumulated", tmp_path / "short"
     common = ["--model", V2, "--preprocessing", "arabertv2", "--train", str(slices[0]), "--batch-size", "2"]
@@ -174,7 +174,7 @@ def test_a_checkpoint_from_before_these_settings_resumes(offline_hub, slices, tm
 
 @pytest.mark.slow
 def test_finetune_time_budget_fits_the_schedule_and_saves_the_model(offline_hub, slices, tmp_path):
-    from arabert_pipeline.artifacts import read_metadata
+    from arabert_pipeline.artifacts.metadata import read_metadata
 
     out = tmp_path / "budget"
     assert _finetune(["--model", V2, "--preprocessing", "arabertv2", "--train", str(slices[0]), "--batch-size", "1",

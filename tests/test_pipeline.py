@@ -40,7 +40,7 @@ def build_model(directory, preprocessing: str, *, planted: bool = False, **setti
     from transformers import BertConfig, BertForQuestionAnswering, BertTokenizerFast
 
     from arabert_pipeline import Preprocessor
-    from arabert_pipeline.artifacts import write_metadata
+    from arabert_pipeline.artifacts.metadata import write_metadata
 
     texts = [e["context"] + " " + e["question"] for e in DEMO] + [NOISY_CONTEXT] + [PLANTED] * 50
     wordpiece = BertWordPieceTokenizer(lowercase=False, strip_accents=False)

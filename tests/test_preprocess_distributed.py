@@ -146,8 +146,8 @@ def test_a_shard_of_another_preprocessing_is_refused(tmp_path):
 
 
 def test_a_shard_of_another_input_of_the_same_name_is_refused_a_copy_of_its_own_is_not(tmp_path, monkeypatch):
-    from arabert_pipeline.artifacts import file_digest
     from arabert_pipeline.preprocess import distributed
+    from arabert_pipeline.weights.files import file_digest
 
     first, second = tmp_path / "one" / "wiki.txt", tmp_path / "two" / "wiki.txt"
     first.parent.mkdir()

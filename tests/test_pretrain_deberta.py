@@ -155,7 +155,7 @@ def test_mlm_export_loads_with_the_auto_classes_and_keeps_the_decoder_positions(
     from safetensors import safe_open
     from transformers import AutoModel, AutoModelForMaskedLM, AutoModelForQuestionAnswering
 
-    from arabert_pipeline.artifacts import load_pretrained_model
+    from arabert_pipeline.artifacts.models import load_pretrained_model
     from arabert_pipeline.pretrain.deberta import POSITIONS_KEY
 
     objective, cfg = build(setup, enhanced_mask_decoder=True)
@@ -333,7 +333,7 @@ def test_checkpoints_written_before_the_new_options_still_resume(setup):
 def test_trainer_runs_resumes_and_exports_a_deberta_mlm_with_the_decoder(setup, tmp_path):
     from transformers import AutoModelForMaskedLM, AutoTokenizer, pipeline
 
-    from arabert_pipeline.artifacts import read_metadata
+    from arabert_pipeline.artifacts.metadata import read_metadata
     from arabert_pipeline.pretrain.trainer import pretrain
 
     straight, interrupted = tmp_path / "straight", tmp_path / "interrupted"

@@ -275,7 +275,7 @@ def test_bad_options_are_refused(setup, tmp_path):
 def test_trainer_runs_resumes_and_exports_electra(setup, tmp_path):
     from transformers import AutoModelForQuestionAnswering, AutoTokenizer, pipeline
 
-    from arabert_pipeline.artifacts import read_metadata
+    from arabert_pipeline.artifacts.metadata import read_metadata
     from arabert_pipeline.pretrain.trainer import pretrain
 
     straight, interrupted = tmp_path / "straight", tmp_path / "interrupted"

@@ -219,7 +219,7 @@ def test_trainer_runs_span_selection_after_mlm_at_a_longer_length(setup, tmp_pat
     """The documented two-phase recipe: MLM at 32 tokens, then span selection from it at 64 (positions 32–63 train)."""
     from transformers import AutoModelForQuestionAnswering
 
-    from arabert_pipeline.artifacts import read_metadata
+    from arabert_pipeline.artifacts.metadata import read_metadata
     from arabert_pipeline.cli import main
 
     corpus, tokenizer = setup

@@ -281,7 +281,7 @@ def test_run_stops_resumes_exports_then_fine_tunes_and_answers(setup, tmp_path):
     from transformers import AutoModelForCausalLM, AutoModelForQuestionAnswering, AutoTokenizer, XLNetLMHeadModel
 
     from arabert_pipeline import Pipeline
-    from arabert_pipeline.artifacts import read_metadata
+    from arabert_pipeline.artifacts.metadata import read_metadata
     from arabert_pipeline.errors import ConfigError
     from arabert_pipeline.pretrain.trainer import pretrain
     from arabert_pipeline.qa.transformer.finetune import FinetuneConfig, run_finetune

@@ -344,7 +344,7 @@ def test_compiled_finetune_trains_like_eager_resumes_and_writes_the_plain_models
     from torch._dynamo.utils import counters
 
     from arabert_pipeline import Pipeline
-    from arabert_pipeline.artifacts import read_metadata
+    from arabert_pipeline.artifacts.metadata import read_metadata
     from arabert_pipeline.qa.transformer import config as qa_config
     from arabert_pipeline.qa.transformer.export import export_onnx
     from test_pretrain import read_log

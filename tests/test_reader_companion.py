@@ -237,8 +237,8 @@ def _reorder_lines(path):
 
 
 def test_the_shipped_reader_records_the_checksum_of_each_of_its_files():
-    from arabert_pipeline.artifacts import file_digest
     from arabert_pipeline.qa.transformer.companion import Companion
+    from arabert_pipeline.weights.files import file_digest
 
     model = Path(__file__).resolve().parents[1] / "arabert_pipeline" / "models" / "arabert-mini"
     config = json.loads((model / "reader" / "reader.json").read_text(encoding="utf-8"))

@@ -17,12 +17,13 @@ import numpy as np
 import pytest
 
 from arabert_pipeline import Index
-from arabert_pipeline.artifacts import METADATA_FILE, file_digest
+from arabert_pipeline.artifacts.metadata import METADATA_FILE
 from arabert_pipeline.cli import main
 from arabert_pipeline.errors import ConfigError
 from arabert_pipeline.outputs import OutputLock
 from arabert_pipeline.retrieval import index as index_module
 from arabert_pipeline.retrieval.store import FILES, partial_dir
+from arabert_pipeline.weights.files import file_digest
 from conftest import REPO
 
 TEXTS = [f"الفقرة رقم {i} عن مدينة {city}.\nوفيها حديث عن {topic} وأهله." for i, (city, topic) in enumerate(

@@ -81,7 +81,7 @@ def test_answers_are_those_of_pipeline_answer(server, pipelines, options):
 
 def test_allow_no_answer_answers_nothing_where_the_model_says_so(model_dir, tmp_path):  # noqa: F811  an imported fixture
     from arabert_pipeline import Pipeline
-    from arabert_pipeline.artifacts import write_metadata
+    from arabert_pipeline.artifacts.metadata import write_metadata
 
     never = Path(shutil.copytree(model_dir(), tmp_path / "never"))
     write_metadata(never, null_score_diff_threshold=-1000.0)  # no-answer wins whenever it is allowed

@@ -129,7 +129,7 @@ SHOWN = "(() => { const a = document.getElementById('answer'); return !a.hidden 
 
 def test_the_page_highlights_the_answer_and_says_when_there_is_none(model_dir, tmp_path):  # noqa: F811  an imported fixture
     from arabert_pipeline import Pipeline
-    from arabert_pipeline.artifacts import write_metadata
+    from arabert_pipeline.artifacts.metadata import write_metadata
 
     never = Path(shutil.copytree(model_dir(), tmp_path / "never"))
     write_metadata(never, null_score_diff_threshold=-1000.0)  # no-answer wins whenever it is allowed

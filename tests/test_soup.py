@@ -48,7 +48,7 @@ def tiny_qa_models(tmp_path, texts, count, *, noise=0.05, max_positions=256, pre
     """`count` random tiny BERT QA models with QA metadata, each one's weights perturbed by its own seed."""
     from safetensors.torch import load_file, save_file
 
-    from arabert_pipeline.artifacts import read_metadata, write_metadata
+    from arabert_pipeline.artifacts.metadata import read_metadata, write_metadata
 
     models = []
     for i in range(count):
@@ -71,7 +71,7 @@ def test_soup_keeps_what_helps_on_dev_and_writes_the_average(qa_slices, tmp_path
     """A scorer that prefers the mean of m0 and m1: the soup must keep both, leave m2 out and write their mean."""
     from safetensors.torch import load_file
 
-    from arabert_pipeline.artifacts import read_metadata
+    from arabert_pipeline.artifacts.metadata import read_metadata
     from arabert_pipeline.qa.data import read_squad
     from arabert_pipeline.qa.transformer import soup as soup_module
 
@@ -96,7 +96,7 @@ def test_soup_keeps_what_helps_on_dev_and_writes_the_average(qa_slices, tmp_path
 
 @pytest.mark.slow
 def test_soup_verb_on_real_dev_scores_and_its_refusals(qa_slices, tmp_path, capsys):
-    from arabert_pipeline.artifacts import read_metadata, write_metadata
+    from arabert_pipeline.artifacts.metadata import read_metadata, write_metadata
     from arabert_pipeline.cli import main
     from arabert_pipeline.errors import ConfigError
     from arabert_pipeline.qa.data import read_squad
@@ -182,7 +182,7 @@ def test_script_soup_mode_fine_tunes_seeds_and_packs_their_soup(qa_slices, tmp_p
     unpacked = subprocess.run(["bash", str(SCRIPT), "unpack", str(out), str(model)], env=env, capture_output=True,
                               text=True)
     assert unpacked.returncode == 0, unpacked.stderr
-    from arabert_pipeline.artifacts import read_metadata
+    from arabert_pipeline.artifacts.metadata import read_metadata
 
     soup = read_metadata(model)["soup"]
     assert set(soup["dev_alone"]) == {"start", "seed-1", "seed-2"} and soup["members"]

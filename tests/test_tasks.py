@@ -19,7 +19,7 @@ import task_toys as toys
 torch = pytest.importorskip("torch")
 pytest.importorskip("onnx")
 
-from arabert_pipeline.artifacts import read_metadata  # noqa: E402  after the importorskip above
+from arabert_pipeline.artifacts.metadata import read_metadata  # noqa: E402  after the importorskip above
 from arabert_pipeline.cli import main  # noqa: E402  after the importorskip above
 from arabert_pipeline.errors import ConfigError, InputError  # noqa: E402  after the importorskip above
 
@@ -332,7 +332,7 @@ def test_a_text_with_nothing_left_after_preprocessing_is_refused_not_labelled(ta
     """Tatweel alone, a symbol, a letter of another script: the model would answer its empty input with a made-up
     label (or no entity), so the text is refused, as a QA context is."""
     from arabert_pipeline import Pipeline
-    from arabert_pipeline.artifacts import write_metadata
+    from arabert_pipeline.artifacts.metadata import write_metadata
 
     # The toy classifier reads raw text: the same model, recorded as normalized.
     normalized = tmp_path / "cls-arabertv02"
@@ -348,7 +348,7 @@ def test_a_text_with_nothing_left_after_preprocessing_is_refused_not_labelled(ta
 def test_evaluate_resolves_a_shipped_models_name_as_pipeline_does(tmp_path, monkeypatch):
     from arabert_pipeline.evaluate.cli import shipped_or_given
 
-    monkeypatch.setattr("arabert_pipeline.artifacts.PACKAGED_MODELS_DIR", tmp_path / "models")
+    monkeypatch.setattr("arabert_pipeline.artifacts.models.PACKAGED_MODELS_DIR", tmp_path / "models")
     assert shipped_or_given("model", "arabert-sentiment") == ("model", str(tmp_path / "models" / "arabert-sentiment"))
     assert shipped_or_given("model", "arabert") == ("model", str(tmp_path / "models" / "arabert-mini"))
     assert shipped_or_given("model", "arabert", "ner") == ("model", str(tmp_path / "models" / "arabert-ner"))

@@ -20,7 +20,7 @@ import task_toys as toys
 
 torch = pytest.importorskip("torch")
 
-from arabert_pipeline.artifacts import read_metadata  # noqa: E402  after the importorskip above
+from arabert_pipeline.artifacts.metadata import read_metadata  # noqa: E402  after the importorskip above
 from arabert_pipeline.cli import main  # noqa: E402  after the importorskip above
 
 RARE, COMMON = 10, 90

@@ -23,7 +23,7 @@ from test_kill_resume import checkpoint_steps, held_run, same_weights, signal_se
 
 torch = pytest.importorskip("torch")
 
-from arabert_pipeline.artifacts import read_metadata  # noqa: E402  after the importorskip above
+from arabert_pipeline.artifacts.metadata import read_metadata  # noqa: E402  after the importorskip above
 from arabert_pipeline.cli import main  # noqa: E402  after the importorskip above
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from arabert_pipeline.artifacts import SIDECAR_SUFFIX
+from arabert_pipeline.artifacts.metadata import SIDECAR_SUFFIX
 from arabert_pipeline.cli import main
 from arabert_pipeline.errors import ConfigError, InputError
 from arabert_pipeline.tokenizer import import_vocab, load_tokenizer, train_tokenizer

@@ -31,7 +31,10 @@ def add_lexical(model_dir: str | Path, train: list[str], dev: list[str], output:
     with it to `output`. Returns what arabert_pipeline.json records under "lexical"."""
     import shutil
 
-    from ..artifacts import atomic_directory, check_local_source, model_config, portable_path, write_metadata
+    from ..artifacts.metadata import write_metadata
+    from ..artifacts.models import check_local_source, model_config
+    from ..artifacts.paths import portable_path
+    from ..artifacts.writes import atomic_directory
     from ..finetuning.leakage import text_leakage_finder
     from ..finetuning.modeldir import model_metadata
     from ..finetuning.sets import read_labelled_sets

@@ -21,16 +21,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import (
-    DATA_ROOT_ENV,
-    MAX_DATA_FILE_BYTES,
-    check_input_file,
-    data_root,
-    json_line_id,
-    json_lines,
-    read_text_file,
-)
+from ..artifacts.paths import DATA_ROOT_ENV, data_root
+from ..artifacts.reads import MAX_DATA_FILE_BYTES, check_input_file, json_line_id, json_lines
 from ..errors import ConfigError, DataNotFoundError, InputError
+from ..weights.files import read_text_file
 
 FORMATS = ("csv", "tsv", "jsonl")
 _SUFFIXES = {".csv": "csv", ".tsv": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl"}

@@ -26,9 +26,12 @@ from typing import Any
 
 import numpy as np
 
-from ..artifacts import MAX_DATA_FILE_BYTES, atomic_write, describe_exception, open_regular_file, read_json_file
+from ..artifacts.models import describe_exception
+from ..artifacts.reads import MAX_DATA_FILE_BYTES, read_json_file
+from ..artifacts.writes import atomic_write
 from ..errors import ConfigError, InputError
 from ..finetuning.taskexport import LEXICAL_DIR  # noqa: F401 (named once: the shipped form carries the companion)
+from ..weights.files import open_regular_file
 
 SETTINGS_FILE, WEIGHTS_FILE = "lexical.json", "weights.npz"
 FORMAT = 1

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..artifacts import model_config
+from ..artifacts.models import model_config
 from ..errors import ConfigError
 from ..finetuning.batches import pad, prediction_batches
 from ..finetuning.modeldir import (
@@ -70,7 +70,7 @@ class TextClassifier:
              device: str = "cpu") -> TextClassifier:
         from transformers import AutoModelForSequenceClassification
 
-        from ..artifacts import check_vocabulary_size, load_pretrained_model, torch_device
+        from ..artifacts.models import check_vocabulary_size, load_pretrained_model, torch_device
         from ..tokenizer.load import load_pretrained_tokenizer
 
         target = torch_device(device)

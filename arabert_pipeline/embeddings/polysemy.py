@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..artifacts import parse_json
+from ..artifacts.reads import parse_json
 from ..errors import ConfigError, InputError
 
 if TYPE_CHECKING:
@@ -274,7 +274,10 @@ def run_polysemy(model_dir: str | os.PathLike, data: str | os.PathLike, output_d
 
     from transformers import AutoModel
 
-    from ..artifacts import atomic_write, check_local_source, load_pretrained_model, portable_path, read_metadata
+    from ..artifacts.metadata import read_metadata
+    from ..artifacts.models import check_local_source, load_pretrained_model
+    from ..artifacts.paths import portable_path
+    from ..artifacts.writes import atomic_write
     from ..outputs import claim_output_file
     from ..tokenizer.load import load_pretrained_tokenizer
 

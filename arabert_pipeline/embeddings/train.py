@@ -28,17 +28,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..artifacts import (
-    CORPUS_READ_ERRORS,
-    METADATA_FILE,
-    SIDECAR_SUFFIX,
-    atomic_directory,
-    decompressed,
-    naming_io_errors,
-    portable_path,
-    sidecar_preprocessing,
-    write_metadata,
-)
+from ..artifacts.metadata import METADATA_FILE, SIDECAR_SUFFIX, sidecar_preprocessing, write_metadata
+from ..artifacts.paths import portable_path
+from ..artifacts.reads import CORPUS_READ_ERRORS, decompressed
+from ..artifacts.writes import atomic_directory, naming_io_errors
 from ..errors import ConfigError, InputError
 from ..outputs import OutputKind, OutputLock, claim_output_dir, remove_stale_temporaries
 from ..version import __version__

@@ -16,8 +16,9 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..artifacts import open_regular_file, read_metadata
+from ..artifacts.metadata import read_metadata
 from ..errors import ConfigError, InputError
+from ..weights.files import open_regular_file
 
 if TYPE_CHECKING:
     from ..preprocess import Preprocessor

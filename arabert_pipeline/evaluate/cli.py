@@ -106,7 +106,7 @@ _DEFAULT_OF_TASK = {"qa": "arabert-mini", "classification": "arabert-sentiment",
 def shipped_or_given(kind: str, source: str, task: str = "qa") -> tuple[str, str]:
     """A --model naming a model shipped in the package (arabert, arabert-sentiment, ...) → its directory there, as
     Pipeline resolves it; a path that exists, a --predictions file or a hub id as given."""
-    from ..artifacts import shipped_model_dir
+    from ..artifacts.models import shipped_model_dir
 
     found = shipped_model_dir(source) if kind == "model" else None
     if found is not None:

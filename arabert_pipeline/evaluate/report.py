@@ -35,19 +35,14 @@ from typing import Any
 
 import numpy as np
 
-from ..artifacts import (
-    MAX_DATA_FILE_BYTES,
-    atomic_directory,
-    check_input_file,
-    check_local_source,
-    describe_exception,
-    portable_path,
-    read_metadata,
-    read_text_file,
-    torch_device,
-)
+from ..artifacts.metadata import read_metadata
+from ..artifacts.models import check_local_source, describe_exception, torch_device
+from ..artifacts.paths import portable_path
+from ..artifacts.reads import MAX_DATA_FILE_BYTES, check_input_file
+from ..artifacts.writes import atomic_directory
 from ..cliargs import check_seed
 from ..errors import ConfigError, InputError
+from ..weights.files import read_text_file
 from . import metrics
 from .baselines import BASELINES, baseline_predictions
 from .buckets import ANSWER_LENGTH_BUCKETS, OTHER, QUESTION_WORDS, answer_length_bucket, question_word

@@ -25,8 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from ..artifacts import atomic_directory, check_input_file, json_lines, portable_path, read_text_file
+from ..artifacts.paths import portable_path
+from ..artifacts.reads import check_input_file, json_lines
+from ..artifacts.writes import atomic_directory
 from ..errors import ConfigError, InputError
+from ..weights.files import read_text_file
 from . import metrics as stats
 from .load import check_file_names, safe_name
 

@@ -100,7 +100,7 @@ def export_graph(model_dir: str | os.PathLike, model, output_names: tuple[str, .
     returns its path."""
     import numpy as np
 
-    from ..artifacts import naming_io_errors
+    from ..artifacts.writes import naming_io_errors
 
     try:
         import onnx

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import METADATA_FILE, read_metadata
+from ..artifacts.metadata import METADATA_FILE, read_metadata
 from ..errors import ConfigError
 
 

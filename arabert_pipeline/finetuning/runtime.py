@@ -109,7 +109,7 @@ def write_standalone(model_dir: str | os.PathLike, target: str | os.PathLike, we
     is checked against that config.json when loaded."""
     import onnx
 
-    from ..artifacts import atomic_write
+    from ..artifacts.writes import atomic_write
 
     if weight_bits not in STANDALONE_WEIGHTS:
         raise ConfigError(f"weight bits {weight_bits}: choose one of {sorted(STANDALONE_WEIGHTS)}")
@@ -163,8 +163,10 @@ def _int8_graph(graph_path: Path, weights: tuple[Path, ...], *, rebuild: bool) -
 
     import onnxruntime
 
-    from ..artifacts import atomic_write, describe_exception, open_regular_file, read_text_file
+    from ..artifacts.models import describe_exception
+    from ..artifacts.writes import atomic_write
     from ..errors import ArabertPipelineError
+    from ..weights.files import open_regular_file, read_text_file
 
     digest = hashlib.sha256(onnxruntime.__version__.encode())
     for path in (graph_path, *weights):
@@ -429,7 +431,7 @@ def has_onnx_graph(directory: Path) -> bool:
     """Whether DIR/model.onnx is there to run; something there that is not a regular file (a FIFO, a device, a
     folder) is an InputError naming it: told it is "missing", the user would look for a file that is there, and
     opening a FIFO would hang."""
-    from ..artifacts import check_input_file
+    from ..artifacts.reads import check_input_file
 
     path = Path(directory) / ONNX_FILE
     if not os.path.lexists(path):

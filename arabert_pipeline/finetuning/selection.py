@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..artifacts import follow_umask
+from ..artifacts.writes import follow_umask
 from ..errors import ConfigError, InputError
 from ..training import CHECKPOINTS, Engine, warmup_steps
 

@@ -22,7 +22,7 @@ import os
 import shutil
 from pathlib import Path
 
-from ..artifacts import METADATA_FILE, read_metadata, write_metadata
+from ..artifacts.metadata import METADATA_FILE, read_metadata, write_metadata
 from ..errors import ConfigError
 from ..outputs import OutputKind, claim_output_dir
 from .export import ONNX_FILE
@@ -73,7 +73,7 @@ def export_task_onnx(model_dir: str | os.PathLike, *, overwrite: bool = False) -
     import torch
     import transformers
 
-    from ..artifacts import load_pretrained_model
+    from ..artifacts.models import load_pretrained_model
     from ..training.checkpoints import quiet_transformers
     from .export import check_model_dir, export_graph
 
@@ -139,7 +139,7 @@ def standalone(model_dir: str | os.PathLike, target: str | os.PathLike, *, weigh
     int8 (`weight_bits` 8, the default) or 4-bit (4) weights; returns TARGET/model.onnx. A MODEL_DIR in the shipped
     form already (a shipped task model, whose tokenizer is a sibling's) is copied as it is, its tokenizer written out
     and its model card with it: the one way to a copy that stands alone."""
-    from ..artifacts import atomic_directory
+    from ..artifacts.writes import atomic_directory
     from ..weights.shared_tokenizer import copy_tokenizer_json
     from .runtime import create_session, write_standalone
 

@@ -29,15 +29,10 @@ from typing import Any
 
 import numpy as np
 
-from ..artifacts import (
-    atomic_write,
-    check_local_source,
-    check_vocabulary_size,
-    load_pretrained_model,
-    portable_path,
-    read_metadata,
-    write_metadata,
-)
+from ..artifacts.metadata import read_metadata, write_metadata
+from ..artifacts.models import check_local_source, check_vocabulary_size, load_pretrained_model
+from ..artifacts.paths import portable_path
+from ..artifacts.writes import atomic_write
 from ..errors import ConfigError
 from ..outputs import MODEL_DIR_FILES, OutputKind
 from ..tokenizer.export import save_pretrained_tokenizer

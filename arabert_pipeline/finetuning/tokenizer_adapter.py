@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import read_json_file
+from ..artifacts.reads import read_json_file
 from ..errors import ConfigError
 from ..weights.shared_tokenizer import read_tokenizer_json
 

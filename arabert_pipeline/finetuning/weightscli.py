@@ -20,7 +20,9 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..artifacts import atomic_directory, check_input_file, follow_umask, naming_io_errors, shipped_model_dir
+from ..artifacts.models import shipped_model_dir
+from ..artifacts.reads import check_input_file
+from ..artifacts.writes import atomic_directory, follow_umask, naming_io_errors
 from ..errors import ConfigError
 from ..outputs import OutputLock, check_not_input, remove_stale_temporaries
 from ..weights.header import storage_of

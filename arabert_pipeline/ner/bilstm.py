@@ -29,9 +29,12 @@ from pathlib import Path
 
 import numpy as np
 
-from ..artifacts import file_digest, portable_path, read_json_file, read_metadata
+from ..artifacts.metadata import read_metadata
+from ..artifacts.paths import portable_path
+from ..artifacts.reads import read_json_file
 from ..embeddings.vectors import Embeddings, read_words_and_digest
 from ..errors import ConfigError, InputError
+from ..weights.files import file_digest
 from ..weights.tables import READER_TABLE, read_table, table_rows
 from .metrics import ner_report
 

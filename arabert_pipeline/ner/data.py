@@ -19,8 +19,10 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import DATA_ROOT_ENV, MAX_DATA_FILE_BYTES, check_input_file, data_root, read_text_file
+from ..artifacts.paths import DATA_ROOT_ENV, data_root
+from ..artifacts.reads import MAX_DATA_FILE_BYTES, check_input_file
 from ..errors import ConfigError, DataNotFoundError, InputError
+from ..weights.files import read_text_file
 
 POLICIES = ("error", "repair", "keep")
 ANERCORP_LICENSE = "AraBERT licence (notice kept; derivatives under the same licence)"

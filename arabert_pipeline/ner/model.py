@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..artifacts import model_config
+from ..artifacts.models import model_config
 from ..errors import ConfigError
 from ..finetuning.batches import pad, prediction_batches
 from ..finetuning.modeldir import (
@@ -85,7 +85,7 @@ class TokenTagger:
              device: str = "cpu") -> TokenTagger:
         from transformers import AutoModelForTokenClassification
 
-        from ..artifacts import check_vocabulary_size, load_pretrained_model, torch_device
+        from ..artifacts.models import check_vocabulary_size, load_pretrained_model, torch_device
         from ..tokenizer.load import load_pretrained_tokenizer
 
         target = torch_device(device)

@@ -160,7 +160,7 @@ def _write_records(records: list[dict[str, Any]], output: str | None) -> None:
     if output is None:
         sys.stdout.writelines(lines)
         return
-    from ..artifacts import atomic_write
+    from ..artifacts.writes import atomic_write
 
     with atomic_write(output) as f:
         f.writelines(lines)
@@ -198,7 +198,7 @@ def json_records(path: Path) -> Iterator[tuple[int, str | int, dict[str, Any]]]:
     """(line number, id, object) of each non-blank line of a JSON lines file, its id the "id" field (a string or an
     integer, unique in the file) or the line number; an InputError names the file and the line of a bad one. `answer`,
     `classify` and `tag` read their files through it."""
-    from ..artifacts import json_line_id, parse_json
+    from ..artifacts.reads import json_line_id, parse_json
 
     seen: dict[str | int, int] = {}
     for number, line in text_lines(path):
@@ -229,7 +229,7 @@ def text_lines(path: Path, stream: BinaryIO | None = None, *, lone_cr: bool = Fa
     byte-order mark at the start is dropped, as every other reader of the package drops it. `lone_cr`: a "\r" not
     before "\n" ends a line too (a text a line: classic Mac and some exporters end lines so, and the file would
     otherwise be one text); JSON lines end at "\n" only, a lone "\r" there being JSON whitespace."""
-    from ..artifacts import check_input_file
+    from ..artifacts.reads import check_input_file
 
     if stream is None:
         check_input_file(path)

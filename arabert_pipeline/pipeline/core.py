@@ -30,7 +30,8 @@ import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, overload
 
-from ..artifacts import METADATA_FILE, SHIPPED_MODELS, looks_like_local_path, torch_device
+from ..artifacts.metadata import METADATA_FILE
+from ..artifacts.models import SHIPPED_MODELS, looks_like_local_path, torch_device
 from ..errors import ConfigError, InputError
 from ..finetuning.export import ONNX_FILE
 from ..finetuning.runtime import has_onnx_graph
@@ -443,7 +444,7 @@ def model_prefers_int8(model: object, backend: str) -> bool:
     backend's int8 graph, not torch's)."""
     from importlib.util import find_spec
 
-    from ..artifacts import read_metadata
+    from ..artifacts.metadata import read_metadata
 
     if not isinstance(model, (str, os.PathLike)) or backend != "onnx":
         return False
@@ -476,7 +477,7 @@ def _load(model: str | os.PathLike[str], *, preprocessing: str | None, device: s
 
 def _looks_like_path(name: str) -> bool:
     """A hub id is "name" or "owner/name" of word characters, dots and dashes; anything else is meant as a path,
-    and so is "a/b" with a local directory `a` (artifacts.looks_like_local_path)."""
+    and so is "a/b" with a local directory `a` (artifacts.models.looks_like_local_path)."""
     return looks_like_local_path(name) or not _HUB_ID.fullmatch(name)
 
 

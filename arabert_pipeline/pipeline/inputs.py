@@ -7,7 +7,7 @@ import warnings
 from collections.abc import Sequence
 from typing import TypeAlias, cast
 
-from ..artifacts import PACKAGED_MODELS_DIR, SHIPPED_MODELS
+from ..artifacts.models import PACKAGED_MODELS_DIR, SHIPPED_MODELS
 from ..errors import ConfigError, InputError
 
 MODELS_DIR = PACKAGED_MODELS_DIR

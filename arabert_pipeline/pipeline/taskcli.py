@@ -157,7 +157,7 @@ def answer_texts(args: argparse.Namespace, records: list[dict[str, Any]]) -> int
         _utf8_stdout()
         sys.stdout.writelines(out)
         return 0
-    from ..artifacts import atomic_write
+    from ..artifacts.writes import atomic_write
 
     with atomic_write(args.output) as f:
         f.writelines(out)

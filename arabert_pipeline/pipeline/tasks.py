@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from ..artifacts import read_metadata
+from ..artifacts.metadata import read_metadata
 from ..errors import ConfigError, InputError
 from ..finetuning.taskexport import TEXT_CLASSIFICATION, TOKEN_CLASSIFICATION
 from .inputs import check_positive

@@ -28,7 +28,9 @@ from collections.abc import Generator, Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO, NamedTuple, cast
 
-from ..artifacts import SIDECAR_SUFFIX, atomic_write, check_replaceable, naming_io_errors, read_json_file
+from ..artifacts.metadata import SIDECAR_SUFFIX
+from ..artifacts.reads import read_json_file
+from ..artifacts.writes import atomic_write, check_replaceable, naming_io_errors
 from ..errors import ConfigError, InputError
 from ..outputs import OutputLock, check_directory_writable, check_not_input
 from .inputs import _compression, _InputFile, _read_lines, check_inputs

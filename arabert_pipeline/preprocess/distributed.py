@@ -19,9 +19,11 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..artifacts import SIDECAR_SUFFIX, file_digest, read_json_file
+from ..artifacts.metadata import SIDECAR_SUFFIX
+from ..artifacts.reads import read_json_file
 from ..errors import ConfigError, InputError
 from ..outputs import OutputLock, check_directory_writable
+from ..weights.files import file_digest
 from .corpus import (
     PART_SUFFIX,
     CorpusConfig,

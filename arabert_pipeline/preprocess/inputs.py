@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ..artifacts import CORPUS_READ_ERRORS, decompressed
+from ..artifacts.reads import CORPUS_READ_ERRORS, decompressed
 from ..errors import ConfigError, InputError
 
 

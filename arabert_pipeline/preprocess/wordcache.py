@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..artifacts import atomic_write
+from ..artifacts.writes import atomic_write
 from ..errors import ConfigError, InputError
 
 

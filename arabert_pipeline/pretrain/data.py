@@ -33,18 +33,11 @@ from pathlib import Path
 
 import numpy as np
 
-from ..artifacts import (
-    CORPUS_READ_ERRORS,
-    METADATA_FILE,
-    check_input_file,
-    decompressed,
-    file_digest,
-    naming_io_errors,
-    read_json_file,
-    read_metadata,
-    sidecar_path,
-)
+from ..artifacts.metadata import METADATA_FILE, read_metadata, sidecar_path
+from ..artifacts.reads import CORPUS_READ_ERRORS, check_input_file, decompressed, read_json_file
+from ..artifacts.writes import naming_io_errors
 from ..errors import ConfigError, InputError
+from ..weights.files import file_digest
 
 CACHE_FORMAT = 1
 TOKENIZE_BATCH_LINES = 4096

@@ -47,7 +47,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..artifacts import check_local_source, describe_exception, read_json_file, write_metadata
+from ..artifacts.metadata import write_metadata
+from ..artifacts.models import check_local_source, describe_exception
+from ..artifacts.reads import read_json_file
 from ..errors import ArabertPipelineError, ConfigError, InputError
 from ..outputs import MODEL_DIR_FILES, OutputKind
 from ..tokenizer.export import save_pretrained_tokenizer

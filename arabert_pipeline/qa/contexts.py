@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from ..artifacts import atomic_write
+from ..artifacts.writes import atomic_write
 from ..errors import ConfigError
 from ..outputs import claim_output_file
 

@@ -1,6 +1,6 @@
 """SQuAD v1.1 JSON ⇄ `datasets.Dataset`, and the registry of Arabic QA sets.
 
-    load_squad("arcd-test")                        # a registered name, resolved under artifacts.data_root()
+    load_squad("arcd-test")                        # a registered name, resolved under artifacts.paths.data_root()
     load_squad("my/file.json", misaligned="skip")  # a local file; misaligned answers dropped, counted and logged
     read_squad("arcd-train", misaligned="skip").misaligned   # the ids that were dropped
 
@@ -23,17 +23,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import (
-    DATA_ROOT_ENV,
-    MAX_DATA_FILE_BYTES,
-    atomic_write,
-    check_input_file,
-    data_root,
-    file_digest,
-    parse_json,
-    read_text_file,
-)
+from ..artifacts.paths import DATA_ROOT_ENV, data_root
+from ..artifacts.reads import MAX_DATA_FILE_BYTES, check_input_file, parse_json
+from ..artifacts.writes import atomic_write
 from ..errors import ConfigError, DataNotFoundError, InputError
+from ..weights.files import file_digest, read_text_file
 
 log = logging.getLogger(__name__)
 
@@ -180,7 +174,7 @@ def _file_parts(path: Path) -> dict[str, set[str]]:
 
 
 def _recorded_file(recorded: Any) -> Path | None:
-    """The file a portable path (artifacts.portable_path) names on this machine, if it is here."""
+    """The file a portable path (artifacts.paths.portable_path) names on this machine, if it is here."""
     if not isinstance(recorded, str) or not recorded:
         return None
     prefix = f"${DATA_ROOT_ENV}/"

@@ -45,7 +45,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..artifacts import atomic_write, check_input_file, sidecar_preprocessing
+from ..artifacts.metadata import sidecar_preprocessing
+from ..artifacts.reads import check_input_file
+from ..artifacts.writes import atomic_write
 from ..cliargs import check_seed
 from ..errors import ConfigError, InputError
 from ..outputs import OutputLock, claim_output_file

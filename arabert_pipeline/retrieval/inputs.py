@@ -21,16 +21,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..artifacts import (
+from ..artifacts.reads import (
     CORPUS_READ_ERRORS,
     MAX_DATA_FILE_BYTES,
     check_input_file,
     decompressed,
     json_line_id,
     parse_json,
-    read_text_file,
 )
 from ..errors import ConfigError, InputError
+from ..weights.files import read_text_file
 
 FORMATS = {".json": "squad", ".jsonl": "jsonl"}
 

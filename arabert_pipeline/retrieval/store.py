@@ -35,19 +35,12 @@ from typing import Any
 
 import numpy as np
 
-from ..artifacts import (
-    MAX_DATA_FILE_BYTES,
-    METADATA_FILE,
-    atomic_write,
-    file_digest,
-    open_regular_file,
-    parse_json,
-    read_json_file,
-    read_metadata,
-    read_text_file,
-)
+from ..artifacts.metadata import METADATA_FILE, read_metadata
+from ..artifacts.reads import MAX_DATA_FILE_BYTES, parse_json, read_json_file
+from ..artifacts.writes import atomic_write
 from ..errors import ConfigError, InputError
 from ..outputs import OutputLock, check_directory_writable
+from ..weights.files import file_digest, open_regular_file, read_text_file
 from .analysis import get_analysis
 from .passages import check_passage_chars
 from .scorer import ARRAYS, DTYPES, LIBRARY, METHODS, PARAMS, Scorer, library_version

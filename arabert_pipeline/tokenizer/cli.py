@@ -130,7 +130,7 @@ def parse_spec(spec: str) -> tuple[str, str, str | None]:
 def run_report(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from ..artifacts import data_file
+    from ..artifacts.paths import data_file
     from ..outputs import claim_output_file
     from .report import format_markdown, tokenizer_report, write_report
 

@@ -21,7 +21,8 @@ import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from ..artifacts import METADATA_FILE, looks_like_local_path, write_metadata
+from ..artifacts.metadata import METADATA_FILE, write_metadata
+from ..artifacts.models import looks_like_local_path
 from ..errors import ConfigError, InputError
 from ..outputs import OutputKind, OutputLock, claim_output_dir, remove_stale_temporaries
 
@@ -231,7 +232,7 @@ def locked_output(output_dir: str | os.PathLike, inputs: Iterable[str | os.PathL
 def import_vocab(source: str | os.PathLike, output_dir: str | os.PathLike, *, preprocessing: str,
                  overwrite: bool = False) -> Path:
     """Save an existing WordPiece vocabulary (a vocab.txt or a hub id) as a tokenizer directory of ours."""
-    from ..artifacts import atomic_directory
+    from ..artifacts.writes import atomic_directory
 
     local = [source] if Path(source).exists() else []
     claim_output_dir(output_dir, TOKENIZER_OUTPUT, inputs=local, overwrite=overwrite)

@@ -6,17 +6,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..artifacts import (
-    MAX_JSON_FILE_BYTES,
-    METADATA_FILE,
-    describe_exception,
-    file_digest,
-    looks_like_local_path,
-    open_regular_file,
-    read_metadata,
-)
+from ..artifacts.metadata import METADATA_FILE, read_metadata
+from ..artifacts.models import describe_exception, looks_like_local_path
 from ..errors import ConfigError, InputError
 from ..outputs import TOKENIZER_VOCAB_FILES
+from ..weights.files import MAX_JSON_FILE_BYTES, file_digest, open_regular_file
 from ..weights.shared_tokenizer import check_shared_copies
 from .export import fetch_vocab, read_vocab_file, wordpiece_backend, wrap_fast
 from .markers import keep_whole

@@ -17,7 +17,9 @@ import os
 import sys
 from pathlib import Path
 
-from ..artifacts import atomic_write, check_input_file, portable_path
+from ..artifacts.paths import portable_path
+from ..artifacts.reads import check_input_file
+from ..artifacts.writes import atomic_write
 from ..errors import InputError
 
 WORD_PATTERN = r"[\p{L}\p{M}\p{N}]+"

@@ -23,14 +23,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from ..artifacts import (
-    CORPUS_READ_ERRORS,
-    SIDECAR_SUFFIX,
-    atomic_directory,
-    decompressed,
-    naming_io_errors,
-    sidecar_preprocessing,
-)
+from ..artifacts.metadata import SIDECAR_SUFFIX, sidecar_preprocessing
+from ..artifacts.reads import CORPUS_READ_ERRORS, decompressed
+from ..artifacts.writes import atomic_directory, naming_io_errors
 from ..errors import BackendError, ConfigError, InputError
 from ..outputs import claim_output_dir
 from ..version import __version__
@@ -165,7 +160,7 @@ def read_recipe(path: str | os.PathLike) -> dict:
     else:  # tomllib is tomli, taken into the standard library in 3.11
         import tomli as tomllib
 
-    from ..artifacts import data_root
+    from ..artifacts.paths import data_root
 
     path = Path(path)
     try:

@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..artifacts import atomic_directory, describe_exception, load_tensor_state, read_json_file
+from ..artifacts.models import describe_exception
+from ..artifacts.reads import load_tensor_state, read_json_file
+from ..artifacts.writes import atomic_directory
 from ..errors import ConfigError, InputError
 from .state import TrainerState
 

@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from ..artifacts import atomic_write, describe_exception
+from ..artifacts.models import describe_exception
+from ..artifacts.writes import atomic_write
 from ..errors import InputError
 from .checkpoints import LOG_FILE, is_count, json_kind
 

@@ -9,7 +9,8 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..artifacts import METADATA_FILE, follow_umask, naming_io_errors
+from ..artifacts.metadata import METADATA_FILE
+from ..artifacts.writes import follow_umask, naming_io_errors
 from ..errors import ArabertPipelineError, ConfigError
 from ..outputs import OutputLock, claim_output_dir, remove_own_entries, remove_stale_temporaries
 from .checkpoints import CHECKPOINTS, quiet_transformers

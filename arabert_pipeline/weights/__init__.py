@@ -7,7 +7,7 @@
   `write_plain` (a plain transformers copy);
 - tables.py: a static reader's word table (float16, int8 rows, a 4-bit tail);
 - shared_tokenizer.py: a model dir's tokenizer.json, its own or the sibling model's it shares;
-- files.py: bounded reads and digests of a model dir's files (artifacts.py hands them to the layers above).
+- files.py: bounded reads and digests of a model dir's files, which every layer above reads files with.
 
 `arabert-pipeline weights MODEL_DIR --int8-rows | --plain OUT` is the verb on top (finetuning/weightscli.py).
 """

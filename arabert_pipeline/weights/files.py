@@ -1,5 +1,6 @@
 """Bounded reads of the files a model dir holds, and their digests: here, in the lowest layer, so that the shared
-tokenizer and the weights are read as every other file is (artifacts.py hands these to the layers above)."""
+tokenizer and the weights are read as every other file is (the layers above import them from here; artifacts/reads.py
+builds its checked JSON and corpus readers on them)."""
 from __future__ import annotations
 
 import io
@@ -33,7 +34,7 @@ def open_regular_file(path: str | os.PathLike[str], *, max_bytes: int | None = N
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise InputError(f"not a regular file (it is {_file_kind(info.st_mode)})", path=path)
+            raise InputError(f"not a regular file (it is {file_kind(info.st_mode)})", path=path)
         if max_bytes is not None and info.st_size > max_bytes:
             raise InputError(f"{info.st_size:,} bytes, more than the {max_bytes:,} such a file may have", path=path)
     except BaseException:
@@ -60,7 +61,7 @@ def read_text_file(path: str | os.PathLike[str], *, max_bytes: int = MAX_JSON_FI
         raise InputError(f"not UTF-8 ({exc.reason} at byte {at + 1:,} of the file)", path=path, line=line) from exc
 
 
-def _file_kind(mode: int) -> str | None:
+def file_kind(mode: int) -> str | None:
     """What a non-regular directory entry is, in words; None for a regular file."""
     for test, name in ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISCHR, "a character device"),
                        (stat.S_ISBLK, "a block device"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),

@@ -10,11 +10,11 @@ stored as int8 under its own name plus `NAME` + `SCALE_SUFFIX` (float32, rows ×
 consecutive values of a row, or per row; symmetric: a block's largest |value| maps to 127); every other tensor keeps
 its stored dtype. The file's metadata says so (`STORAGE_KEY`), and only files that say so are read as int8 rows.
 Storage only: neither backend computes in int8. The torch backend gets the fp32 values through
-`dequantized_state_dict` (loading.py, for artifacts.load_pretrained_model), the ONNX graph through Cast and Mul nodes
-on the stored tensors that ONNX Runtime folds into fp32 constants when the session is created (finetuning/export.py),
-so both run the same fp32 weights. Such a file is not a plain transformers checkpoint: `--plain OUT` writes one (what
-`AutoModel...from_pretrained(OUT)` loads without this package), and `from_pretrained` (loading.py) loads either kind
-(every loader of this package goes through it).
+`dequantized_state_dict` (loading.py, for artifacts.models.load_pretrained_model), the ONNX graph through Cast and Mul
+nodes on the stored tensors that ONNX Runtime folds into fp32 constants when the session is created
+(finetuning/export.py), so both run the same fp32 weights. Such a file is not a plain transformers checkpoint:
+`--plain OUT` writes one (what `AutoModel...from_pretrained(OUT)` loads without this package), and `from_pretrained`
+(loading.py) loads either kind (every loader of this package goes through it).
 
 A table may keep some rows exactly as stored (`exact_rows` of `compact`: the QA model keeps its most frequent tokens'
 embeddings in fp16, the rare ones in int8): then NAME holds the int8 rows of the others only, NAME + EXACT_SUFFIX the

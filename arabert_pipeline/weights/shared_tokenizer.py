@@ -106,7 +106,7 @@ def share_tokenizer(directory: str | os.PathLike[str], source: str | os.PathLike
 
 
 def _read_reference(path: Path) -> dict[str, Any]:
-    # A few bytes of JSON; artifacts.read_json_file lies a layer above this module.
+    # A few bytes of JSON; artifacts.reads.read_json_file lies a layer above this module.
     try:
         ref = json.loads(read_text_file(path, max_bytes=1 << 16))
     except InputError as exc:

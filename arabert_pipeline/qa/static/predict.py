@@ -24,7 +24,9 @@ from typing import Any
 
 import numpy as np
 
-from ...artifacts import atomic_write, read_json_file, read_metadata
+from ...artifacts.metadata import read_metadata
+from ...artifacts.reads import read_json_file
+from ...artifacts.writes import atomic_write
 from ...errors import ConfigError
 from ..align import QAPreprocessing
 from .config import CONFIG_FILE, SIZE_LIMITS, TASK, WEIGHTS_FILE

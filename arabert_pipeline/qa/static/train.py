@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from ...artifacts import METADATA_FILE, portable_path, read_metadata, write_metadata
+from ...artifacts.metadata import METADATA_FILE, read_metadata, write_metadata
+from ...artifacts.paths import portable_path
 from ...errors import ConfigError, InputError
 from ...finetuning.selection import FinetuneEngine
 from ...outputs import OutputKind

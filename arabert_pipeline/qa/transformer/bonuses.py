@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...artifacts import read_json_file
+from ...artifacts.reads import read_json_file
 from ...errors import ConfigError, InputError
 from ..overlap import KeyIDF, sentence_overlap_scores, sentence_spans
 

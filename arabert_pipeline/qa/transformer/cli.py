@@ -155,7 +155,7 @@ def register_tune_decoding(subparsers) -> None:
 
 
 def run_tune_decoding(args: argparse.Namespace) -> int:
-    from ...artifacts import read_metadata
+    from ...artifacts.metadata import read_metadata
     from ..metrics import DEV_METRIC
     from .calibration import describe as describe_calibration
     from .tune import describe_decoding, describe_leading_words, describe_no_answer, tune_model_decoding

@@ -39,8 +39,10 @@ from typing import Any
 
 import numpy as np
 
-from ...artifacts import file_digest, read_json_file, read_metadata
+from ...artifacts.metadata import read_metadata
+from ...artifacts.reads import read_json_file
 from ...errors import ConfigError
+from ...weights.files import file_digest
 from ...weights.tables import READER_INT4, READER_SCALES, READER_TABLE, Int4TailTable, read_table, table_rows
 
 COMPANION_DIR = "reader"
@@ -155,7 +157,7 @@ def compact_companion(directory: str | os.PathLike, *, min_elements: int | None 
     measured by scripts/compact_gate.py."""
     import onnx
 
-    from ...artifacts import atomic_directory
+    from ...artifacts.writes import atomic_directory
     from ...weights.rows import MIN_ELEMENTS, compact_graph, dequantize_rows, pack_int4, quantize_rows
 
     directory = Path(directory) / COMPANION_DIR

@@ -51,7 +51,7 @@ def _load_torch_model(model_dir: Path):
     import torch
     from transformers import AutoModelForQuestionAnswering
 
-    from ...artifacts import load_pretrained_model
+    from ...artifacts.models import load_pretrained_model
 
     # Eager attention traces to plain MatMul/Softmax, which ONNX Runtime fuses; fp32, as the torch path computes.
     model, info = load_pretrained_model(AutoModelForQuestionAnswering, model_dir, dtype=torch.float32,

@@ -39,15 +39,10 @@ from typing import Any
 
 import numpy as np
 
-from ...artifacts import (
-    atomic_write,
-    check_local_source,
-    check_vocabulary_size,
-    load_pretrained_model,
-    portable_path,
-    read_metadata,
-    write_metadata,
-)
+from ...artifacts.metadata import read_metadata, write_metadata
+from ...artifacts.models import check_local_source, check_vocabulary_size, load_pretrained_model
+from ...artifacts.paths import portable_path
+from ...artifacts.writes import atomic_write
 from ...errors import ConfigError
 from ...finetuning.batches import epoch_batches as shared_epoch_batches
 from ...finetuning.config import eval_file_stem, local_inputs

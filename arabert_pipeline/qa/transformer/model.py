@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-from ...artifacts import METADATA_FILE, check_vocabulary_size, load_pretrained_model, model_config, torch_device
+from ...artifacts.metadata import METADATA_FILE
+from ...artifacts.models import check_vocabulary_size, load_pretrained_model, model_config, torch_device
 from ...errors import ConfigError, InputError
 from ...finetuning.modeldir import model_metadata, recorded_preprocessing
 from ...tokenizer.load import load_pretrained_tokenizer

@@ -19,7 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ...artifacts import METADATA_FILE, model_config
+from ...artifacts.metadata import METADATA_FILE
+from ...artifacts.models import model_config
 from ...errors import ConfigError
 from ...finetuning.export import ONNX_FILE
 from ...finetuning.modeldir import model_metadata, recorded_preprocessing

@@ -10,7 +10,7 @@ import dataclasses
 import math
 from typing import TYPE_CHECKING, Any
 
-from ...artifacts import METADATA_FILE
+from ...artifacts.metadata import METADATA_FILE
 from ...errors import ConfigError
 
 if TYPE_CHECKING:

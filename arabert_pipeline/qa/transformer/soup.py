@@ -16,7 +16,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ...artifacts import METADATA_FILE, atomic_directory, check_local_source, read_metadata, write_metadata
+from ...artifacts.metadata import METADATA_FILE, read_metadata, write_metadata
+from ...artifacts.models import check_local_source
+from ...artifacts.writes import atomic_directory
 from ...errors import ConfigError
 from ...outputs import MODEL_DIR_FILES, OutputKind, OutputLock, check_not_input, claim_output_dir
 from ..data import read_squad, sets_trained_on

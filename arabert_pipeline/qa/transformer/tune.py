@@ -18,15 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from ...artifacts import (
-    atomic_directory,
-    check_local_source,
-    portable_path,
-    read_metadata,
-    shipped_model_dir,
-    torch_device,
-    write_metadata,
-)
+from ...artifacts.metadata import read_metadata, write_metadata
+from ...artifacts.models import check_local_source, shipped_model_dir, torch_device
+from ...artifacts.paths import portable_path
+from ...artifacts.writes import atomic_directory
 from ...errors import ConfigError
 from ...outputs import MODEL_DIR_FILES, OutputKind, OutputLock, check_not_input, claim_output_dir
 from ..data import SquadFile, read_squad, sets_trained_on, unanswerable_examples
