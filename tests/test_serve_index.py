@@ -41,7 +41,7 @@ pytest.importorskip("uvicorn")
 from arabert_pipeline import Index, Pipeline
 from arabert_pipeline.cli import main
 from arabert_pipeline.errors import ConfigError
-from arabert_pipeline.pipeline.core import bundled_model_dir
+from arabert_pipeline.pipeline.resolve import bundled_model_dir
 from arabert_pipeline.serve.limits import ServeLimits
 from arabert_pipeline.serve.requests import ASK_FIELDS
 

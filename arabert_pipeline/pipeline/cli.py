@@ -323,7 +323,8 @@ def _round(score: float) -> float:
 
 
 def _load_pipeline(args: argparse.Namespace) -> Pipeline:
-    from .core import Pipeline, choose_backend
+    from .core import Pipeline
+    from .resolve import choose_backend
 
     if choose_backend(args.model, args.device, args.backend) == "torch":  # the ONNX backend never imports it
         from transformers.utils import logging as hf_logging

@@ -286,7 +286,7 @@ def bind(host: str, port: int) -> socket.socket:
 
 def _check_model(args: argparse.Namespace) -> str:
     """The backend the model will run on; a model that cannot resolve fails here, before a port is taken."""
-    from ..pipeline.core import choose_backend
+    from ..pipeline.resolve import choose_backend
 
     return choose_backend(args.model, "cpu", args.backend)
 
