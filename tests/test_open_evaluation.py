@@ -243,3 +243,15 @@ def test_evaluate_documents_and_collection_end_to_end(slices, tmp_path, capsys):
         assert first == [r["prediction"] for r in load.load_per_question(again, "mlqa4", label)]
     capsys.readouterr()
 
+
+
+def test_a_report_with_the_documents_benchmark_beside_it_can_be_rerun(tmp_path):
+    """bench_documents.py writes bench.json into the report it times (docs/experiments/documents.md): `evaluate
+    --overwrite` replaces that directory instead of refusing it as someone else's."""
+    from arabert_pipeline.evaluate.cli import REPORT_OUTPUT_NAMES
+    from arabert_pipeline.outputs import OutputKind, claim_output_dir
+
+    for name in ("results.json", "table.md", "bench.json"):
+        (tmp_path / name).write_text("{}", encoding="utf-8")
+    assert claim_output_dir(tmp_path, OutputKind("evaluate", REPORT_OUTPUT_NAMES, markers=("results.json",)),
+                            overwrite=True)
