@@ -266,6 +266,34 @@ if (RESULTS / "soup-dev" / "soup.json").exists():
     print("dev alone:", {name: round(score, 2) for name, score in soup["dev_alone"].items()})
     print("soups tried:", [(row["added"], round(row["dev"], 2), row["kept"]) for row in soup["tried"]])"""),
     ("md", """\
+## Documents and collections: the question without its paragraph (dev only)
+
+`notebooks/results/open-collection/` (`arabert-pipeline evaluate --documents 5 --collection`, the command in
+docs/experiments/documents.md): the shipped model asked each arcd-dev and MLQA-ar dev question of its paragraph (the
+oracle), of its article among five others of its set (a document of about 10,000 characters, read by its best
+passages as `answer` reads a long context), and of one collection of both sets' paragraphs and 50,000 news paragraph
+lines (as `answer --index` reads it), by the package's BM25 and by SOQAL's TF-IDF. Recall of the gold passage or
+paragraph, end-to-end time a question on one thread against the paragraph's, the grid of passages read × null weight
+that chose the shipped `passages_read` and `passage_null_weight`, and questions whose article the collection lacks,
+which should get no answer."""),
+    ("code", """\
+def show_open(directory):
+    \"\"\"The documents-and-collections tables and plot of an evaluate run.\"\"\"
+    if not (directory / "results.json").exists():
+        print("no evaluate run at", directory)
+        return
+    run = load.load_results(directory)
+    if not run.get("open"):
+        print("no documents or collection in", directory)
+        return
+    for part in tables.open_tables(run):
+        display(Markdown(part))
+    if (directory / "plots" / "open.png").exists():
+        display(Image(filename=str(directory / "plots" / "open.png")))
+
+
+show_open(RESULTS / "open-collection")"""),
+    ("md", """\
 ## Answer-quality levers, chosen on dev
 
 `scripts/qa_levers.sh` (`notebooks/results/qa-levers/`): one pretrained encoder (the shipped model's) fine-tuned with

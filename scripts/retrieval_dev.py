@@ -72,16 +72,8 @@ def news_documents(corpus_dir: Path, paragraphs: int) -> tuple[list[str], list[s
     """(texts, ids, paragraph lines) of whole corpus articles, files in name order, until `paragraphs` lines."""
     from arabert_pipeline.retrieval.inputs import read_documents
 
-    texts, ids, lines = [], [], 0
-    for path in sorted(corpus_dir.glob("*.txt.xz")):
-        documents = read_documents([path])
-        for text, id_ in zip(documents.texts, documents.ids, strict=True):
-            if lines >= paragraphs:
-                return texts, ids, lines
-            texts.append(text)
-            ids.append(id_)
-            lines += text.count("\n") + 1
-    return texts, ids, lines
+    documents = read_documents(sorted(corpus_dir.glob("*.txt.xz")), max_paragraphs=paragraphs)
+    return documents.texts, documents.ids, documents.paragraphs()
 
 
 def dir_bytes(path: Path) -> int:

@@ -58,6 +58,15 @@ def test_evaluation_notebook_runs_on_a_tiny_run(shared_data, tmp_path, monkeypat
     assert main(["evaluate", "--predictions", str(predictions), "--label", "tiny-system", "--data", str(sliced),
                  "-o", str(run), "--resamples", "200", "--pretraining-log", f"tiny-mlm={log}"]) == 0
 
+    # The documents-and-collections section reads results/open-collection beside the notebook: a tiny one here.
+    from data_slices import write_first_articles
+
+    articles = write_first_articles("arcd-train", tmp_path / "arcd3.json", 3)
+    # Two of the three articles withheld, twelve questions from two of them: some of them have no answer to find.
+    assert main(["evaluate", "--model", "arabert", "--backend", "onnx", "--data", str(articles), "--limit", "12",
+                 "--documents", "1", "--collection", "--withhold", "0.6", "--baselines", "none", "--resamples", "200",
+                 "-o", str(tmp_path / "results" / "open-collection")]) == 0
+
     monkeypatch.setenv(load.RESULTS_DIR_ENV, str(run))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     notebook = nbformat.read(str(NOTEBOOKS / "evaluation.ipynb"), as_version=4)
@@ -76,6 +85,8 @@ def test_evaluation_notebook_runs_on_a_tiny_run(shared_data, tmp_path, monkeypat
     assert "tiny-system" in shown and "| AraBERTv1 | 30.6 | 62.7 | 92.0 |" in shown
     assert "this run, SOQAL variant" in shown and "image/png" in shown
     assert "| tiny-mlm | 5 | 0.00 M | 0.0 | 8.250 | 3827.600 | 0.062 |" in shown
+    assert "## Documents and collections" in shown and "arabert-mini collection tfidf" in shown
+    assert "No answer (collection)" in shown
 
 
 @pytest.mark.slow

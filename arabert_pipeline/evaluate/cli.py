@@ -18,8 +18,10 @@ Table 6.
 """
 
 
-# evaluate/baselines.py's BASELINES, repeated so that `--help` needs no numpy import (a test keeps the two equal).
+# evaluate/baselines.py's BASELINES and evaluate/retrievers.py's RETRIEVERS, repeated so that `--help` needs no numpy
+# import (a test keeps them equal).
 BASELINE_NAMES = ("first-sentence", "random-sentence", "tfidf-sentence", "sliding-window", "overlap-span")
+RETRIEVER_NAMES = ("bm25", "tfidf")
 
 
 class _AppendSystem(argparse.Action):
@@ -69,6 +71,33 @@ def register(subparsers) -> None:
                         "overall F1)")
     parser.add_argument("--spans-as-decoded", dest="whole_words", action="store_false",
                         help="score models' spans as decoded, without widening them to whole words")
+    parser.add_argument("--backend", choices=("torch", "onnx"), default="torch",
+                        help="run --model systems on torch (default; the committed reports were made with it) or on "
+                             "ONNX Runtime (a model dir with model.onnx, as `answer` runs it; CPU only)")
+    documents = parser.add_argument_group(
+        "documents and collections (QA --model systems)",
+        "Each model is also asked its questions without their paragraph: of a document, of a collection, or both; "
+        "each question is asked of its paragraph too, one at a time and timed (the oracle row). Rows per retriever; "
+        "recall of the gold paragraph (collection) or of the passage holding the answer (document), ms a question, "
+        "the grid of passages read × null weight, and no-answer scores (docs/evaluation.md).")
+    documents.add_argument("--documents", type=int, metavar="K",
+                           help="ask each question of its article joined with K other articles of its set (seeded), "
+                                "read as `answer` reads a long context: its best passages")
+    documents.add_argument("--collection", action="store_true",
+                           help="ask each question of one collection of every --data set's paragraphs (plus "
+                                "--distractors), as `answer --index` does; the questions of a --withhold share of the "
+                                "articles are also asked of the collection without them, with allow_no_answer")
+    documents.add_argument("--distractors", nargs="+", action="extend", default=[], metavar="FILE_OR_INDEX_DIR",
+                           help="documents added to the collection: corpus files, SQuAD JSON, JSON lines (as `index` "
+                                "reads them) or an index directory (its documents)")
+    documents.add_argument("--distractor-paragraphs", type=int, metavar="N",
+                           help="at most N paragraph lines of --distractors, whole documents, in the order given")
+    documents.add_argument("--retrievers", default=",".join(RETRIEVER_NAMES), metavar="LIST",
+                           help="comma-separated: bm25 (the package's Index), tfidf (SOQAL's TF-IDF) "
+                                "(default: %(default)s)")
+    documents.add_argument("--withhold", type=float, default=0.5, metavar="SHARE",
+                           help="share of the articles left out of the no-answer collection, 0 for none "
+                                "(default: %(default)s)")
     tasks = parser.add_argument_group("classification and NER (--task)")
     tasks.add_argument("--task", choices=("qa", "classification", "ner"), default="qa",
                        help="qa (default): EM/F1/SM on SQuAD sets; classification: accuracy, macro-F1, F1-PN, "
@@ -92,11 +121,12 @@ def register(subparsers) -> None:
 
 
 # What `evaluate` writes into OUTDIR (evaluate/report.py's write_report).
-# pooled.md, seeds.md, tokenization.md: the summaries scripts/pooled_table.py, seed_spread.py and
-# tokenization_profile.py print, which the experiment scripts write into the report they summarise (a re-run with
-# --overwrite replaces them with the report, instead of refusing the directory as someone else's).
+# pooled.md, seeds.md, tokenization.md, bench.json: the summaries scripts/pooled_table.py, seed_spread.py and
+# tokenization_profile.py print and benchmarks/bench_documents.py's result, which the experiments write into the
+# report they summarise (a re-run with --overwrite replaces them with the report, instead of refusing the directory as
+# someone else's).
 REPORT_OUTPUT_NAMES = ("results.json", "table.md", "table.csv", "per_question", "predictions", "plots", "pretraining",
-                       "pooled.md", "seeds.md", "tokenization.md")
+                       "no_answer", "pooled.md", "seeds.md", "tokenization.md", "bench.json")
 
 
 # "arabert" names the shipped model of each task, as Pipeline("arabert", task=...) reads it.
@@ -120,6 +150,7 @@ def run(args: argparse.Namespace) -> int:
         return run_task(args)
     from ..errors import ConfigError
     from ..outputs import OutputKind, claim_output_dir
+    from .open_domain import OpenOptions
     from .report import EvaluateConfig, run_evaluation
     from .tables import print_summary
 
@@ -137,7 +168,8 @@ def run(args: argparse.Namespace) -> int:
         if not sep or not label.strip() or not path.strip():
             raise ConfigError(f"--pretraining-log {item!r}: write LABEL=PATH/log.jsonl")
         logs.append((label.strip(), path.strip()))
-    inputs = [source for _, source in args.systems] + list(args.data) + [path for _, path in logs]
+    inputs = [source for _, source in args.systems] + list(args.data) + [path for _, path in logs] + \
+        list(args.distractors)
     claim_output_dir(args.out, OutputKind("evaluate", REPORT_OUTPUT_NAMES, markers=("results.json",)),
                      inputs=[path for path in inputs if Path(path).exists()], overwrite=args.overwrite)
     baselines = () if args.baselines.strip().lower() in ("", "none") else tuple(
@@ -146,7 +178,11 @@ def run(args: argparse.Namespace) -> int:
         data=args.data, out=args.out, systems=list(args.systems), labels=args.label, baselines=baselines,
         resamples=args.resamples, seed=args.seed, batch_size=args.batch_size, limit=args.limit,
         pretraining_logs=logs, whole_words=args.whole_words, no_answer=args.no_answer, device=args.device,
-        preprocessing=args.preprocessing,
+        preprocessing=args.preprocessing, backend=args.backend,
+        open=OpenOptions(documents=args.documents, collection=args.collection, distractors=tuple(args.distractors),
+                         distractor_paragraphs=args.distractor_paragraphs,
+                         retrievers=tuple(name.strip() for name in args.retrievers.split(",") if name.strip()),
+                         withhold=args.withhold),
     )
     results = run_evaluation(config, log=lambda message: print(message, file=sys.stderr))
     print_summary(results)
@@ -167,8 +203,10 @@ def run_task(args: argparse.Namespace) -> int:
 
     if args.resamples < 100:
         raise ConfigError(f"--resamples {args.resamples}: use at least 100")
-    if args.no_answer or args.pretraining_log or args.limit is not None:
-        raise ConfigError(f"--no-answer, --pretraining-log and --limit are QA's, not flags of --task {args.task}")
+    if args.no_answer or args.pretraining_log or args.limit is not None or args.documents is not None \
+            or args.collection or args.distractors or args.backend != "torch":
+        raise ConfigError("--no-answer, --pretraining-log, --limit, --documents, --collection, --distractors and "
+                          f"--backend are QA's, not flags of --task {args.task}")
     if args.metric and args.task != "classification":
         raise ConfigError(f"--metric chooses among classification scores; --task {args.task} reports its own")
     if args.format and args.task != "classification":

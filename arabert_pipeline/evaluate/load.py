@@ -51,6 +51,11 @@ def per_question_file(run: str | os.PathLike, dataset: str, label: str) -> Path:
     return Path(run) / "per_question" / safe_name(dataset) / f"{safe_name(label)}.jsonl.gz"
 
 
+def no_answer_file(run: str | os.PathLike, dataset: str, label: str) -> Path:
+    """Where an open system's answers to the questions whose article the collection withheld are (open_domain.py)."""
+    return Path(run) / "no_answer" / safe_name(dataset) / f"{safe_name(label)}.jsonl.gz"
+
+
 def load_per_question(path: str | os.PathLike | None, dataset: str, label: str) -> list[dict]:
     """The per-question records of one system on one dataset (gzipped JSON lines; plain .jsonl from older runs)."""
     file = per_question_file(results_dir(path), dataset, label)

@@ -108,3 +108,47 @@ def plot_pretraining(logs: dict[str, list[dict]], directory: Path) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def plot_open(results: dict, directory: Path) -> Path:
+    """Documents and collections (results["open"], pooled): F1 with its CI and the time a question relative to the
+    paragraph's for every row, and recall at 1, 5 and 20 passages for the rows that retrieve."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pooled = results["open"]["pooled"]
+    labels = list(pooled)
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.4))
+    f1 = [pooled[label]["scores"]["soqal_f1"] for label in labels]
+    y = np.arange(len(labels))
+    axes[0].barh(y, [s["mean"] for s in f1], xerr=[[s["mean"] - s["low"] for s in f1],
+                                                    [s["high"] - s["mean"] for s in f1]], capsize=3)
+    axes[0].set_yticks(y, labels, fontsize=8)
+    axes[0].invert_yaxis()
+    axes[0].set_xlabel("F1 (SOQAL, ×100), 95% bootstrap CI")
+    ratios = [pooled[label]["ms"].get("ratio") or 1.0 for label in labels]
+    axes[1].barh(y, ratios, color="C1")
+    axes[1].set_yticks(y, [""] * len(labels))
+    axes[1].invert_yaxis()
+    axes[1].set_xlabel("ms a question ÷ the paragraph's (one thread)")
+    ks = results["open"]["recall_at"]
+    for label in labels:
+        recall = pooled[label].get("recall")
+        if recall:
+            axes[2].plot(ks, [recall[f"@{k}"]["mean"] for k in ks], "o-", label=label)
+    axes[2].set_xscale("log")
+    axes[2].set_xticks(ks, [str(k) for k in ks])
+    axes[2].set_ylim(0, 100)
+    axes[2].set_xlabel("passages retrieved")
+    axes[2].set_ylabel("recall of the gold passage / paragraph (×100)")
+    axes[2].legend(fontsize=7)
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    fig.suptitle(f"Documents and collections, pooled over {' + '.join(results['datasets'])}")
+    fig.tight_layout()
+    path = directory / "open.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

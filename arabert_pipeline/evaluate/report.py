@@ -29,6 +29,7 @@ import gzip
 import json
 import os
 import re
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -46,8 +47,21 @@ from ..weights.files import read_text_file
 from . import metrics
 from .baselines import BASELINES, baseline_predictions
 from .buckets import ANSWER_LENGTH_BUCKETS, OTHER, QUESTION_WORDS, answer_length_bucket, question_word
-from .load import RESULTS_FILE, check_file_names, per_question_file, safe_name
-from .plots import plot_dataset, plot_pretraining
+from .load import RESULTS_FILE, check_file_names, no_answer_file, per_question_file, safe_name
+from .open_domain import (
+    DEPTH,
+    GRID_NULL_WEIGHTS,
+    GRID_PASSAGES,
+    KEEP_ANSWERED,
+    RECALL_AT,
+    OpenOptions,
+    OpenRun,
+    no_answer_summary,
+    open_label,
+    open_summary,
+    paired_vs_paragraph,
+)
+from .plots import plot_dataset, plot_open, plot_pretraining
 from .tables import csv_report, markdown_report
 
 # Said when nothing run here shows which mBERT is meant (prediction files only); describe_setup says it from the models.
@@ -77,6 +91,9 @@ METRIC_NOTE = (
 )
 
 
+BACKENDS = ("torch", "onnx")
+
+
 @dataclasses.dataclass
 class EvaluateConfig:
     """Mirrors `arabert-pipeline evaluate`'s flags."""
@@ -95,6 +112,8 @@ class EvaluateConfig:
     no_answer: bool = False  # models also scored on SQuAD 2.0-style negatives with allow_no_answer
     device: str = "cpu"  # where models predict: cpu, cuda, cuda:1, mps
     preprocessing: str | None = None  # for models that record none (a hub QA checkpoint); others keep their own
+    backend: str = "torch"  # models run on torch, or on ONNX Runtime ("onnx": the model dir's model.onnx)
+    open: OpenOptions = dataclasses.field(default_factory=OpenOptions)  # documents and collections (open_domain.py)
 
 
 @dataclasses.dataclass
@@ -216,11 +235,21 @@ def describe_setup(systems: list[System]) -> tuple[str | None, str, bool]:
     return mbert_note, PAPER_NOTE + f" A reference point, not a comparable row: {detail}.", False
 
 
-def _predict_with_model(model, examples: list[dict], batch_size: int) -> dict[str, tuple[str, int | None]]:
-    """The best answer of a `qa.transformer.model.QAModel` per question; a question it finds no span for stays
-    missing."""
-    answers = model.predict(examples, batch_size=batch_size)
-    return {ex["id"]: (found[0].text, found[0].start) for ex, found in zip(examples, answers, strict=True) if found}
+def _predict_with_model(model, examples: list[dict], batch_size: int, timed: bool = False
+                        ) -> tuple[dict[str, tuple[str, int | None]], list[float] | None]:
+    """The best answer of a `qa.transformer.model.QAModel` per question (a question it finds no span for stays
+    missing); `timed`: asked one at a time, with the ms each took (else None)."""
+    times = None
+    if timed:
+        answers, times = [], []
+        for example in examples:
+            started = time.perf_counter()
+            answers += model.predict([example], batch_size=batch_size)
+            times.append(1000 * (time.perf_counter() - started))
+    else:
+        answers = model.predict(examples, batch_size=batch_size)
+    return ({ex["id"]: (found[0].text, found[0].start) for ex, found in zip(examples, answers, strict=True) if found},
+            times)
 
 
 # ---------------------------------------------------------------------------------------------------------- scoring
@@ -296,15 +325,20 @@ def run_evaluation(config: EvaluateConfig, log=print) -> dict:
     if len(pretraining) != len(config.pretraining_logs):
         raise ConfigError("--pretraining-log: the same label given twice")
     answers = {s.label: load_predictions_file(s.source) for s in systems if s.kind == "predictions"}
+    squads = _read_datasets(config.data)
+    open_run = None
+    if config.open.active:
+        open_run = OpenRun(config.open, {key: squad.examples for key, (_, squad) in squads.items()}, config.seed,
+                           config.batch_size, log)
     models: dict[str, Any] = {}  # loaded once, used for every dataset
     datasets: dict[str, dict] = {}
     per_question: dict[tuple[str, str], list[dict]] = {}
-    for source in config.data:
-        key = _dataset_key(source)
-        if key in datasets:
-            raise ConfigError(f"dataset {source!r} given twice (or two files named {key})")
-        datasets[key], records = _evaluate_dataset(config, source, key, systems, answers, models, log)
+    no_answer_records: dict[tuple[str, str], list[dict]] = {}
+    for key, (source, squad) in squads.items():
+        datasets[key], records, negatives = _evaluate_dataset(config, source, squad, key, systems, answers, models,
+                                                              open_run, log)
         per_question.update({(key, label): rows for label, rows in records.items()})
+        no_answer_records.update({(key, label): rows for label, rows in negatives.items()})
 
     for system in systems:
         if system.kind == "predictions":
@@ -321,7 +355,9 @@ def run_evaluation(config: EvaluateConfig, log=print) -> dict:
         "created_by": "arabert-pipeline evaluate",
         "config": {**dataclasses.asdict(config), "out": portable_path(config.out),
                    "systems": [(kind, portable_path(source)) for kind, source in config.systems],
-                   "pretraining_logs": [(label, portable_path(log)) for label, log in config.pretraining_logs]},
+                   "pretraining_logs": [(label, portable_path(log)) for label, log in config.pretraining_logs],
+                   "open": {**dataclasses.asdict(config.open),
+                            "distractors": [portable_path(path) for path in config.open.distractors]}},
         "reference": systems[0].label,
         "systems": [{**dataclasses.asdict(s), "source": portable_path(s.source)} for s in systems],
         "datasets": datasets,
@@ -333,15 +369,42 @@ def run_evaluation(config: EvaluateConfig, log=print) -> dict:
                                   for name, row in PAPER_TABLE6.items()}},
         "pretraining": {label: pretraining_summary(rows) for label, rows in pretraining.items()},
     }
-    write_report(config.out, results, per_question, model_answers, pretraining)
+    if open_run is not None:
+        results["open"] = _open_results(config, systems, models, open_run, per_question, no_answer_records)
+    write_report(config.out, results, per_question, model_answers, pretraining, no_answer_records)
     return results
 
 
-def _evaluate_dataset(config, source, key, systems, answers, models, log) -> tuple[dict, dict[str, list[dict]]]:
-    """One dataset: every system's per-question records and summary (paired against the first system)."""
+def _read_datasets(sources: list[str]) -> dict[str, tuple[str, Any]]:
+    """Key → (source, qa.data.SquadFile) of each --data, in order; the same key twice is an error."""
     from ..qa.data import read_squad
 
-    squad = read_squad(source, misaligned="keep")
+    squads: dict[str, tuple[str, Any]] = {}
+    for source in sources:
+        key = _dataset_key(source)
+        if key in squads:
+            raise ConfigError(f"dataset {source!r} given twice (or two files named {key})")
+        squads[key] = (source, read_squad(source, misaligned="keep"))
+    return squads
+
+
+def _load_model(system: System, config: EvaluateConfig):
+    own = system.info.get("preprocessing") if "hub_id" not in system.info else None
+    preprocessing = None if own else config.preprocessing
+    if config.backend == "onnx":
+        from ..qa.transformer.onnx import OnnxQAModel
+
+        return OnnxQAModel.load(system.source, preprocessing=preprocessing, whole_words=config.whole_words)
+    from ..qa.transformer.model import QAModel
+
+    return QAModel.load(system.source, whole_words=config.whole_words, device=config.device,
+                        preprocessing=preprocessing)
+
+
+def _evaluate_dataset(config, source, squad, key, systems, answers, models, open_run, log
+                      ) -> tuple[dict, dict[str, list[dict]], dict[str, list[dict]]]:
+    """One dataset: every system's per-question records and summary (paired against the first system); and the
+    no-answer records of the open systems asked of a collection."""
     examples = squad.examples[: config.limit] if config.limit else squad.examples
     if not examples:
         raise InputError("no questions to evaluate", path=squad.path)
@@ -357,18 +420,31 @@ def _evaluate_dataset(config, source, key, systems, answers, models, log) -> tup
         "systems": {},
     }
     records: dict[str, list[dict]] = {}
+    negatives: dict[str, list[dict]] = {}
     for system in systems:
         log(f"{key}: {system.label} ({system.kind}, {len(examples)} questions)")
         predictions: Mapping[str, tuple[str, int | None]]
+        if system.kind == "open":
+            model, oracle = models[system.info["model"]], records[system.info["model"]]
+            records[system.label], found = open_run.records(model, system.info["setting"], system.info["retriever"],
+                                                            key, examples)
+            if found:
+                negatives[system.label] = found
+            entry["systems"][system.label] = summarize(records[system.label], records[systems[0].label],
+                                                       config.resamples, config.seed)
+            entry.setdefault("open", {})[system.label] = {
+                "paired_vs_paragraph": paired_vs_paragraph(records[system.label], oracle, config.resamples,
+                                                           config.seed),
+                **open_summary(records[system.label], oracle, model, config.resamples, config.seed),
+                "no_answer": no_answer_summary(records[system.label], found, model.settings.index_null_threshold,
+                                               config.resamples, config.seed)}
+            continue
+        times = None
         if system.kind == "model":
             if system.label not in models:
-                from ..qa.transformer.model import QAModel
-
-                own = system.info.get("preprocessing") if "hub_id" not in system.info else None
-                models[system.label] = QAModel.load(system.source, whole_words=config.whole_words,
-                                                    device=config.device,
-                                                    preprocessing=None if own else config.preprocessing)
-            predictions = _predict_with_model(models[system.label], examples, config.batch_size)
+                models[system.label] = _load_model(system, config)
+            predictions, times = _predict_with_model(models[system.label], examples, config.batch_size,
+                                                     timed=open_run is not None)
         elif system.kind == "predictions":
             predictions = answers[system.label]
             if not ids & predictions.keys():
@@ -379,12 +455,54 @@ def _evaluate_dataset(config, source, key, systems, answers, models, log) -> tup
         records[system.label] = score_system(examples, predictions)
         reference = records[systems[0].label] if system is not systems[0] else None
         entry["systems"][system.label] = summarize(records[system.label], reference, config.resamples, config.seed)
+        if times is not None:  # the paragraph-given answers beside the open settings: timed one by one
+            for record, example, ms in zip(records[system.label], examples, times, strict=True):
+                record["ms"], record["characters"] = ms, len(example["context"])
+            entry.setdefault("open", {})[system.label] = _paragraph_summary(records[system.label])
         if system.kind == "model" and config.no_answer:
             entry.setdefault("no_answer", {})[system.label] = score_no_answer(
                 models[system.label], examples, records[system.label], config)
-    return entry, records
+    return entry, records, negatives
 
 
+def _paragraph_summary(records: list[dict]) -> dict:
+    times = [r["ms"] for r in records]
+    return {"setting": "paragraph", "questions": len(records),
+            "characters": float(np.mean([r["characters"] for r in records])),
+            "ms": {"end_to_end": {"mean": float(np.mean(times)), "p50": float(np.median(times))}}}
+
+
+def _open_results(config, systems, models, open_run, per_question, no_answer_records) -> dict:
+    """The open settings pooled over every dataset: each open system's scores paired against its model's
+    paragraph-given answers to the same questions, its recall, times, grid and no-answer scores."""
+    keys = list(dict.fromkeys(key for key, _ in per_question))
+
+    def pooled(label: str, table: dict) -> list[dict]:
+        return [row for key in keys for row in table.get((key, label), [])]
+
+    out: dict[str, Any] = {
+        "settings": config.open.settings(), "depth": DEPTH, "recall_at": list(RECALL_AT),
+        "grid": {"passages_read": list(GRID_PASSAGES), "null_weights": list(GRID_NULL_WEIGHTS)},
+        "keep_answered": list(KEEP_ANSWERED), "collection": open_run.description, "systems": {}, "pooled": {},
+    }
+    for system in systems:
+        if system.kind != "open":
+            continue
+        model_label = system.info["model"]
+        model = models[model_label]
+        records, oracle = pooled(system.label, per_question), pooled(model_label, per_question)
+        out["systems"][system.label] = {key: system.info[key] for key in ("model", "setting", "retriever")}
+        if model_label not in out["pooled"]:
+            out["systems"][model_label] = {"model": model_label, "setting": "paragraph", "retriever": "oracle"}
+            out["pooled"][model_label] = {"scores": summarize(oracle, None, config.resamples, config.seed)["scores"],
+                                          **_paragraph_summary(oracle)}
+        out["pooled"][system.label] = {
+            "scores": summarize(records, None, config.resamples, config.seed)["scores"],
+            "paired_vs_paragraph": paired_vs_paragraph(records, oracle, config.resamples, config.seed),
+            **open_summary(records, oracle, model, config.resamples, config.seed),
+            "no_answer": no_answer_summary(records, pooled(system.label, no_answer_records),
+                                           model.settings.index_null_threshold, config.resamples, config.seed)}
+    return out
 def score_no_answer(model, examples: list[dict], records: list[dict], config: EvaluateConfig) -> dict[str, Any]:
     """SQuAD 2.0-style scores: the answerable questions as asked, allowed to abstain (an abstention scores 0), and
     each once more with a paragraph of its article that lacks the answer (`unanswerable_examples`), where only an
@@ -433,6 +551,10 @@ def _systems(config: EvaluateConfig) -> list[System]:
         from ..preprocess.preprocessor import preprocessing_name
 
         preprocessing_name(config.preprocessing)
+    if config.backend not in BACKENDS:
+        raise ConfigError(f"--backend {config.backend!r}: use {' or '.join(BACKENDS)}")
+    if config.backend == "onnx" and config.device != "cpu":
+        raise ConfigError(f"--backend onnx runs on the CPU, not on --device {config.device}")
     if config.device != "cpu" and any(kind == "model" for kind, _ in config.systems):
         torch_device(config.device)  # before any data is read or model loaded
     unknown = [b for b in config.baselines if b not in BASELINES]
@@ -445,6 +567,21 @@ def _systems(config: EvaluateConfig) -> list[System]:
         label = config.labels[i] if i < len(config.labels) else Path(source.rstrip("/")).name.removesuffix(".json")
         info = _model_info(source) if kind == "model" else {}
         systems.append(System(label, kind, source, info))
+    config.open.check()
+    if config.open.active:
+        if not any(s.kind == "model" for s in systems):
+            raise ConfigError("--documents and --collection ask a model: give --model (a predictions file answers "
+                              "paragraphs only)")
+        asked = []
+        for system in systems:
+            asked.append(system)
+            if system.kind == "model":
+                for setting in config.open.settings():
+                    others = config.open.documents if setting == "documents" else None
+                    asked += [System(open_label(system.label, setting, retriever, others), "open", system.source,
+                                     {"model": system.label, "setting": setting, "retriever": retriever,
+                                      "documents": others}) for retriever in config.open.retrievers]
+        systems = asked
     systems += [System(name, "baseline", name) for name in config.baselines]
     if not systems:
         raise ConfigError("nothing to evaluate: give --model or --predictions, or keep the baselines")
@@ -468,18 +605,16 @@ def _check_output_dir(out: Path) -> None:
 
 
 def write_report(out: Path, results: dict, per_question: dict, predictions: dict,
-                 pretraining: dict[str, list[dict]] | None = None) -> None:
+                 pretraining: dict[str, list[dict]] | None = None, no_answer: dict | None = None) -> None:
     with atomic_directory(out) as tmp:
         tmp.chmod(0o755)  # a temporary directory is private; a report is not
         (tmp / RESULTS_FILE).write_text(json.dumps(results, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
         (tmp / "table.md").write_text(markdown_report(results), encoding="utf-8")
         (tmp / "table.csv").write_text(csv_report(results), encoding="utf-8")
         for (dataset, label), records in per_question.items():
-            path = per_question_file(tmp, dataset, label)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            # gzip without a timestamp: the same scores give the same bytes, so a rerun does not churn the repository.
-            with gzip.GzipFile(path, "wb", mtime=0) as f:
-                f.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("utf-8"))
+            _write_records(per_question_file(tmp, dataset, label), records)
+        for (dataset, label), records in (no_answer or {}).items():
+            _write_records(no_answer_file(tmp, dataset, label), records)
         for label, answers in predictions.items():
             (tmp / "predictions").mkdir(exist_ok=True)
             (tmp / "predictions" / f"{safe_name(label)}.json").write_text(
@@ -487,12 +622,21 @@ def write_report(out: Path, results: dict, per_question: dict, predictions: dict
         (tmp / "plots").mkdir()
         for dataset in results["datasets"]:
             plot_dataset(results, dataset, tmp / "plots")
+        if results.get("open"):
+            plot_open(results, tmp / "plots")
         if pretraining:
             (tmp / "pretraining").mkdir()
             for label, rows in pretraining.items():
                 (tmp / "pretraining" / f"{safe_name(label)}.jsonl").write_text(
                     "".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
             plot_pretraining(pretraining, tmp / "plots")
+
+
+def _write_records(path: Path, records: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # gzip without a timestamp: the same scores give the same bytes, so a rerun does not churn the repository.
+    with gzip.GzipFile(path, "wb", mtime=0) as f:
+        f.write("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records).encode("utf-8"))
 
 
 # ------------------------------------------------------------------------------------------------------ pretraining

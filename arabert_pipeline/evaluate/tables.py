@@ -127,6 +127,8 @@ def markdown_report(results: dict) -> str:
         parts += ["F1 (Arabic variant) by question word:", breakdown_table(results, dataset, "by_question_word"),
                   "F1 (Arabic variant) by gold answer length in words:",
                   breakdown_table(results, dataset, "by_answer_length")]
+    if results.get("open"):
+        parts += open_tables(results)
     if results.get("pretraining"):
         parts += ["## Pretraining runs", "Last logged training values and last held-out evaluation "
                   "(fixed masks on held-out documents) of each run given with --pretraining-log.",
@@ -190,3 +192,128 @@ def print_summary(results: dict, stream=None) -> None:
         for label, summary in entry["systems"].items():
             cells = " ".join(f"{key}={summary['scores'][key]['mean']:.1f}" for key in results["score_keys"])
             print(f"{dataset:24} {label:20} {cells}  missing={summary['missing']}", file=stream)
+
+
+# ----------------------------------------------------------------------------------- documents and collections
+
+
+SETTING_NAMES = {"paragraph": "paragraph given", "documents": "document", "collection": "collection"}
+RETRIEVER_LABELS = {"oracle": "—", "bm25": "BM25", "tfidf": "TF-IDF (SOQAL)"}
+
+
+def _pct(score: dict) -> str:
+    return f"{score['mean']:.1f}"
+
+
+def _setting_name(results: dict, label: str) -> str:
+    system = results["open"]["systems"][label]
+    documents = next((s["info"].get("documents") for s in results["systems"] if s["label"] == label), None)
+    name = SETTING_NAMES[system["setting"]]
+    return f"{name}, K={documents}" if documents else name
+
+
+def open_rows(results: dict, entries: dict) -> list[str]:
+    """Rows of the documents-and-collections table: per model its paragraph-given row, then its open systems."""
+    systems = results["open"]["systems"]
+    lines = ["| model | setting | retriever | characters | EM (SOQAL) | F1 (SOQAL) | SM (SOQAL) | F1 (Arabic) | "
+             "ΔF1 (SOQAL) vs paragraph | recall@1 / @5 / @20 | gold read / chosen | ms retrieval | ms a question | "
+             "× paragraph |", "|---|---|---|---:|---:|---:|---:|---:|---|---|---|---:|---:|---:|"]
+    for label, row in entries.items():
+        system = systems[label]
+        scores = row["scores"]
+        cells = [system["model"], _setting_name(results, label), RETRIEVER_LABELS[system["retriever"]],
+                 f"{row['characters']:,.0f}", _pct(scores["soqal_em"]), _cell(scores["soqal_f1"]),
+                 _pct(scores["soqal_sm"]), _pct(scores["arabic_f1"])]
+        if system["setting"] == "paragraph":
+            cells += ["", "", "", "", f"{row['ms']['end_to_end']['mean']:.0f}", "1"]
+        else:
+            recall = row["recall"]
+            paired = row["paired_vs_paragraph"]["soqal_f1"]
+            cells += [_diff_cell(paired), " / ".join(_pct(recall[f"@{k}"]) for k in results["open"]["recall_at"]),
+                      f"{_pct(recall['read'])} / {_pct(recall['chosen'])}", f"{row['ms']['retrieval']['mean']:.1f}",
+                      f"{row['ms']['end_to_end']['mean']:.0f}",
+                      "" if row["ms"]["ratio"] is None else f"{row['ms']['ratio']:.2f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def grid_table(results: dict, entries: dict) -> str:
+    weights = sorted({cell["null_weight"] for row in entries.values() for cell in row.get("grid", [])})
+    lines = ["| system | passages read | " + " | ".join(f"null weight {w:g}" for w in weights) + " | ms a question |",
+             "|---|---:|" + "---|" * len(weights) + "---:|"]
+    for label, row in entries.items():
+        if "grid" not in row:
+            continue
+        for passages in sorted({cell["passages_read"] for cell in row["grid"]}):
+            cells = {cell["null_weight"]: cell for cell in row["grid"] if cell["passages_read"] == passages}
+            shown = []
+            for weight in weights:
+                cell = cells[weight]
+                own = passages == row["passages_read"] and weight == row["passage_null_weight"]
+                mark = f"**{_cell(cell['soqal_f1'])}** (the model's)" if own else \
+                    f"{_cell(cell['soqal_f1'])} ({_diff_cell(cell['vs_model']).split(' p')[0]})"
+                shown.append(mark)
+            ms = next(iter(cells.values()))["ms"]
+            lines.append(f"| {label} | {passages} | " + " | ".join(shown) + f" | {ms:.0f} |")
+    return "\n".join(lines)
+
+
+def open_no_answer_table(results: dict, entries: dict) -> str:
+    keeps = results["open"]["keep_answered"]
+    lines = ["| system | answerable / withheld | threshold | answered (%) | HasAns F1 (SOQAL) | NoAns accuracy | "
+             + " | ".join(f"keeping {100 * k:.0f}%: refused (threshold)" for k in keeps) + " |",
+             "|---|---|---:|---:|---:|---|" + "---|" * len(keeps)]
+    for label, row in entries.items():
+        found = row.get("no_answer")
+        if not found:
+            continue
+        at = found["at_model_threshold"]
+        curve = {point["keep"]: point for point in found["curve"]}
+        cells = [f"{curve[k]['no_ans_accuracy']['mean']:.1f} ({curve[k]['threshold']:.2f})" if k in curve else ""
+                 for k in keeps]
+        lines.append(f"| {label} | {found['answerable']} / {found['unanswerable']} | {at['threshold']:.2f} | "
+                     f"{at['answered']:.1f} | {at['has_ans_f1']['soqal']:.1f} | {_cell(at['no_ans_accuracy'])} | "
+                     + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def open_tables(results: dict) -> list[str]:
+    """The documents-and-collections section of table.md (`evaluate --documents / --collection`)."""
+    found = results["open"]
+    datasets = list(results["datasets"])
+    collection = found.get("collection") or {}
+    parts = ["## Documents and collections",
+             "Each question asked of its paragraph (one at a time, timed), of its article among K others of its set "
+             "(documents), and of one collection of every set's paragraphs plus the distractors (collection); read by "
+             "each retriever's best passages as `answer` reads them. Recall: the passage holding the answer's start "
+             "among the first k (documents), the gold paragraph among the first k passages' documents (collection); "
+             "gold read / chosen: among the passages read, the passage the answer came from. ms: one thread's time "
+             "a question, retrieval (for a document: its index built and searched) and end to end; × paragraph: "
+             "end to end over the paragraph's. Δ: paired against the same model's paragraph-given answers (95% CI, "
+             "paired-bootstrap p)."]
+    if collection:
+        distractors = collection.get("distractors") or {}
+        passages = ", ".join(f"{RETRIEVER_LABELS[name]} {count:,}" for name, count in collection["passages"].items())
+        lines = distractors.get("paragraph_lines", 0)
+        parts.append(f"Collection: {collection['paragraphs']:,} paragraphs of {' + '.join(datasets)} and "
+                     f"{distractors.get('documents', 0):,} distractor documents ({lines:,} paragraph lines), "
+                     f"{collection['documents']:,} documents in all; passages: {passages}. "
+                     f"{collection['withheld_articles']} of {collection['articles']} articles withheld from the "
+                     "no-answer collection.")
+    parts += [f"Pooled over {' + '.join(datasets)}:", "\n".join(open_rows(results, found["pooled"]))]
+    if len(datasets) > 1:
+        for dataset in datasets:
+            entry = results["datasets"][dataset]
+            rows = {label: {**row, "scores": entry["systems"][label]["scores"]}
+                    for label, row in entry.get("open", {}).items()}
+            parts += [f"{dataset}:", "\n".join(open_rows(results, rows))]
+    parts += ["The passages read × the null weight (F1, SOQAL, pooled; in brackets the paired difference to the "
+              "model's own setting; `passages_read` and `passage_null_weight` in qa/transformer/settings.py were "
+              "chosen on this grid):", grid_table(results, found["pooled"])]
+    if any(row.get("no_answer") for row in found["pooled"].values()):
+        parts += ["No answer (collection): the questions of the withheld articles asked of the collection without "
+                  "them, with allow_no_answer: no answer where the chosen passage's null margin passes the threshold "
+                  "(the model's `index_null_threshold`, then the thresholds that keep a share of the answerable "
+                  "questions answered). HasAns F1 counts a withheld answer as 0.",
+                  open_no_answer_table(results, found["pooled"])]
+    return parts

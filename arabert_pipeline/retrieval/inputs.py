@@ -49,6 +49,14 @@ class Documents:
         self.titles.append(title)
         self.sources.append(source)
 
+    def paragraphs(self) -> int:
+        """The paragraph lines of all documents (a document's lines are joined by "\\n")."""
+        return sum(text.count("\n") + 1 for text in self.texts)
+
+    def first(self, count: int) -> Documents:
+        """The first `count` documents."""
+        return Documents(self.texts[:count], self.ids[:count], self.titles[:count], self.sources[:count])
+
 
 def input_format(path: str | os.PathLike) -> str:
     name = Path(path).name.lower()
@@ -58,8 +66,11 @@ def input_format(path: str | os.PathLike) -> str:
     return "corpus"
 
 
-def read_documents(paths: list[str | os.PathLike]) -> Documents:
-    """The documents of every input, in order (see the module docstring)."""
+def read_documents(paths: list[str | os.PathLike], max_paragraphs: int | None = None) -> Documents:
+    """The documents of every input, in order (see the module docstring). `max_paragraphs`: whole documents only
+    while fewer paragraph lines than that were taken (the last one may pass it); the files after are not read."""
+    if max_paragraphs is not None and (type(max_paragraphs) is not int or max_paragraphs < 1):
+        raise ConfigError(f"max_paragraphs {max_paragraphs!r}: a whole number of paragraph lines ≥ 1")
     if not paths:
         raise ConfigError("no input files given")
     names: dict[str, str] = {}
@@ -71,12 +82,21 @@ def read_documents(paths: list[str | os.PathLike]) -> Documents:
         names[name] = str(path)
         check_input_file(path, "input file")
     documents = Documents()
+    taken = 0
     for path in map(Path, paths):
         reader = {"squad": _squad, "jsonl": _json_lines, "corpus": _corpus}[input_format(path)]
         before = len(documents.texts)
         reader(path, documents)
         if len(documents.texts) == before:
             raise InputError("holds no documents", path=path)
+        if max_paragraphs is not None:
+            for position in range(before, len(documents.texts)):
+                if taken >= max_paragraphs:
+                    documents = documents.first(position)
+                    break
+                taken += documents.texts[position].count("\n") + 1
+            if taken >= max_paragraphs:
+                break
     first: dict[str, int] = {}
     for position, id_ in enumerate(documents.ids):
         if first.setdefault(id_, position) != position:

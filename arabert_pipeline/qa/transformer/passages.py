@@ -34,8 +34,8 @@ from .decode import Answer
 
 if TYPE_CHECKING:
     from ...retrieval.index import Hit, Index
+    from .features import Windows
     from .model import QAModel
-    from .settings import QASettings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,8 +117,8 @@ def answer_long_contexts(model: QAModel, examples: list[dict[str, Any]], batch_s
     settings = model.settings
     prepared = model.prepare(examples)
     windows = model.windows(prepared)
-    counts = np.bincount(windows.example_index, minlength=len(prepared))
-    whole = np.flatnonzero(counts <= settings.long_context_windows)
+    long_mask = read_by_passages(model, prepared, windows)
+    whole = np.flatnonzero(~long_mask)
     results: list[list[Answer]] = [[] for _ in examples]
     if len(whole) == len(examples):
         return model.predict_prepared(examples, prepared, windows, batch_size, top_k, allow_no_answer)
@@ -130,11 +130,12 @@ def answer_long_contexts(model: QAModel, examples: list[dict[str, Any]], batch_s
                                        top_k, allow_no_answer)
         for i, answers in zip(whole.tolist(), found, strict=True):
             results[i] = answers
-    long = [i for i in range(len(examples)) if counts[i] > settings.long_context_windows]
+    long = np.flatnonzero(long_mask).tolist()
     hits = [rank_passages(examples[i]["question"], examples[i]["context"], passage_chars=settings.passage_chars,
                           k=settings.passages_read) for i in long]
     # A question that shares no term with any passage still gets the reader's answer: its first passages are read.
-    hits = [found or _leading_passages(examples[i]["context"], settings) for i, found in zip(long, hits, strict=True)]
+    hits = [found or leading_passages(examples[i]["context"], settings.passage_chars, settings.passages_read)
+            for i, found in zip(long, hits, strict=True)]
     reads = read_hits(model, [examples[i]["question"] for i in long], hits, batch_size, top_k)
     for i, per_question in zip(long, reads, strict=True):
         context = examples[i]["context"]
@@ -145,12 +146,21 @@ def answer_long_contexts(model: QAModel, examples: list[dict[str, Any]], batch_s
     return results
 
 
-def _leading_passages(text: str, settings: QASettings) -> list[Hit]:
+def read_by_passages(model: QAModel, prepared: Sequence[tuple[str, Any]], windows: Windows) -> np.ndarray:
+    """Per example (through `model.prepare` and `model.windows`): whether its context is long enough to be read by
+    passages (more than `long_context_windows` windows) rather than whole."""
+    counts = np.bincount(windows.example_index, minlength=len(prepared))
+    return counts > model.settings.long_context_windows
+
+
+def leading_passages(text: str, passage_chars: int, k: int) -> list[Hit]:
+    """The first `k` passages of `text` that hold a letter or digit, as hits of score 0 (document "0"): what is read
+    of a long context when no passage shares a term with the question."""
     from ...retrieval.index import Hit
     from ...retrieval.passages import split_passages
 
-    passages = [p for p in split_passages(text, settings.passage_chars) if any(map(str.isalnum, text[p.start:p.end]))]
-    return [Hit(p, 0.0, "0", None, text[p.start:p.end]) for p in passages[: settings.passages_read]]
+    passages = [p for p in split_passages(text, passage_chars) if any(map(str.isalnum, text[p.start:p.end]))]
+    return [Hit(p, 0.0, "0", None, text[p.start:p.end]) for p in passages[:k]]
 
 
 def answer_from_index(model: QAModel, index: Index, questions: Sequence[str], batch_size: int, top_k: int,
