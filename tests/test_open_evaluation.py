@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from arabert_pipeline.artifacts import shipped_model_dir
+from arabert_pipeline.artifacts.models import shipped_model_dir
 from arabert_pipeline.cli import main
 from arabert_pipeline.errors import ConfigError
 from arabert_pipeline.evaluate import load
