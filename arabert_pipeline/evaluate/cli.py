@@ -122,9 +122,9 @@ def register(subparsers) -> None:
 
 # What `evaluate` writes into OUTDIR (evaluate/report.py's write_report).
 # pooled.md, seeds.md, tokenization.md, bench*.json: the summaries scripts/pooled_table.py, seed_spread.py and
-# tokenization_profile.py print and benchmarks/bench_documents.py's results (a dev collection, the whole corpus), which the experiments write into the
-# report they summarise (a re-run with --overwrite replaces them with the report, instead of refusing the directory as
-# someone else's).
+# tokenization_profile.py print and benchmarks/bench_documents.py's results (a dev collection, the whole corpus),
+# which the experiments write into the report they summarise (a re-run with --overwrite replaces them with the report,
+# instead of refusing the directory as someone else's).
 REPORT_OUTPUT_NAMES = ("results.json", "table.md", "table.csv", "per_question", "predictions", "plots", "pretraining",
                        "no_answer", "pooled.md", "seeds.md", "tokenization.md", "bench.json",
                        "bench-whole-corpus.json")
