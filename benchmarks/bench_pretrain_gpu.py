@@ -162,8 +162,12 @@ def run(args) -> None:
                 report["rows"][name] = json.loads(result_file.read_text(encoding="utf-8"))
             else:
                 report["rows"][name] = {"error": f"exit {done.returncode}: {done.stderr[-1500:]}"}
-        except subprocess.TimeoutExpired:
-            report["rows"][name] = {"error": f"stopped at the deadline ({args.deadline:.0f} s)"}
+        except subprocess.TimeoutExpired as stopped:
+            # TimeoutExpired carries bytes whatever text= says; the last progress line tells where the time went
+            lines = (stopped.stderr or b"").decode("utf-8", "replace").splitlines()
+            reached = [line for line in lines if line.startswith("step ")][-1:]
+            report["rows"][name] = {"error": f"stopped at the deadline ({args.deadline:.0f} s)"
+                                             + (f"; the last progress: {reached[0]}" if reached else "; before step 1")}
         print(f"{name}: {summary(report['rows'][name])}", flush=True)
         report["ratios"] = ratios(report["rows"])
         write_json(out, report)
@@ -263,6 +267,12 @@ class Timer:
         self.seconds = self.tokens = self.end_tokens = None
         self.start_graphs = self.graphs_while_timed = self.retimed = 0
         self.profile_steps, self.profile_end, self.profiler, self.profile = profile_steps, None, None, None
+        self.created = time.perf_counter()
+
+    def progress(self, step: int, what: str) -> None:
+        """One line on stderr at the steps that mark a phase: a row stopped at the deadline says how far it got
+        (compiling before step 1, the warm-up, the timed window, the profile)."""
+        print(f"step {step}: {what} at {time.perf_counter() - self.created:.1f} s", file=sys.stderr, flush=True)
 
     def synchronize(self) -> None:
         if self.device.type == "cuda":
@@ -278,6 +288,8 @@ class Timer:
         profiled ones after them) are done."""
         if loss is not None:
             self.record_loss(step, loss)
+        if step in (1, 2):
+            self.progress(step, "done (the first steps carry the compilation)")
         if self.profiler is not None:
             if step < self.profile_end:
                 return False
@@ -287,10 +299,12 @@ class Timer:
             return True
         if step == self.warmup:
             self.synchronize()
+            self.progress(step, "warm-up done, timing starts")
             self.start, self.start_tokens = time.perf_counter(), tokens
             self.start_graphs = traced_graphs()
         elif step == self.window[1]:
             self.synchronize()
+            self.progress(step, "timed window done")
             self.seconds, self.tokens, self.end_tokens = time.perf_counter() - self.start, tokens - self.start_tokens, \
                 tokens
             self.graphs_while_timed = traced_graphs() - self.start_graphs

@@ -59,7 +59,7 @@ def test_the_prepared_folder_runs_every_row_at_tiny_size(tmp_path):
     assert "| bert-128 |" in done.stdout
 
 
-def test_a_window_with_a_trace_is_timed_again_then_profiled_within_the_planned_steps(monkeypatch):
+def test_a_window_with_a_trace_is_timed_again_then_profiled_within_the_planned_steps(monkeypatch, capsys):
     """The Timer without a model: warm-up 3, windows of 4, a graph traced at step 5 (the first window, steps 4-7):
     the window is timed again (8-11), the losses are that window's (a Hugging Face log row for its last step comes
     after the step's callback and still counts), 2 profiled steps follow (12-13), and the run the schedule plans for
@@ -88,4 +88,9 @@ def test_a_window_with_a_trace_is_timed_again_then_profiled_within_the_planned_s
     assert timer.profile is not None
     args = types.SimpleNamespace(warmup_steps=3, steps=4, profile_steps=2)
     assert done_at < bench.planned_steps(args)  # the last step with no stop before it
+    # The phase lines a row stopped at the deadline is reported by (the last one that starts with "step ").
+    phases = [line.split(" at ")[0] for line in capsys.readouterr().err.splitlines()]
+    assert phases == ["step 1: done (the first steps carry the compilation)",
+                      "step 2: done (the first steps carry the compilation)", "step 3: warm-up done, timing starts",
+                      "step 7: timed window done", "step 11: timed window done"]
 
