@@ -30,6 +30,7 @@ documents included, is `bytes_with_documents`).
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import os
 import platform
@@ -373,10 +374,9 @@ def main(argv: list[str] | None = None) -> int:
                                            "p": round(float(diff["p_value"][0]), 4)}})
     args.out.parent.mkdir(parents=True, exist_ok=True)
     machine = {"python": platform.python_version(), "cpus": os.cpu_count(), "load_average": os.getloadavg()}
-    import bm25s.version
-    import tantivy
-
-    versions = {"bm25s": bm25s.version.__version__, "tantivy": getattr(tantivy, "__version__", "0.27")}
+    # tantivy is no dependency of the package: its version is recorded only where it was compared
+    versions = {name: importlib.metadata.version(name) for name in ("bm25s", "tantivy")
+                if name == "bm25s" or "tantivy" in args.systems}
     args.out.write_text(json.dumps({"argv": sys.argv[1:], "machine": machine, "versions": versions,
                                     "news_paragraph_lines": news_lines, "news_documents": len(news_texts),
                                     "results": results, "comparisons": comparisons}, ensure_ascii=False, indent=1))

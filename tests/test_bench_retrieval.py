@@ -50,6 +50,7 @@ def test_the_dev_script_compares_systems_with_paired_cis(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(out.read_text())
     assert {r["system"] for r in report["results"]} == set(systems)
+    assert set(report["versions"]) == set(systems)  # without tantivy installed, nothing asks for it
     first = report["results"][0]
     assert (first["analysis"], first["passage_chars"]) == ("arabertv02-light10+qwords", 600)
     assert 0 < first["pooled"]["recall@1"]["mean"] <= first["pooled"]["recall@20"]["mean"] <= 100
