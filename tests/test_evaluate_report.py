@@ -5,6 +5,7 @@ import csv
 import json
 import shutil
 
+import numpy as np
 import pytest
 
 from arabert_pipeline.cli import main
@@ -137,6 +138,36 @@ def test_cli_with_a_model(shared_data, tmp_path):
     assert row["soqal"]["has_ans_f1"] == 0.0 and row["soqal"]["overall_f1"]["mean"] == pytest.approx(100 * share)
     assert row["soqal"]["always_answer_f1"] == pytest.approx(first["soqal_f1"]["mean"] * (1 - share))
     assert "No answer in this context" in (abstaining / "table.md").read_text(encoding="utf-8")
+
+    # --no-answer-data: a SQuAD 2.0 file's unanswerable questions (its answerable one left out), drawn by the limit,
+    # measured at the model's threshold and along the curve drawn from the answerable questions' null margins.
+    contexts = sorted({ex["context"] for ex in examples})
+    negatives = tmp_path / "impossible.json"
+    negatives.write_text(json.dumps({"version": "v2.0", "data": [{"title": "t", "paragraphs": [
+        {"context": context, "qas": [{"id": f"n{i}", "question": "ما اسم مدينة لم يذكرها النص؟", "answers": [],
+                                      "is_impossible": True}, {**examples[0], "id": f"a{i}", "is_impossible": False,
+                                                               "answers": [{"text": examples[0]["answers"]["text"][0],
+                                                                            "answer_start": 0}]}]}
+        for i, context in enumerate(contexts)]}]}, ensure_ascii=False), encoding="utf-8")
+    write_metadata(model_dir, null_score_diff_threshold=1000.0)  # the highest: every question answered
+    curve_out = tmp_path / "no-answer-data"
+    assert main(["evaluate", "--model", str(model_dir), "--data", str(data), "--baselines", "none", "--no-answer",
+                 "--no-answer-data", str(negatives), "--no-answer-limit", str(len(contexts) - 1),
+                 "-o", str(curve_out), *FAST]) == 0
+    found = load.load_results(curve_out)["no_answer_data"]["impossible"]
+    assert (found["questions"], found["of"]) == (len(contexts) - 1, len(contexts))
+    row = found["systems"]["tiny-qa"]
+    assert row["answerable"] == len(examples) and row["unanswerable"] == len(contexts) - 1
+    assert row["at_model_threshold"]["answered"] == 100.0 and row["at_model_threshold"]["no_ans_accuracy"]["mean"] == 0
+    negative_margins = [r["null_margin"] for r in load.load_no_answer(curve_out, "impossible", "tiny-qa")]
+    answerable_margins = [r["null_margin"] for r in load.load_per_question(curve_out, "slice", "tiny-qa")]
+    for point in row["curve"]:
+        assert 100 * np.mean(np.array(answerable_margins) <= point["threshold"]) >= 100 * point["keep"] - 1e-9
+        assert point["no_ans_accuracy"]["mean"] == pytest.approx(
+            100 * np.mean(np.array(negative_margins) > point["threshold"]))
+    assert "### impossible" in (curve_out / "table.md").read_text(encoding="utf-8")
+    assert main(["evaluate", "--model", str(model_dir), "--data", str(data), "--no-answer-data", str(negatives),
+                 "-o", str(tmp_path / "refused"), *FAST]) == 2
 
 
 @pytest.mark.slow

@@ -7,7 +7,7 @@ import logging
 import pytest
 
 from arabert_pipeline.errors import ConfigError, DataNotFoundError, InputError
-from arabert_pipeline.qa.data import REGISTRY, SPLITS, load_squad, read_squad
+from arabert_pipeline.qa.data import REGISTRY, SPLITS, load_squad, read_squad, read_unanswerable
 from arabert_pipeline.qa.leakage import find_leakage, normalize
 
 ARCD_MISALIGNED = {"411858985910", "512657045685", "736438426218", "281472164170", "964512591997", "811471729708"}
@@ -108,6 +108,33 @@ def test_opt_in_set_says_what_its_user_must_know(full_data, caplog):
     finally:
         logger.removeHandler(caplog.handler)
     assert "no licence stated" in caplog.text and "noisy" in caplog.text
+
+
+def test_unanswerable_questions_are_read_apart_and_checked(tmp_path):
+    """SQuAD 2.0: only the questions marked is_impossible, with empty answers; the others left out."""
+    impossible = {"id": "n1", "question": "من كان رساما؟", "answers": [], "is_impossible": True}
+    path = squad_file(tmp_path, [qa(), impossible, {**impossible, "id": "n2", "question": "متى ولد الرسام؟"}])
+    found = read_unanswerable(path)
+    assert [e["id"] for e in found] == ["n1", "n2"]
+    assert found[0]["answers"] == {"text": [], "answer_start": []} and found[0]["context"].startswith("كان أحمد")
+    with pytest.raises(InputError, match="marked is_impossible but has answers") as error:
+        read_unanswerable(squad_file(tmp_path, [{**qa("n3"), "is_impossible": True}], name="both.json"))
+    assert "question n3" in str(error.value) and "both.json" in str(error.value)
+    with pytest.raises(InputError, match="no unanswerable question"):
+        read_unanswerable(squad_file(tmp_path, [qa()], name="answerable.json"))
+    with pytest.raises(InputError, match="true or false"):
+        read_unanswerable(squad_file(tmp_path, [{**impossible, "is_impossible": "yes"}], name="odd.json"))
+    with pytest.raises(InputError, match="duplicate"):
+        read_unanswerable(squad_file(tmp_path, [impossible, impossible], name="twice.json"))
+    # A registered set of negatives is not a SQuAD v1.1 set to score or train on, and says what it is for.
+    assert REGISTRY["aqad-unanswerable"].unanswerable
+    with pytest.raises(ConfigError, match="--no-answer-data"):
+        read_squad("aqad-unanswerable")
+
+
+def test_aqad_unanswerable_reads_whole(full_data):
+    found = read_unanswerable("aqad-unanswerable")
+    assert len(found) == 6418 and all(e["id"].startswith("aqad-") and e["question"] for e in found)
 
 
 def test_missing_registered_set_says_where_to_put_it(tmp_path, monkeypatch):

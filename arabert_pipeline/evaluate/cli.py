@@ -69,6 +69,12 @@ def register(subparsers) -> None:
                         help="also score models SQuAD 2.0-style: each question once more with another paragraph of its "
                         "article that lacks the answer, answered with allow_no_answer (HasAns F1, NoAns accuracy, "
                         "overall F1)")
+    parser.add_argument("--no-answer-data", nargs="+", action="extend", default=[], metavar="NAME_OR_FILE",
+                        help="with --no-answer: SQuAD 2.0 sets whose unanswerable questions (is_impossible) are asked "
+                        "of their paragraph too, e.g. aqad-unanswerable: NoAns accuracy at the model's threshold and "
+                        "at the thresholds keeping 95..70%% of the --data questions answered")
+    parser.add_argument("--no-answer-limit", type=int, metavar="N",
+                        help="at most N questions of each --no-answer-data set, drawn with --seed")
     parser.add_argument("--spans-as-decoded", dest="whole_words", action="store_false",
                         help="score models' spans as decoded, without widening them to whole words")
     parser.add_argument("--backend", choices=("torch", "onnx"), default="torch",
@@ -163,6 +169,10 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"{', '.join(task_flags)}: flags of --task classification / ner, not of QA")
     if args.limit is not None and args.limit < 1:
         raise ConfigError(f"--limit {args.limit}: use a positive number of questions")
+    if (args.no_answer_data or args.no_answer_limit is not None) and not args.no_answer:
+        raise ConfigError("--no-answer-data and --no-answer-limit measure the no-answer threshold: add --no-answer")
+    if args.no_answer_limit is not None and args.no_answer_limit < 1:
+        raise ConfigError(f"--no-answer-limit {args.no_answer_limit}: use a positive number of questions")
     logs = []
     for item in args.pretraining_log:
         label, sep, path = item.partition("=")
@@ -170,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
             raise ConfigError(f"--pretraining-log {item!r}: write LABEL=PATH/log.jsonl")
         logs.append((label.strip(), path.strip()))
     inputs = [source for _, source in args.systems] + list(args.data) + [path for _, path in logs] + \
-        list(args.distractors)
+        list(args.distractors) + list(args.no_answer_data)
     claim_output_dir(args.out, OutputKind("evaluate", REPORT_OUTPUT_NAMES, markers=("results.json",)),
                      inputs=[path for path in inputs if Path(path).exists()], overwrite=args.overwrite)
     baselines = () if args.baselines.strip().lower() in ("", "none") else tuple(
@@ -178,7 +188,8 @@ def run(args: argparse.Namespace) -> int:
     config = EvaluateConfig(
         data=args.data, out=args.out, systems=list(args.systems), labels=args.label, baselines=baselines,
         resamples=args.resamples, seed=args.seed, batch_size=args.batch_size, limit=args.limit,
-        pretraining_logs=logs, whole_words=args.whole_words, no_answer=args.no_answer, device=args.device,
+        pretraining_logs=logs, whole_words=args.whole_words, no_answer=args.no_answer,
+        no_answer_data=list(args.no_answer_data), no_answer_limit=args.no_answer_limit, device=args.device,
         preprocessing=args.preprocessing, backend=args.backend,
         open=OpenOptions(documents=args.documents, collection=args.collection, distractors=tuple(args.distractors),
                          distractor_paragraphs=args.distractor_paragraphs,
@@ -204,10 +215,10 @@ def run_task(args: argparse.Namespace) -> int:
 
     if args.resamples < 100:
         raise ConfigError(f"--resamples {args.resamples}: use at least 100")
-    if args.no_answer or args.pretraining_log or args.limit is not None or args.documents is not None \
-            or args.collection or args.distractors or args.backend != "torch":
-        raise ConfigError("--no-answer, --pretraining-log, --limit, --documents, --collection, --distractors and "
-                          f"--backend are QA's, not flags of --task {args.task}")
+    if args.no_answer or args.no_answer_data or args.pretraining_log or args.limit is not None \
+            or args.documents is not None or args.collection or args.distractors or args.backend != "torch":
+        raise ConfigError("--no-answer, --no-answer-data, --pretraining-log, --limit, --documents, --collection, "
+                          f"--distractors and --backend are QA's, not flags of --task {args.task}")
     if args.metric and args.task != "classification":
         raise ConfigError(f"--metric chooses among classification scores; --task {args.task} reports its own")
     if args.format and args.task != "classification":

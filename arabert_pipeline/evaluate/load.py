@@ -52,8 +52,15 @@ def per_question_file(run: str | os.PathLike, dataset: str, label: str) -> Path:
 
 
 def no_answer_file(run: str | os.PathLike, dataset: str, label: str) -> Path:
-    """Where an open system's answers to the questions whose article the collection withheld are (open_domain.py)."""
+    """Where a system's records of questions only no answer is right for are: those whose article the collection
+    withheld (open_domain.py), and a --no-answer-data set's unanswerable questions (its key as `dataset`)."""
     return Path(run) / "no_answer" / safe_name(dataset) / f"{safe_name(label)}.jsonl.gz"
+
+
+def load_no_answer(path: str | os.PathLike | None, dataset: str, label: str) -> list[dict]:
+    """The records `no_answer_file` names (gzipped JSON lines)."""
+    file = no_answer_file(results_dir(path), dataset, label)
+    return [json.loads(line) for line in gzip.decompress(file.read_bytes()).decode("utf-8").splitlines() if line]
 
 
 def load_per_question(path: str | os.PathLike | None, dataset: str, label: str) -> list[dict]:

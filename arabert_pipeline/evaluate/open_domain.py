@@ -315,7 +315,7 @@ def ask_document(model: QAModel, example: dict, ranker: Callable[[str], Retrieve
     retrieval_ms = build_ms + 1000 * (time.perf_counter() - started)
     if not long:
         started = time.perf_counter()
-        whole = model.predict_prepared([example], prepared, windows, batch_size, 1, False)[0]
+        whole = model.predict_prepared([example], prepared, windows, batch_size, 1)[0][0]
         return Asked(hits, [], whole, retrieval_ms, {0: 1000 * (time.perf_counter() - started)}, check_ms)
     settings = model.settings
     # As predict: a question sharing no term with any passage has the document's first passages read.

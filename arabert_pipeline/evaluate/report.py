@@ -110,6 +110,9 @@ class EvaluateConfig:
     pretraining_logs: list[tuple[str, str]] = dataclasses.field(default_factory=list)  # (label, log.jsonl path)
     whole_words: bool = True  # model answers widened to whole words (QAModel.whole_words)
     no_answer: bool = False  # models also scored on SQuAD 2.0-style negatives with allow_no_answer
+    # SQuAD 2.0 sets whose unanswerable questions are asked too (qa.data.read_unanswerable; needs no_answer)
+    no_answer_data: list[str] = dataclasses.field(default_factory=list)
+    no_answer_limit: int | None = None  # at most N questions of each no_answer_data set, drawn with `seed`
     device: str = "cpu"  # where models predict: cpu, cuda, cuda:1, mps
     preprocessing: str | None = None  # for models that record none (a hub QA checkpoint); others keep their own
     backend: str = "torch"  # models run on torch, or on ONNX Runtime ("onnx": the model dir's model.onnx)
@@ -356,6 +359,7 @@ def run_evaluation(config: EvaluateConfig, log=print) -> dict:
         "config": {**dataclasses.asdict(config), "out": portable_path(config.out),
                    "systems": [(kind, portable_path(source)) for kind, source in config.systems],
                    "pretraining_logs": [(label, portable_path(log)) for label, log in config.pretraining_logs],
+                   "no_answer_data": [portable_path(source) for source in config.no_answer_data],
                    "open": {**dataclasses.asdict(config.open),
                             "distractors": [portable_path(path) for path in config.open.distractors]}},
         "reference": systems[0].label,
@@ -369,6 +373,9 @@ def run_evaluation(config: EvaluateConfig, log=print) -> dict:
                                   for name, row in PAPER_TABLE6.items()}},
         "pretraining": {label: pretraining_summary(rows) for label, rows in pretraining.items()},
     }
+    if config.no_answer_data:
+        results["no_answer_data"] = _unanswerable_results(config, systems, models, per_question, no_answer_records,
+                                                          log)
     if open_run is not None:
         results["open"] = _open_results(config, systems, models, open_run, per_question, no_answer_records)
     write_report(config.out, results, per_question, model_answers, pretraining, no_answer_records)
@@ -511,10 +518,15 @@ def score_no_answer(model, examples: list[dict], records: list[dict], config: Ev
     from ..qa.data import unanswerable_examples
 
     negatives = unanswerable_examples(examples, seed=config.seed)
-    answers = model.predict(examples + negatives, batch_size=config.batch_size, allow_no_answer=True)
-    answered = np.array([bool(found) for found in answers[: len(examples)]])
-    abstained = np.array([not found for found in answers[len(examples):]], dtype=float)
-    out: dict[str, Any] = {"threshold": model.settings.null_score_diff_threshold, "answerable": len(examples),
+    threshold = model.settings.null_score_diff_threshold
+    answers, margins = model.predict_with_margins(examples + negatives, batch_size=config.batch_size)
+    for record, margin in zip(records, margins[: len(examples)], strict=True):
+        record["null_margin"] = float(margin)  # the --no-answer-data curves are drawn against these
+    answered = np.array([bool(found) and margin <= threshold for found, margin in
+                         zip(answers[: len(examples)], margins[: len(examples)], strict=True)])
+    abstained = np.array([not found or margin > threshold for found, margin in
+                          zip(answers[len(examples):], margins[len(examples):], strict=True)], dtype=float)
+    out: dict[str, Any] = {"threshold": threshold, "answerable": len(examples),
                            "unanswerable": len(negatives), "answered": 100.0 * float(answered.mean()),
                            "no_ans_accuracy": 100.0 * float(abstained.mean()) if len(negatives) else None}
     for variant in ("soqal", "arabic"):
@@ -526,6 +538,42 @@ def score_no_answer(model, examples: list[dict], records: list[dict], config: Ev
                         "overall_f1": {"mean": float(ci["mean"][0]), "low": float(ci["low"][0]),
                                        "high": float(ci["high"][0])},
                         "always_answer_f1": 100.0 * float(f1.sum() / len(overall))}
+    return out
+
+
+def _unanswerable_results(config: EvaluateConfig, systems: list[System], models: dict, per_question: dict,
+                          no_answer_records: dict, log) -> dict[str, Any]:
+    """Each --no-answer-data set's unanswerable questions asked of their paragraph by every model, with their null
+    margins against those of the --data questions (pooled): NoAns accuracy at the model's threshold and along the
+    curve of thresholds that keep KEEP_ANSWERED of the answerable answered. The records go to no_answer/."""
+    from ..qa.data import dataset_license, read_unanswerable
+    from .open_domain import KEEP_ANSWERED, no_answer_summary
+
+    out: dict[str, Any] = {}
+    for source in config.no_answer_data:
+        key = _dataset_key(source)
+        negatives = read_unanswerable(source)
+        total = len(negatives)
+        if config.no_answer_limit is not None and total > config.no_answer_limit:
+            drawn = np.sort(np.random.default_rng(config.seed).choice(total, config.no_answer_limit, replace=False))
+            negatives = [negatives[i] for i in drawn]
+        entry: dict[str, Any] = {"source": portable_path(source), "license": dataset_license(source),
+                                 "questions": len(negatives), "of": total, "keep_answered": list(KEEP_ANSWERED),
+                                 "systems": {}}
+        for system in systems:
+            if system.kind != "model":
+                continue
+            model = models[system.label]
+            log(f"{key}: {system.label} ({len(negatives)} unanswerable questions)")
+            answers, margins = model.predict_with_margins(negatives, batch_size=config.batch_size)
+            rows = [{"id": example["id"], "title": example["title"], "question": example["question"],
+                     "null_margin": float(margin), "best_span": found[0].text if found else ""}
+                    for example, found, margin in zip(negatives, answers, margins, strict=True)]
+            answerable = [r for (_, label), records in per_question.items() if label == system.label for r in records]
+            no_answer_records[(key, system.label)] = rows
+            entry["systems"][system.label] = no_answer_summary(
+                answerable, rows, model.settings.null_score_diff_threshold, config.resamples, config.seed)
+        out[key] = entry
     return out
 
 

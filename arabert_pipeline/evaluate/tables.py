@@ -127,6 +127,8 @@ def markdown_report(results: dict) -> str:
         parts += ["F1 (Arabic variant) by question word:", breakdown_table(results, dataset, "by_question_word"),
                   "F1 (Arabic variant) by gold answer length in words:",
                   breakdown_table(results, dataset, "by_answer_length")]
+    if results.get("no_answer_data"):
+        parts += unanswerable_tables(results)
     if results.get("open"):
         parts += open_tables(results)
     if results.get("pretraining"):
@@ -258,13 +260,13 @@ def grid_table(results: dict, entries: dict) -> str:
     return "\n".join(lines)
 
 
-def open_no_answer_table(results: dict, entries: dict) -> str:
-    keeps = results["open"]["keep_answered"]
-    lines = ["| system | answerable / withheld | threshold | answered (%) | HasAns F1 (SOQAL) | NoAns accuracy | "
+def no_answer_curve_table(keeps: list[float], entries: dict, negatives: str) -> str:
+    """One row per system of `no_answer_summary`s: at the model's threshold, then NoAns accuracy (threshold) at the
+    thresholds keeping each share of the answerable answered."""
+    lines = [f"| system | answerable / {negatives} | threshold | answered (%) | HasAns F1 (SOQAL) | NoAns accuracy | "
              + " | ".join(f"keeping {100 * k:.0f}%: refused (threshold)" for k in keeps) + " |",
              "|---|---|---:|---:|---:|---|" + "---|" * len(keeps)]
-    for label, row in entries.items():
-        found = row.get("no_answer")
+    for label, found in entries.items():
         if not found:
             continue
         at = found["at_model_threshold"]
@@ -275,6 +277,21 @@ def open_no_answer_table(results: dict, entries: dict) -> str:
                      f"{at['answered']:.1f} | {at['has_ans_f1']['soqal']:.1f} | {_cell(at['no_ans_accuracy'])} | "
                      + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def unanswerable_tables(results: dict) -> list[str]:
+    """The --no-answer-data section of table.md."""
+    parts = ["## No answer: unanswerable questions with their paragraph",
+             "Each set's questions marked is_impossible, asked of the paragraph they were written against, with "
+             "allow_no_answer: no answer where the null margin (no-answer score − best span's) passes the threshold. "
+             "Answerable: every --data question, asked of its paragraph. The model's threshold is its "
+             "`null_score_diff_threshold`; the curve's thresholds keep a share of the answerable answered."]
+    for key, entry in results["no_answer_data"].items():
+        drawn = f" ({entry['questions']:,} of {entry['of']:,}, drawn)" if entry["questions"] < entry["of"] else ""
+        parts += [f"### {key}", f"{entry['questions']:,} unanswerable questions{drawn} (`{entry['source']}`, "
+                  f"licence: {entry['license'] or 'as the file states'}).",
+                  no_answer_curve_table(entry["keep_answered"], entry["systems"], "unanswerable")]
+    return parts
 
 
 def open_tables(results: dict) -> list[str]:
@@ -315,5 +332,7 @@ def open_tables(results: dict) -> list[str]:
                   "them, with allow_no_answer: no answer where the chosen passage's null margin passes the threshold "
                   "(the model's `index_null_threshold`, then the thresholds that keep a share of the answerable "
                   "questions answered). HasAns F1 counts a withheld answer as 0.",
-                  open_no_answer_table(results, found["pooled"])]
+                  no_answer_curve_table(results["open"]["keep_answered"],
+                                        {label: row.get("no_answer") for label, row in found["pooled"].items()},
+                                        "withheld")]
     return parts

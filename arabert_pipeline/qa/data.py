@@ -46,6 +46,7 @@ class RegisteredSet:
     url: str | None  # None: no single file to download (the message says how to build it)
     license: str
     note: str = ""  # said whenever the set is read: what a user of it must know
+    unanswerable: bool = False  # SQuAD 2.0 negatives only: read by read_unanswerable, never by read_squad
 
 
 @dataclasses.dataclass(frozen=True)
@@ -85,6 +86,15 @@ REGISTRY: dict[str, RegisteredSet] = {
         note="AQAD (Atef et al. 2020): answers located automatically (noisy), no licence stated: research use only. "
         "Build qa/aqad-answerable.json from the answerable questions of github.com/EmanElrefai/AAQAD "
         "(AAQAD-v1.0 shards, ids renamed aqad-<shard>-<id>).",
+    ),
+    # AQAD's questions marked is_impossible, with the Wikipedia paragraph each was written against (SQuAD 2.0's way):
+    # the negatives a reader's no-answer threshold is measured on (`evaluate --no-answer-data`).
+    "aqad-unanswerable": RegisteredSet(
+        "qa/aqad-unanswerable.json", None, "none stated (research use only)",
+        note="AQAD (Atef et al. 2020), its unanswerable questions: no licence stated, research use only. Build "
+        "qa/aqad-unanswerable.json from the questions marked is_impossible in github.com/EmanElrefai/AAQAD "
+        "(AAQAD-v1.0 shards, ids renamed aqad-<shard>-<id>).",
+        unanswerable=True,
     ),
 }
 
@@ -230,6 +240,10 @@ def read_squad(source: str | Path, *, misaligned: str = "error", download: bool 
     """Parse and validate one SQuAD v1.1 file into example dicts (see the module docstring for `misaligned`)."""
     if misaligned not in MISALIGNED_POLICIES:
         raise ConfigError(f"misaligned={misaligned!r}: use one of {', '.join(MISALIGNED_POLICIES)}")
+    entry = REGISTRY.get(str(source))
+    if entry is not None and entry.unanswerable:
+        raise ConfigError(f"{source!r} holds only unanswerable questions: it measures a no-answer threshold "
+                          "(evaluate --no-answer --no-answer-data), it cannot be scored or trained on as SQuAD v1.1")
     path = resolve(source, download=download)
     text = read_text_file(path, max_bytes=MAX_DATA_FILE_BYTES, bom=True)
     examples, bad = _parse_squad(text, path, str(source), misaligned)
@@ -239,10 +253,54 @@ def read_squad(source: str | Path, *, misaligned: str = "error", download: bool 
         examples = [e for e in examples if e["title"] in titles]
         kept = {e["id"] for e in examples}
         bad = [b for b in bad if b["id"] in kept]
-    entry = REGISTRY.get(str(source))
     if entry is not None and entry.note:
         log.warning(entry.note)
     return SquadFile(str(source), path, examples, bad, misaligned)
+
+
+def read_unanswerable(source: str | Path) -> list[dict[str, Any]]:
+    """The unanswerable questions of a SQuAD 2.0 file or registered name (`is_impossible: true`, no answers), as
+    example dicts with empty answers: the questions on which only no answer is right. The file's answerable questions
+    are left out; a question marked impossible that carries answers, or a file with no unanswerable question, is an
+    InputError naming it."""
+    path = resolve(source)
+    root = parse_json(read_text_file(path, max_bytes=MAX_DATA_FILE_BYTES, bom=True), path=path)
+    articles = _expect(root, dict, path, "top level", "an object").get("data")
+    _expect(articles, list, path, "data", "a list of articles")
+    examples: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for a, article in enumerate(articles):
+        _expect(article, dict, path, f"data[{a}]", "an object")
+        title = _expect(article.get("title", ""), str, path, f"data[{a}].title", "a string")
+        for p, paragraph in enumerate(_expect(article.get("paragraphs"), list, path, f"data[{a}].paragraphs",
+                                              "a list")):
+            where = f"data[{a}].paragraphs[{p}]"
+            _expect(paragraph, dict, path, where, "an object")
+            context = _expect(paragraph.get("context"), str, path, f"{where}.context", "a string")
+            for q, qa in enumerate(_expect(paragraph.get("qas"), list, path, f"{where}.qas", "a list")):
+                _expect(qa, dict, path, f"{where}.qas[{q}]", "an object")
+                impossible = qa.get("is_impossible", False)
+                _expect(impossible, bool, path, f"{where}.qas[{q}].is_impossible", "true or false")
+                if not impossible:
+                    continue
+                qid, question = qa.get("id"), qa.get("question")
+                if not isinstance(qid, (str, int)) or isinstance(qid, bool) or str(qid) == "" or str(qid) in seen:
+                    raise InputError("missing, invalid or duplicate question id", path=path, field=f"{where}.qas[{q}]")
+                if not isinstance(question, str) or not question.strip():
+                    raise InputError("missing or empty 'question'", path=path, field=f"question {qid}")
+                if qa.get("answers"):
+                    raise InputError("marked is_impossible but has answers", path=path, field=f"question {qid}")
+                if not context.strip():
+                    raise InputError("empty context", path=path, field=f"{where}.context")
+                seen.add(str(qid))
+                examples.append({"id": str(qid), "title": title, "context": context, "question": question,
+                                 "answers": {"text": [], "answer_start": []}})
+    if not examples:
+        raise InputError("no unanswerable question (none marked is_impossible: true)", path=path)
+    entry = REGISTRY.get(str(source))
+    if entry is not None and entry.note:
+        log.warning(entry.note)
+    return examples
 
 
 def unanswerable_examples(examples: list[dict[str, Any]], seed: int = 0) -> list[dict[str, Any]]:

@@ -103,26 +103,33 @@ class QAModel:
     def predict(self, examples: Iterable[dict[str, Any]], batch_size: int = 32, top_k: int = 1,
                 allow_no_answer: bool = False) -> list[list[Answer]]:
         """Answers for each example ({"question", "context"}, other keys ignored), best first, at most top_k; with
-        `allow_no_answer`, none for the examples the model judges unanswerable."""
+        `allow_no_answer`, none for the examples the model judges unanswerable (null margin above
+        `null_score_diff_threshold`)."""
+        answers, margins = self.predict_with_margins(examples, batch_size, top_k)
+        if allow_no_answer:
+            threshold = self.settings.null_score_diff_threshold
+            answers = [[] if margin > threshold else found for found, margin in zip(answers, margins, strict=True)]
+        return answers
+
+    def predict_with_margins(self, examples: Iterable[dict[str, Any]], batch_size: int = 32, top_k: int = 1
+                             ) -> tuple[list[list[Answer]], np.ndarray]:
+        """`predict`'s answers without abstaining, and per example the null margin the no-answer decision compares
+        with the threshold (no-answer score − best span's; of the chosen passage for a context read by passages):
+        what a threshold is chosen or measured on."""
         if top_k < 1:
             raise ConfigError(f"top_k must be ≥ 1, got {top_k}")
         examples = list(examples)
         if not examples:
-            return []
+            return [], np.zeros(0)
         from .passages import answer_long_contexts
 
-        return answer_long_contexts(self, examples, batch_size, top_k, allow_no_answer)
+        return answer_long_contexts(self, examples, batch_size, top_k)
 
     def predict_prepared(self, examples: list[dict[str, Any]], prepared, windows: Windows, batch_size: int,
-                         top_k: int, allow_no_answer: bool) -> list[list[Answer]]:
-        """`predict` for examples already through `prepare` and `windows`, each read whole."""
+                         top_k: int) -> tuple[list[list[Answer]], np.ndarray]:
+        """`predict_with_margins` for examples already through `prepare` and `windows`, each read whole."""
         logits = self.logits_of(examples, prepared, windows, batch_size)
-        answers = self.decode(logits, top_k)
-        if allow_no_answer:
-            margins = self.null_margins(logits)
-            answers = [[] if margin > self.settings.null_score_diff_threshold else found
-                       for found, margin in zip(answers, margins, strict=True)]
-        return answers
+        return self.decode(logits, top_k), self.null_margins(logits)
 
     # ------------------------------------------------------------------------------------------- the four steps
 

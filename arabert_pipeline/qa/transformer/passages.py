@@ -107,10 +107,11 @@ def chosen_answers(reads: Sequence[PassageRead], null_weight: float, top_k: int
     return found[:top_k], (reads[order[0]] if order else None)
 
 
-def answer_long_contexts(model: QAModel, examples: list[dict[str, Any]], batch_size: int, top_k: int,
-                         allow_no_answer: bool) -> list[list[Answer]]:
-    """`QAModel.predict` for a list of examples: those whose context spans at most `long_context_windows` windows read
-    whole, the others by their best passages (module docstring)."""
+def answer_long_contexts(model: QAModel, examples: list[dict[str, Any]], batch_size: int, top_k: int
+                         ) -> tuple[list[list[Answer]], np.ndarray]:
+    """`QAModel.predict_with_margins` for a list of examples: those whose context spans at most
+    `long_context_windows` windows read whole, the others by their best passages (module docstring), whose chosen
+    passage gives the null margin (infinite where nothing was read)."""
     from ...retrieval.index import rank_passages
 
     settings = model.settings
@@ -118,15 +119,16 @@ def answer_long_contexts(model: QAModel, examples: list[dict[str, Any]], batch_s
     windows = model.windows(prepared)
     long_mask = read_by_passages(model, prepared, windows)
     whole = np.flatnonzero(~long_mask)
-    results: list[list[Answer]] = [[] for _ in examples]
     if len(whole) == len(examples):
-        return model.predict_prepared(examples, prepared, windows, batch_size, top_k, allow_no_answer)
+        return model.predict_prepared(examples, prepared, windows, batch_size, top_k)
+    results: list[list[Answer]] = [[] for _ in examples]
+    margins = np.full(len(examples), np.inf)
     if len(whole):
         keep = np.flatnonzero(np.isin(windows.example_index, whole))
         part = windows.select(keep)
         part.example_index = np.searchsorted(whole, part.example_index)
-        found = model.predict_prepared([examples[i] for i in whole], [prepared[i] for i in whole], part, batch_size,
-                                       top_k, allow_no_answer)
+        found, margins[whole] = model.predict_prepared([examples[i] for i in whole], [prepared[i] for i in whole],
+                                                       part, batch_size, top_k)
         for i, answers in zip(whole.tolist(), found, strict=True):
             results[i] = answers
     long = np.flatnonzero(long_mask).tolist()
@@ -139,10 +141,10 @@ def answer_long_contexts(model: QAModel, examples: list[dict[str, Any]], batch_s
     for i, per_question in zip(long, reads, strict=True):
         context = examples[i]["context"]
         chosen, best = chosen_answers(per_question, settings.passage_null_weight, top_k)
-        if allow_no_answer and best is not None and best.null_margin > settings.null_score_diff_threshold:
-            continue
+        if best is not None:
+            margins[i] = best.null_margin
         results[i] = [dataclasses.replace(answer, text=context[answer.start:answer.end]) for answer, _ in chosen]
-    return results
+    return results, margins
 
 
 def read_by_passages(model: QAModel, prepared: Sequence[tuple[str, Any]], windows: Windows) -> np.ndarray:
