@@ -275,7 +275,9 @@ passages as `answer` reads a long context), and of one collection of both sets' 
 lines (as `answer --index` reads it), by the package's BM25 and by SOQAL's TF-IDF. Recall of the gold passage or
 paragraph, end-to-end time a question on one thread against the paragraph's, the grid of passages read × null weight
 that chose the shipped `passages_read` and `passage_null_weight`, and questions whose article the collection lacks,
-which should get no answer."""),
+which should get no answer. Then `notebooks/results/no-answer-aqad/` (`evaluate --no-answer --no-answer-data
+aqad-unanswerable`): the same no-answer threshold on 1,000 of AQAD's unanswerable questions, each asked of its own
+paragraph."""),
     ("code", """\
 def show_open(directory):
     \"\"\"The documents-and-collections tables and plot of an evaluate run.\"\"\"
@@ -292,7 +294,10 @@ def show_open(directory):
         display(Image(filename=str(directory / "plots" / "open.png")))
 
 
-show_open(RESULTS / "open-collection")"""),
+show_open(RESULTS / "open-collection")
+if (RESULTS / "no-answer-aqad" / "results.json").exists():
+    for part in tables.unanswerable_tables(load.load_results(RESULTS / "no-answer-aqad")):
+        display(Markdown(part))"""),
     ("md", """\
 ## Answer-quality levers, chosen on dev
 

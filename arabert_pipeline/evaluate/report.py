@@ -566,8 +566,8 @@ def _unanswerable_results(config: EvaluateConfig, systems: list[System], models:
             model = models[system.label]
             log(f"{key}: {system.label} ({len(negatives)} unanswerable questions)")
             answers, margins = model.predict_with_margins(negatives, batch_size=config.batch_size)
-            rows = [{"id": example["id"], "title": example["title"], "question": example["question"],
-                     "null_margin": float(margin), "best_span": found[0].text if found else ""}
+            # Ids, not the questions: such a set may state no licence (AQAD), and the ids find them in its file.
+            rows = [{"id": example["id"], "null_margin": float(margin), "best_span": found[0].text if found else ""}
                     for example, found, margin in zip(negatives, answers, margins, strict=True)]
             answerable = [r for (_, label), records in per_question.items() if label == system.label for r in records]
             no_answer_records[(key, system.label)] = rows

@@ -287,7 +287,7 @@ def unanswerable_tables(results: dict) -> list[str]:
              "Answerable: every --data question, asked of its paragraph. The model's threshold is its "
              "`null_score_diff_threshold`; the curve's thresholds keep a share of the answerable answered."]
     for key, entry in results["no_answer_data"].items():
-        drawn = f" ({entry['questions']:,} of {entry['of']:,}, drawn)" if entry["questions"] < entry["of"] else ""
+        drawn = f" (drawn from its {entry['of']:,} with the seed)" if entry["questions"] < entry["of"] else ""
         parts += [f"### {key}", f"{entry['questions']:,} unanswerable questions{drawn} (`{entry['source']}`, "
                   f"licence: {entry['license'] or 'as the file states'}).",
                   no_answer_curve_table(entry["keep_answered"], entry["systems"], "unanswerable")]
