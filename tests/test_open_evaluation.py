@@ -210,7 +210,7 @@ def test_evaluate_documents_and_collection_end_to_end(slices, tmp_path, capsys):
     for label in labels:
         row = found["pooled"][label]
         assert row["questions"] == 10
-        assert {cell["passages_read"] for cell in row["grid"]} == {1, 3, 5}
+        assert {cell["passages_read"] for cell in row["grid"]} == {1, 2, 3, 5}
         assert {cell["null_weight"] for cell in row["grid"]} == {0.0, 1.0, 1.5, 2.0}
         own = next(c for c in row["grid"] if (c["passages_read"], c["null_weight"]) == (3, 1.5))
         assert own["soqal_f1"]["mean"] == pytest.approx(row["scores"]["soqal_f1"]["mean"])

@@ -55,7 +55,7 @@ DEPTH = 20  # passages retrieved per question: recall@RECALL_AT's deepest
 RECALL_AT = (1, 5, 20)
 # The grid that chose the shipped passages_read and passage_null_weight (qa/transformer/settings.py), read from one
 # reading of the first max(GRID_PASSAGES) passages per question.
-GRID_PASSAGES = (1, 3, 5)
+GRID_PASSAGES = (1, 2, 3, 5)
 GRID_NULL_WEIGHTS = (0.0, 1.0, 1.5, 2.0)
 # The no-answer curve: the null-margin threshold at which this share of the answerable questions keeps an answer.
 KEEP_ANSWERED = (0.95, 0.9, 0.85, 0.8, 0.7)
