@@ -23,6 +23,7 @@ tests/test_bench_documents.py runs it at tiny size.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import platform
@@ -57,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="paragraph lines of news in the collection (default: %(default)s)")
     parser.add_argument("--warmup", type=int, default=3, help="questions asked first and not counted")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--passages-read", type=int,
+                        help="passages a long context or an index question reads (default: the model's setting)")
     args = parser.parse_args(argv)
     # One thread for ONNX Runtime (it reads OMP_NUM_THREADS when its session is made) and for numpy's BLAS.
     for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
@@ -86,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
                                 args.news_paragraphs)
     collection = build_collection(sets, news, withhold=0.0, seed=args.seed).full
     qa = Pipeline("arabert")
+    if args.passages_read is not None:  # the QASettings field a model dir's arabert_pipeline.json may set
+        qa.qa.settings = dataclasses.replace(qa.qa.settings, passages_read=args.passages_read)
     with tempfile.TemporaryDirectory(prefix="bench-documents-") as workdir:
         started = time.perf_counter()
         Index.build(collection.texts, collection.ids, collection.titles, path=Path(workdir) / "index")
@@ -115,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
         "argv": sys.argv[1:] if argv is None else argv,
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "load_before": load_before,
                     "load_after": load_after, "threads": 1},
-        "model": qa.source, "backend": qa.backend, "questions": len(times["paragraph"]),
+        "model": qa.source, "backend": qa.backend, "passages_read": qa.qa.settings.passages_read,
+        "questions": len(times["paragraph"]),
         "characters": {"paragraph": statistics.fmean(len(e["paragraph"]) for e in asked[args.warmup:]),
                        "document": statistics.fmean(len(e["context"]) for e in asked[args.warmup:])},
         "collection": {"documents": len(collection.texts), "passages": len(index),
