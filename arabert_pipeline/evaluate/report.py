@@ -595,6 +595,9 @@ def check_run_settings(config) -> None:
 
 def _systems(config: EvaluateConfig) -> list[System]:
     check_run_settings(config)
+    if config.no_answer_data and not config.no_answer:
+        raise ConfigError("no_answer_data measures the no-answer threshold against the answerable questions' margins: "
+                          "set no_answer (--no-answer) too")
     if config.preprocessing is not None:
         from ..preprocess.preprocessor import preprocessing_name
 
