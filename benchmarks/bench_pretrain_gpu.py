@@ -164,7 +164,8 @@ def run(args) -> None:
                 report["rows"][name] = {"error": f"exit {done.returncode}: {done.stderr[-1500:]}"}
         except subprocess.TimeoutExpired as stopped:
             # TimeoutExpired carries bytes whatever text= says; the last progress line tells where the time went
-            lines = (stopped.stderr or b"").decode("utf-8", "replace").splitlines()
+            captured = stopped.stderr or b""
+            lines = (captured.decode("utf-8", "replace") if isinstance(captured, bytes) else captured).splitlines()
             reached = [line for line in lines if line.startswith("step ")][-1:]
             report["rows"][name] = {"error": f"stopped at the deadline ({args.deadline:.0f} s)"
                                              + (f"; the last progress: {reached[0]}" if reached else "; before step 1")}

@@ -159,13 +159,32 @@ def test_cli_with_a_model(shared_data, tmp_path):
     row = found["systems"]["tiny-qa"]
     assert row["answerable"] == len(examples) and row["unanswerable"] == len(contexts) - 1
     assert row["at_model_threshold"]["answered"] == 100.0 and row["at_model_threshold"]["no_ans_accuracy"]["mean"] == 0
-    negative_margins = [r["null_margin"] for r in load.load_no_answer(curve_out, "impossible", "tiny-qa")]
-    answerable_margins = [r["null_margin"] for r in load.load_per_question(curve_out, "slice", "tiny-qa")]
+    def margins(records):  # None: nothing a threshold could make an answer
+        return np.array([np.inf if r["null_margin"] is None else r["null_margin"] for r in records])
+
+    negative_margins = margins(load.load_no_answer(curve_out, "impossible", "tiny-qa"))
+    answerable_margins = margins(load.load_per_question(curve_out, "slice", "tiny-qa"))
     for point in row["curve"]:
-        assert 100 * np.mean(np.array(answerable_margins) <= point["threshold"]) >= 100 * point["keep"] - 1e-9
-        assert point["no_ans_accuracy"]["mean"] == pytest.approx(
-            100 * np.mean(np.array(negative_margins) > point["threshold"]))
+        assert 100 * np.mean(answerable_margins <= point["threshold"]) >= 100 * point["keep"] - 1e-9
+        assert point["no_ans_accuracy"]["mean"] == pytest.approx(100 * np.mean(negative_margins > point["threshold"]))
+    # At a threshold amid the negatives' margins, the report refuses what QAModel.predict with allow_no_answer (the
+    # path `answer` takes) refuses, counted here question by question.
+    finite = negative_margins[np.isfinite(negative_margins)]
+    write_metadata(model_dir, null_score_diff_threshold=float((finite.min() + finite.max()) / 2))
+    middle = tmp_path / "no-answer-middle"
+    assert main(["evaluate", "--model", str(model_dir), "--data", str(data), "--baselines", "none", "--no-answer",
+                 "--no-answer-data", str(negatives), "-o", str(middle), *FAST]) == 0
+    from arabert_pipeline.qa.data import read_unanswerable
+    from arabert_pipeline.qa.transformer.model import QAModel
+
+    refused = [not found for found in QAModel.load(model_dir).predict(read_unanswerable(negatives),
+                                                                       allow_no_answer=True)]
+    assert 0 < sum(refused) < len(refused) == len(contexts)
+    at = load.load_results(middle)["no_answer_data"]["impossible"]["systems"]["tiny-qa"]["at_model_threshold"]
+    assert at["no_ans_accuracy"]["mean"] == pytest.approx(100 * np.mean(refused))
     assert "### impossible" in (curve_out / "table.md").read_text(encoding="utf-8")
+    assert main(["evaluate", "--model", str(model_dir), "--data", str(data), "--no-answer", "--no-answer-data",
+                 str(negatives), str(negatives), "-o", str(tmp_path / "twice"), *FAST]) == 2
     assert main(["evaluate", "--model", str(model_dir), "--data", str(data), "--no-answer-data", str(negatives),
                  "-o", str(tmp_path / "refused"), *FAST]) == 2
 

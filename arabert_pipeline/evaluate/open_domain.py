@@ -553,9 +553,11 @@ def open_summary(records: list[dict], oracle: list[dict], model: QAModel, resamp
 
 def no_answer_summary(records: list[dict], negatives: list[dict], threshold: float, resamples: int,
                       seed: int) -> dict | None:
-    """Answerable questions (asked of the whole collection) and those whose article was withheld, answered with
-    allow_no_answer: no answer where the chosen passage's null margin passes `threshold` (none read: no answer).
-    At the model's threshold, and the curve of thresholds keeping KEEP_ANSWERED of the answerable."""
+    """Answerable questions and questions only no answer is right for, answered with allow_no_answer: no answer where
+    the (chosen passage's) null margin passes `threshold`; a margin of None (nothing read or decoded) is no answer at
+    any threshold. At the model's threshold, and the curve of thresholds keeping KEEP_ANSWERED of the answerable.
+    Used for a collection (answerable questions asked of it whole, withheld articles' questions) and for paragraphs
+    (report.py: the --data questions, a --no-answer-data set's unanswerable ones)."""
     if not negatives:
         return None
     margins = np.array([np.inf if r["null_margin"] is None else r["null_margin"] for r in records])

@@ -329,6 +329,7 @@ def run_evaluation(config: EvaluateConfig, log=print) -> dict:
         raise ConfigError("--pretraining-log: the same label given twice")
     answers = {s.label: load_predictions_file(s.source) for s in systems if s.kind == "predictions"}
     squads = _read_datasets(config.data)
+    unanswerable = _read_unanswerable_sets(config)  # before any prediction: a bad file fails first
     open_run = None
     if config.open.active:
         open_run = OpenRun(config.open, {key: squad.examples for key, (_, squad) in squads.items()}, config.seed,
@@ -373,9 +374,9 @@ def run_evaluation(config: EvaluateConfig, log=print) -> dict:
                                   for name, row in PAPER_TABLE6.items()}},
         "pretraining": {label: pretraining_summary(rows) for label, rows in pretraining.items()},
     }
-    if config.no_answer_data:
-        results["no_answer_data"] = _unanswerable_results(config, systems, models, per_question, no_answer_records,
-                                                          log)
+    if unanswerable:
+        results["no_answer_data"] = _unanswerable_results(config, unanswerable, systems, models, per_question,
+                                                          no_answer_records, log)
     if open_run is not None:
         results["open"] = _open_results(config, systems, models, open_run, per_question, no_answer_records)
     write_report(config.out, results, per_question, model_answers, pretraining, no_answer_records)
@@ -393,6 +394,25 @@ def _read_datasets(sources: list[str]) -> dict[str, tuple[str, Any]]:
             raise ConfigError(f"dataset {source!r} given twice (or two files named {key})")
         squads[key] = (source, read_squad(source, misaligned="keep"))
     return squads
+
+
+def _read_unanswerable_sets(config: EvaluateConfig) -> dict[str, tuple[str, list[dict], int]]:
+    """Key → (source, the questions asked, how many the set holds) of each no_answer_data set: its unanswerable
+    questions (qa.data.read_unanswerable), at most no_answer_limit of them drawn with the seed."""
+    from ..qa.data import read_unanswerable
+
+    sets: dict[str, tuple[str, list[dict], int]] = {}
+    for source in config.no_answer_data:
+        key = _dataset_key(source)
+        if key in sets or key in {_dataset_key(data) for data in config.data}:
+            raise ConfigError(f"no-answer set {source!r} given twice, or under a name another set has ({key})")
+        negatives = read_unanswerable(source)
+        total = len(negatives)
+        if config.no_answer_limit is not None and total > config.no_answer_limit:
+            drawn = np.sort(np.random.default_rng(config.seed).choice(total, config.no_answer_limit, replace=False))
+            negatives = [negatives[i] for i in drawn]
+        sets[key] = (source, negatives, total)
+    return sets
 
 
 def _load_model(system: System, config: EvaluateConfig):
@@ -514,14 +534,15 @@ def score_no_answer(model, examples: list[dict], records: list[dict], config: Ev
     """SQuAD 2.0-style scores: the answerable questions as asked, allowed to abstain (an abstention scores 0), and
     each once more with a paragraph of its article that lacks the answer (`unanswerable_examples`), where only an
     abstention is right. Overall = the mean over both; `always_answer_f1` is the overall of the same answers without
-    the no-answer option (every negative wrong)."""
+    the no-answer option (every negative wrong). Each of `records` (the answerable questions') gets its
+    `null_margin`."""
     from ..qa.data import unanswerable_examples
 
     negatives = unanswerable_examples(examples, seed=config.seed)
     threshold = model.settings.null_score_diff_threshold
     answers, margins = model.predict_with_margins(examples + negatives, batch_size=config.batch_size)
-    for record, margin in zip(records, margins[: len(examples)], strict=True):
-        record["null_margin"] = float(margin)  # the --no-answer-data curves are drawn against these
+    for record, found, margin in zip(records, answers[: len(examples)], margins[: len(examples)], strict=True):
+        record["null_margin"] = _recorded_margin(found, margin)  # the --no-answer-data curves are drawn against these
     answered = np.array([bool(found) and margin <= threshold for found, margin in
                          zip(answers[: len(examples)], margins[: len(examples)], strict=True)])
     abstained = np.array([not found or margin > threshold for found, margin in
@@ -541,22 +562,18 @@ def score_no_answer(model, examples: list[dict], records: list[dict], config: Ev
     return out
 
 
-def _unanswerable_results(config: EvaluateConfig, systems: list[System], models: dict, per_question: dict,
-                          no_answer_records: dict, log) -> dict[str, Any]:
-    """Each --no-answer-data set's unanswerable questions asked of their paragraph by every model, with their null
-    margins against those of the --data questions (pooled): NoAns accuracy at the model's threshold and along the
-    curve of thresholds that keep KEEP_ANSWERED of the answerable answered. The records go to no_answer/."""
-    from ..qa.data import dataset_license, read_unanswerable
+def _unanswerable_results(config: EvaluateConfig, unanswerable: dict[str, tuple[str, list[dict], int]],
+                          systems: list[System], models: dict, per_question: dict, no_answer_records: dict,
+                          log) -> dict[str, Any]:
+    """Each no_answer_data set's unanswerable questions (`_read_unanswerable_sets`) asked of their paragraph by every
+    model, with their null margins against those of the --data questions (pooled, recorded by `score_no_answer`):
+    NoAns accuracy at the model's threshold and along the curve of thresholds that keep KEEP_ANSWERED of the
+    answerable answered. The records go to no_answer/."""
+    from ..qa.data import dataset_license
     from .open_domain import KEEP_ANSWERED, no_answer_summary
 
     out: dict[str, Any] = {}
-    for source in config.no_answer_data:
-        key = _dataset_key(source)
-        negatives = read_unanswerable(source)
-        total = len(negatives)
-        if config.no_answer_limit is not None and total > config.no_answer_limit:
-            drawn = np.sort(np.random.default_rng(config.seed).choice(total, config.no_answer_limit, replace=False))
-            negatives = [negatives[i] for i in drawn]
+    for key, (source, negatives, total) in unanswerable.items():
         entry: dict[str, Any] = {"source": portable_path(source), "license": dataset_license(source),
                                  "questions": len(negatives), "of": total, "keep_answered": list(KEEP_ANSWERED),
                                  "systems": {}}
@@ -566,8 +583,9 @@ def _unanswerable_results(config: EvaluateConfig, systems: list[System], models:
             model = models[system.label]
             log(f"{key}: {system.label} ({len(negatives)} unanswerable questions)")
             answers, margins = model.predict_with_margins(negatives, batch_size=config.batch_size)
-            # Ids, not the questions: such a set may state no licence (AQAD), and the ids find them in its file.
-            rows = [{"id": example["id"], "null_margin": float(margin), "best_span": found[0].text if found else ""}
+            # Ids and margins only, no text of the set: such a set may state no licence (AQAD); the ids find the
+            # questions in its file.
+            rows = [{"id": example["id"], "null_margin": _recorded_margin(found, margin)}
                     for example, found, margin in zip(negatives, answers, margins, strict=True)]
             answerable = [r for (_, label), records in per_question.items() if label == system.label for r in records]
             no_answer_records[(key, system.label)] = rows
@@ -575,6 +593,12 @@ def _unanswerable_results(config: EvaluateConfig, systems: list[System], models:
                 answerable, rows, model.settings.null_score_diff_threshold, config.resamples, config.seed)
         out[key] = entry
     return out
+
+
+def _recorded_margin(found: list, margin: float) -> float | None:
+    """A question's null margin as records keep it: None where no threshold makes it answered (no span decoded, or
+    nothing read), as open_domain's records do; no_answer_summary reads None as +inf."""
+    return float(margin) if found and np.isfinite(margin) else None
 
 
 # Each resample keeps one mean per metric and system: 10⁶ resamples are already ~50 MB a system and minutes of work.
@@ -598,6 +622,8 @@ def _systems(config: EvaluateConfig) -> list[System]:
     if config.no_answer_data and not config.no_answer:
         raise ConfigError("no_answer_data measures the no-answer threshold against the answerable questions' margins: "
                           "set no_answer (--no-answer) too")
+    if config.no_answer_limit is not None and (type(config.no_answer_limit) is not int or config.no_answer_limit < 1):
+        raise ConfigError(f"--no-answer-limit {config.no_answer_limit}: use a positive number of questions")
     if config.preprocessing is not None:
         from ..preprocess.preprocessor import preprocessing_name
 
