@@ -76,6 +76,7 @@ def test_top_k_answers_from_the_collection_each_name_their_document(index_dir, r
     assert lines[2] == "   document: nile-article   title: نهر النيل"
 
 
+@pytest.mark.slow  # over half a CPU second: the quick loop keeps this file's cheaper tests
 def test_a_questions_file_gets_records_naming_documents_and_null_where_withheld(index_dir, reference, tmp_path,
                                                                                 capsys):
     qa, index = reference

@@ -70,7 +70,7 @@ def test_a_task_run_past_its_best_epoch_saves_the_best_epochs_weights(tmp_path, 
     assert_saved_weights_are(out, seen[1], others=[seen[0], seen[2]])
 
 
-@pytest.mark.parametrize("scores, kept", [([60.0, 40.0], 1), ([40.0, 60.0], 2)])
+@pytest.mark.parametrize("scores, kept", [([60.0, 40.0], 1), pytest.param([40.0, 60.0], 2, marks=pytest.mark.slow)])
 def test_a_task_run_cut_inside_an_epoch_by_max_steps_keeps_the_best_scored_epoch(tmp_path, monkeypatch, scores,
                                                                                  kept):
     """--max-steps 30 of 3 epochs of 12 steps: two epochs scored, six steps of the third trained after them. The kept
@@ -107,6 +107,7 @@ def qa_argv(tmp_path: Path, epochs: int) -> list[str]:
             "--decoding", "max-score", "--no-progress"]
 
 
+@pytest.mark.slow  # over a CPU second: the quick loop keeps this file's cheaper tests
 def test_a_qa_run_past_its_best_epoch_saves_the_best_epochs_weights(shared_data, tmp_path, monkeypatch):
     from arabert_pipeline.qa.transformer.finetune import QATrainer
 

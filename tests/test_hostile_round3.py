@@ -188,6 +188,7 @@ except ConfigError as exc:
     assert code == 0 and out.startswith("REFUSED") and expected in out, out
 
 
+@pytest.mark.slow  # about half a CPU second: the quick loop keeps this file's cheaper tests
 def test_a_broken_preprocess_checkpoint_is_a_one_line_error(tmp_path, capsys):
     corpus = tmp_path / "in.txt"
     write_text(corpus, make_lines(200))

@@ -142,6 +142,7 @@ def opened_for_writing(fifo: Path) -> int | None:
         raise
 
 
+@pytest.mark.slow  # over a CPU second: the quick loop keeps this file's cheaper tests
 def test_a_server_whose_task_model_shares_a_fifo_stops_on_sigterm(tmp_path):
     """The load read the FIFO forever, in a thread the interpreter waits for at exit: the server ignored SIGTERM."""
     model, mini = sibling_sharing(tmp_path)

@@ -214,7 +214,8 @@ def _assert_int8_per_output_column(graph, weight_matmuls: int) -> None:
         assert (np.abs(numpy_helper.to_array(weight).astype(np.int16)).max(axis=0) >= 127).all(), node.name
 
 
-@pytest.mark.parametrize("block, exact", [(None, False), (16, False), (None, True), (16, True)])
+@pytest.mark.parametrize("block, exact", [(None, False), *(pytest.param(*case, marks=pytest.mark.slow)
+                                                      for case in [(16, False), (None, True), (16, True)])])
 def test_int8_row_storage_runs_the_same_fp32_weights_on_both_backends(tiny_onnx, tmp_path, block, exact):
     """Issue 53's compact storage: int8 rows in model.safetensors, widened to fp32 by the torch loader and by the
     graph (the word embeddings looked up before they are widened; with `exact`, some of their rows kept as stored and

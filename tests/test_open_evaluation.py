@@ -121,6 +121,7 @@ def test_distractors_from_an_index_dir_and_files_share_one_budget(slices, tmp_pa
     assert capped.description["paragraph_lines"] >= 3 and len(capped.texts) <= 3
 
 
+@pytest.mark.slow  # over a CPU second: the quick loop keeps this file's cheaper tests
 def test_each_answer_is_the_one_predict_and_answer_from_index_give(model, slices):
     """The model's cell of one reading of the first five passages answers as the package does: a document as
     QAModel.predict answers it, a collection question as answer_from_index does."""

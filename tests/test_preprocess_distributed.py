@@ -48,7 +48,7 @@ def test_preprocessor_built_once_per_process(monkeypatch):
     assert len(built) == 1
 
 
-@pytest.mark.parametrize("name", ["arabertv02", "arabertv2"])
+@pytest.mark.parametrize("name", ["arabertv02", pytest.param("arabertv2", marks=pytest.mark.slow)])
 def test_datasets_map_gives_the_local_engines_lines(tmp_path, name):
     datasets = pytest.importorskip("datasets")
     lines = make_lines(120, seed=3)

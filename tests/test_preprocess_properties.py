@@ -28,6 +28,7 @@ ASCII_DIGIT_BY_ARABIC = re.compile("[0-9][\u0621-\u063a\u0641-\u064a]|[\u0621-\u
 FAST = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+@pytest.mark.slow  # a CPU second: the quick loop keeps this file's cheaper properties
 @FAST
 @given(text)
 def test_normalized_text_is_clean(x):

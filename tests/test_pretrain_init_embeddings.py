@@ -64,7 +64,7 @@ def _objective(tokenizer_path, corpus_path, output, **overrides):
     return build_objective(config, AutoTokenizer.from_pretrained(tokenizer_path), "none"), config
 
 
-@pytest.mark.parametrize("tokenizer_fixture", ["tokenizer_dir", "unigram_dir"])
+@pytest.mark.parametrize("tokenizer_fixture", ["tokenizer_dir", pytest.param("unigram_dir", marks=pytest.mark.slow)])
 def test_whole_word_tokens_start_from_their_vectors_at_the_init_scale(request, tokenizer_fixture, corpus, vectors,  # noqa: F811  an imported fixture
                                                                      tmp_path):
     from transformers import AutoTokenizer

@@ -152,6 +152,7 @@ def test_allow_no_answer_abstains_where_the_margin_is_above_the_threshold():
         assert (pipeline.answer(example["question"], example["context"], allow_no_answer=True) is not None) is answered
 
 
+@pytest.mark.slow  # over a CPU second: the quick loop keeps this file's cheaper tests
 def test_decode_answers_with_one_of_the_candidates_it_is_given():
     """`candidates` is what decode chooses from: the max-score answer is the best candidate, the expected-F1 answer
     one of the candidates (as trimmed: end punctuation and a leading word such as عام aside), and every_candidate

@@ -162,6 +162,7 @@ def test_int8_quantizes_the_reader_with_the_transformer(tuned, tmp_path, monkeyp
     assert len(quantized) == 2 and len(list((tmp_path / "cache" / "arabert_pipeline" / "int8").glob("*.onnx"))) == 2
 
 
+@pytest.mark.slow  # over half a CPU second: the quick loop keeps this file's cheaper tests
 def test_retuning_keeps_the_reader_the_model_has(tuned, tmp_path):
     _, out, _, dev = tuned
     again = tmp_path / "again"

@@ -431,7 +431,7 @@ def _run_honouring_permissions(argv: list[str], directory: Path, capsys) -> tupl
     return done.returncode, done.stderr
 
 
-@pytest.mark.parametrize("target", ["-o", "--word-cache"])
+@pytest.mark.parametrize("target", ["-o", pytest.param("--word-cache", marks=pytest.mark.slow)])
 def test_an_unwritable_output_or_word_cache_is_named(tmp_path, text, capsys, target):
     locked = tmp_path / "read-only"
     locked.mkdir()

@@ -164,6 +164,7 @@ def test_the_page_highlights_the_answer_and_says_when_there_is_none(model_dir, t
             browser.close()
 
 
+@pytest.mark.slow  # over a CPU second: the quick loop keeps this file's cheaper tests
 def test_the_page_asks_the_collection_and_highlights_the_answer_in_its_passage(tmp_path):
     from arabert_pipeline import Index, Pipeline
 

@@ -369,6 +369,7 @@ def _closed_within(sock: socket.socket, seconds: float) -> tuple[bytes, float]:
     return data, elapsed
 
 
+@pytest.mark.slow  # about half a CPU second: the quick loop keeps this file's cheaper tests
 def test_a_connection_that_sends_nothing_is_closed(quick):
     sock = connect(quick)
     data, elapsed = _closed_within(sock, QUICK.timeout_headers + 2)

@@ -27,6 +27,7 @@ def shared_with_sibling(model_dir, root):
     return mini
 
 
+@pytest.mark.slow  # over a CPU second: the quick loop keeps this file's cheaper tests
 def test_the_standalone_copy_of_a_model_sharing_its_tokenizer_holds_the_tokenizer(tmp_path):
     from arabert_pipeline.classification.model import OnnxTextClassifier
     from arabert_pipeline.finetuning.taskexport import standalone

@@ -314,6 +314,7 @@ def test_reader_weights_follow_the_umask_like_every_output(trained):
         {p.name: oct(0o666 & ~mask) for p in out.iterdir()}
 
 
+@pytest.mark.slow  # about half a CPU second: the quick loop keeps this file's cheaper tests
 def test_a_reader_started_from_another_keeps_what_it_learnt(trained, embeddings_dir, tmp_path, capsys):
     """--init-from: the synthetic-then-real recipe. A reader started from the trained one at a learning rate too small
     to move it answers as that one does from its first epoch (a fresh one cannot: its dev EM starts near 0), keeps its

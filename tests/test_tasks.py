@@ -412,7 +412,9 @@ def test_tag_writes_entities_with_offsets_into_each_line(task_models, capsys, tm
         ("PERS", "حمدان", 6), ("LOC", "نجران", 22)]
 
 
-@pytest.mark.parametrize("field, name", [("cls_token", "<s>"), ("sep_token", "[MASK]"), ("cls_token", "[SEP]")])
+@pytest.mark.parametrize("field, name", [("sep_token", "[MASK]"),
+                                         *(pytest.param(*case, marks=pytest.mark.slow)
+                                           for case in [("cls_token", "<s>"), ("cls_token", "[SEP]")])])
 def test_tag_frames_texts_by_the_tokenizers_template_not_by_the_token_names_of_tokenizer_config(
         task_models, capsys, tmp_path, field, name):
     """[CLS] and [SEP] come from tokenizer.json's template, as QA's and classification's texts get them: a
@@ -616,6 +618,7 @@ def documented_finetune_commands() -> list[list[str]]:
     return [line.split()[1:] for line in text.splitlines() if line.startswith("arabert-pipeline finetune ")]
 
 
+@pytest.mark.slow  # over a CPU second: the quick loop keeps this file's cheaper tests
 @pytest.mark.parametrize("task", ["classification", "ner"])
 def test_each_documented_finetune_command_trains_from_the_shipped_encoder(task, tmp_path):
     """Issue 60: the shipped encoder is stored in int8 rows; a task head (num_labels, id2label) must still be built on
