@@ -266,7 +266,7 @@ if (RESULTS / "soup-dev" / "soup.json").exists():
     print("dev alone:", {name: round(score, 2) for name, score in soup["dev_alone"].items()})
     print("soups tried:", [(row["added"], round(row["dev"], 2), row["kept"]) for row in soup["tried"]])"""),
     ("md", """\
-## Documents and collections: the question without its paragraph (dev only)
+## Documents and collections: the question without its paragraph (dev; the test sets read once)
 
 `notebooks/results/open-collection/` (`arabert-pipeline evaluate --documents 5 --collection`, the command in
 docs/experiments/documents.md): the shipped model asked each arcd-dev and MLQA-ar dev question of its paragraph (the
@@ -275,7 +275,8 @@ passages as `answer` reads a long context), and of one collection of both sets' 
 lines (as `answer --index` reads it), by the package's BM25 and by SOQAL's TF-IDF. Recall of the gold passage or
 paragraph, end-to-end time a question on one thread against the paragraph's, the grid of passages read × null weight
 that chose the shipped `passages_read` and `passage_null_weight`, and questions whose article the collection lacks,
-which should get no answer. Then `notebooks/results/no-answer-aqad/` (`evaluate --no-answer --no-answer-data
+which should get no answer. `notebooks/results/open-collection-test/`: the same once on ARCD-test and TyDiQA-ar dev for
+the shipped settings (nothing chosen on it). Then `notebooks/results/no-answer-aqad/` (`evaluate --no-answer --no-answer-data
 aqad-unanswerable`): the same no-answer threshold on 1,000 of AQAD's unanswerable questions, each asked of its own
 paragraph."""),
     ("code", """\
@@ -295,6 +296,7 @@ def show_open(directory):
 
 
 show_open(RESULTS / "open-collection")
+show_open(RESULTS / "open-collection-test")
 if (RESULTS / "no-answer-aqad" / "results.json").exists():
     for part in tables.unanswerable_tables(load.load_results(RESULTS / "no-answer-aqad")):
         display(Markdown(part))"""),
