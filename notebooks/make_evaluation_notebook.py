@@ -275,10 +275,10 @@ passages as `answer` reads a long context), and of one collection of both sets' 
 lines (as `answer --index` reads it), by the package's BM25 and by SOQAL's TF-IDF. Recall of the gold passage or
 paragraph, end-to-end time a question on one thread against the paragraph's, the grid of passages read × null weight
 that chose the shipped `passages_read` and `passage_null_weight`, and questions whose article the collection lacks,
-which should get no answer. `notebooks/results/open-collection-test/`: the same once on ARCD-test and TyDiQA-ar dev for
-the shipped settings (nothing chosen on it). Then `notebooks/results/no-answer-aqad/` (`evaluate --no-answer --no-answer-data
-aqad-unanswerable`): the same no-answer threshold on 1,000 of AQAD's unanswerable questions, each asked of its own
-paragraph."""),
+which should get no answer. `notebooks/results/open-collection-test/`: the same once on ARCD-test and TyDiQA-ar dev
+for the shipped settings (nothing chosen on it). Then `notebooks/results/no-answer-aqad/` (`evaluate --no-answer
+--no-answer-data aqad-unanswerable`): the same no-answer threshold on 1,000 of AQAD's unanswerable questions, each
+asked of its own paragraph."""),
     ("code", """\
 def show_open(directory):
     \"\"\"The documents-and-collections tables and plot of an evaluate run.\"\"\"
