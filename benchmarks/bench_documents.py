@@ -67,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ["ARABERT_PIPELINE_DATA"] = str(args.data_root)
     sys.path.insert(0, str(REPO))
     from arabert_pipeline import Index, Pipeline
+    from arabert_pipeline.artifacts.paths import portable_path
     from arabert_pipeline.evaluate.open_domain import build_collection, distractor_documents, document_examples
     from arabert_pipeline.qa.data import read_squad
     from arabert_pipeline.qa.metrics import score_question
@@ -117,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         load_after = os.getloadavg()
     summary = {way: timing(values) for way, values in times.items()}
     result = {
-        "argv": sys.argv[1:] if argv is None else argv,
+        "argv": [portable_path(arg) for arg in (sys.argv[1:] if argv is None else argv)],
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "load_before": load_before,
                     "load_after": load_after, "threads": 1},
         "model": qa.source, "backend": qa.backend, "passages_read": qa.qa.settings.passages_read,

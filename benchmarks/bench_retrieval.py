@@ -273,7 +273,8 @@ def run_verb(data_root: Path, output: Path, analysis: str, passage_chars: int) -
         raise SystemExit(f"arabert-pipeline index failed:\n{done.stderr[-3000:]}")
     peak = int(done.stderr.strip().splitlines()[-1].split()[1]) / 1024
     return {"command": "arabert-pipeline index DATA/qa/*.json DATA/corpus/*.txt.xz -o DIR", "inputs": len(inputs),
-            "seconds": round(seconds, 1), "peak_rss_mb": round(peak), "printed": done.stdout.strip().splitlines()[-1]}
+            "seconds": round(seconds, 1), "peak_rss_mb": round(peak),
+            "printed": done.stdout.strip().splitlines()[-1].replace(str(output.parent), "WORKDIR")}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -331,7 +332,9 @@ def main(argv: list[str] | None = None) -> int:
         verb = run_verb(args.data_root, workdir / "verb-index", analysis, passage_chars) if args.verb else None
         if verb:
             print(json.dumps(verb, ensure_ascii=False), flush=True)
-    report = {"argv": argv, "analysis": analysis, "passage_chars": passage_chars,
+    from arabert_pipeline.artifacts.paths import portable_path
+
+    report = {"argv": [portable_path(arg) for arg in argv], "analysis": analysis, "passage_chars": passage_chars,
               "documents_available": len(documents),
               "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "load_before": load_before,
                           "load_after": os.getloadavg()}, "rows": rows, "long_contexts": contexts, "verb": verb}
