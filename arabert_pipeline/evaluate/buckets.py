@@ -1,5 +1,8 @@
-"""What questions are grouped by in reports: their question word and the length of their gold answer."""
+"""What questions are grouped by in reports: their question word and the length of their gold answer; and the
+per-question records that carry them beside the scores (`score_system`), which every QA report is built from."""
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from . import metrics
 
@@ -37,3 +40,22 @@ def question_word(question: str) -> str:
 def answer_length_bucket(answer: str) -> str:
     words = len(answer.split())
     return next((name for name, low, high in ANSWER_LENGTH_BUCKETS if low <= words <= high), "1")
+
+
+def score_system(examples: list[dict], predictions: Mapping[str, tuple[str, int | None]]) -> list[dict]:
+    """Per-question records: prediction, gold answers, buckets and the six scores."""
+    records = []
+    for ex in examples:
+        text, start = predictions.get(ex["id"], (None, None))
+        gold = list(ex["answers"]["text"])
+        records.append({
+            "id": ex["id"],
+            "prediction": text,
+            "prediction_start": start,
+            "missing": text is None,
+            "gold": gold,
+            "question_word": question_word(ex["question"]),
+            "answer_length": answer_length_bucket(gold[0]),
+            **metrics.score_question(ex, text, start),
+        })
+    return records

@@ -42,6 +42,7 @@ import numpy as np
 from ..artifacts.paths import portable_path
 from ..errors import ConfigError, InputError
 from . import metrics
+from .buckets import score_system
 from .retrievers import RETRIEVERS, Retriever, build_retriever
 
 if TYPE_CHECKING:
@@ -455,8 +456,6 @@ class OpenRun:
     def _record(self, model: QAModel, example: dict, asked: Asked, rank: int | None,
                 in_paragraph: Callable[[Answer, PassageRead | None], int | None],
                 gold: Callable[[PassageRead], bool], characters: int) -> dict:
-        from .report import score_system
-
         settings = model.settings
         paragraph_example = {**example, "context": example.get("paragraph", example["context"]),
                              "answers": _paragraph_answers(example)}

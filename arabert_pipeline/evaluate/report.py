@@ -46,7 +46,7 @@ from ..errors import ConfigError, InputError
 from ..weights.files import read_text_file
 from . import metrics
 from .baselines import BASELINES, baseline_predictions
-from .buckets import ANSWER_LENGTH_BUCKETS, OTHER, QUESTION_WORDS, answer_length_bucket, question_word
+from .buckets import ANSWER_LENGTH_BUCKETS, OTHER, QUESTION_WORDS, score_system
 from .load import RESULTS_FILE, check_file_names, no_answer_file, per_question_file, safe_name
 from .open_domain import (
     DEPTH,
@@ -256,25 +256,6 @@ def _predict_with_model(model, examples: list[dict], batch_size: int, timed: boo
 
 
 # ---------------------------------------------------------------------------------------------------------- scoring
-
-
-def score_system(examples: list[dict], predictions: Mapping[str, tuple[str, int | None]]) -> list[dict]:
-    """Per-question records: prediction, gold answers, buckets and the six scores."""
-    records = []
-    for ex in examples:
-        text, start = predictions.get(ex["id"], (None, None))
-        gold = list(ex["answers"]["text"])
-        records.append({
-            "id": ex["id"],
-            "prediction": text,
-            "prediction_start": start,
-            "missing": text is None,
-            "gold": gold,
-            "question_word": question_word(ex["question"]),
-            "answer_length": answer_length_bucket(gold[0]),
-            **metrics.score_question(ex, text, start),
-        })
-    return records
 
 
 def _score_matrix(records: list[dict]) -> np.ndarray:

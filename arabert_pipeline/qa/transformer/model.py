@@ -41,6 +41,7 @@ from .bonuses import reader_scores as reader_log_probs
 from .companion import COMPANION_DIR, Companion, load_companion
 from .decode import Answer, Logits, candidates, decode, null_margins
 from .features import Windows, build_windows, collate
+from .passages import answer_long_contexts
 from .settings import QASettings
 
 
@@ -121,8 +122,6 @@ class QAModel:
         examples = list(examples)
         if not examples:
             return [], np.zeros(0)
-        from .passages import answer_long_contexts
-
         return answer_long_contexts(self, examples, batch_size, top_k)
 
     def predict_prepared(self, examples: list[dict[str, Any]], prepared, windows: Windows, batch_size: int,

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -33,8 +33,29 @@ from .decode import Answer
 
 if TYPE_CHECKING:
     from ...retrieval.index import Hit, Index
+    from .decode import Logits
     from .features import Windows
-    from .model import QAModel
+    from .settings import QASettings
+
+
+class PassageReader(Protocol):
+    """What reading by passages asks of a QA model (model.QAModel, which calls into this module, has it all): the
+    model is named by its interface so that this module does not import the one that imports it."""
+
+    settings: QASettings
+
+    def prepare(self, examples: list[dict[str, Any]]) -> list[tuple[str, Any]]: ...
+
+    def windows(self, prepared: Any) -> Windows: ...
+
+    def logits(self, examples: list[dict[str, Any]], batch_size: int = 32) -> Logits: ...
+
+    def decode(self, logits: Logits, top_k: int = 1) -> list[list[Answer]]: ...
+
+    def null_margins(self, logits: Logits) -> np.ndarray: ...
+
+    def predict_prepared(self, examples: list[dict[str, Any]], prepared: Any, windows: Windows, batch_size: int,
+                         top_k: int) -> tuple[list[list[Answer]], np.ndarray]: ...
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +68,7 @@ class PassageRead:
     null_margin: float
 
 
-def read_hits(model: QAModel, questions: Sequence[str], hits: Sequence[Sequence[Hit]], batch_size: int,
+def read_hits(model: PassageReader, questions: Sequence[str], hits: Sequence[Sequence[Hit]], batch_size: int,
               top_k: int) -> list[list[PassageRead]]:
     """Each question's hits read by `model`, all passages batched together: per question, per hit, its answers (at
     most top_k, offsets moved into the hit's document) and null margin."""
@@ -107,7 +128,7 @@ def chosen_answers(reads: Sequence[PassageRead], null_weight: float, top_k: int
     return found[:top_k], (reads[order[0]] if order else None)
 
 
-def answer_long_contexts(model: QAModel, examples: list[dict[str, Any]], batch_size: int, top_k: int
+def answer_long_contexts(model: PassageReader, examples: list[dict[str, Any]], batch_size: int, top_k: int
                          ) -> tuple[list[list[Answer]], np.ndarray]:
     """`QAModel.predict_with_margins` for a list of examples: those whose context spans at most
     `long_context_windows` windows read whole, the others by their best passages (module docstring), whose chosen
@@ -147,7 +168,7 @@ def answer_long_contexts(model: QAModel, examples: list[dict[str, Any]], batch_s
     return results, margins
 
 
-def read_by_passages(model: QAModel, prepared: Sequence[tuple[str, Any]], windows: Windows) -> np.ndarray:
+def read_by_passages(model: PassageReader, prepared: Sequence[tuple[str, Any]], windows: Windows) -> np.ndarray:
     """Per example (through `model.prepare` and `model.windows`): whether its context is long enough to be read by
     passages (more than `long_context_windows` windows) rather than whole."""
     counts = np.bincount(windows.example_index, minlength=len(prepared))
@@ -164,7 +185,7 @@ def leading_passages(text: str, passage_chars: int, k: int) -> list[Hit]:
     return [Hit(p, 0.0, "0", None, text[p.start:p.end]) for p in passages[:k]]
 
 
-def answer_from_index(model: QAModel, index: Index, questions: Sequence[str], batch_size: int, top_k: int,
+def answer_from_index(model: PassageReader, index: Index, questions: Sequence[str], batch_size: int, top_k: int,
                       allow_no_answer: bool) -> list[list[Answer]]:
     """Each question asked of `index` (retrieval/index.py): its best `passages_read` hits read and one answer chosen
     as for a long context; the answers name their document (`document`, `title`) and their offsets are into that
